@@ -1,0 +1,82 @@
+"""``odradek broker``: run one broker (embedded single-node default)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from odradek.config import BrokerConfig, ConfigError, read_properties
+
+log = logging.getLogger("odradek")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("broker", help="run a broker")
+    p.add_argument("--config", help="server.properties file (Kafka config names)")
+    p.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="override a config (repeatable)"
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.set_defaults(func=run)
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+    )
+
+
+def load_config(args: argparse.Namespace) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if args.config:
+        props.update(read_properties(args.config))
+    for item in args.override:
+        if "=" not in item:
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v.strip()
+    return BrokerConfig(props)
+
+
+async def serve(config: BrokerConfig) -> None:
+    from odradek.server.broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, broker.request_stop)
+    try:
+        await broker.wait_stopped()
+    finally:
+        await broker.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args)
+    except (ConfigError, OSError) as e:
+        log.error("invalid configuration: %s", e)
+        return 2
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    try:
+        runner(serve(config))
+    except ConfigError as e:
+        log.error("invalid configuration: %s", e)
+        return 2
+    except OSError as e:
+        log.error("fatal: %s", e)
+        return 1
+    return 0

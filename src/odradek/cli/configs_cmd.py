@@ -1,0 +1,111 @@
+"""``odradek configs``: kafka-configs.sh for topics and brokers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("configs", help="describe and alter topic and broker configs")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers"])
+    p.add_argument("--entity-name", help="topic name or broker id")
+    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true")
+    p.add_argument("--add-config", help="k1=v1,k2=v2 (use [a,b] for list values)")
+    p.add_argument("--delete-config", help="k1,k2")
+    p.add_argument("--all", action="store_true", help="with --describe: all configs, not only overrides")
+    p.add_argument("--command-timeout", type=float, default=30.0)
+    p.set_defaults(func=run)
+
+
+def parse_add_config(raw: str) -> dict[str, str]:
+    """k=v pairs split on commas outside [brackets]; [a,b] becomes a,b."""
+    out: dict[str, str] = {}
+    depth = 0
+    cur = ""
+    items = []
+    for ch in raw:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        items.append(cur)
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--add-config expects k=v pairs, got {item!r}")
+        k, v = item.split("=", 1)
+        v = v.strip()
+        if v.startswith("[") and v.endswith("]"):
+            v = v[1:-1]
+        out[k.strip()] = v
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    timeout = args.command_timeout
+    if args.entity_type == "topics":
+        if not args.entity_name:
+            print("Error: --entity-name is required for topics", file=sys.stderr)
+            return 1
+        res = ConfigResource(ConfigResource.Type.TOPIC, args.entity_name)
+        label = f"Topic:{args.entity_name}"
+    else:
+        name = "" if args.entity_default else (args.entity_name or "")
+        if not name and not args.entity_default:
+            print("Error: --entity-name or --entity-default is required for brokers", file=sys.stderr)
+            return 1
+        res = ConfigResource(ConfigResource.Type.BROKER, name)
+        label = f"Broker:{name or '<default>'}"
+    try:
+        if args.describe:
+            cfg = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout)
+            shown = sorted(cfg.values(), key=lambda e: e.name)
+            if not args.all:
+                keep = {1} if args.entity_type == "topics" else ({3} if args.entity_default else {2})
+                shown = [e for e in shown if int(e.source) in keep]
+            print(f"Dynamic configs for {label} are:" if not args.all else f"All configs for {label} are:")
+            for e in shown:
+                value = "null" if e.is_sensitive else e.value
+                print(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} source={_SOURCES.get(int(e.source), e.source)}")
+            return 0
+        entries = []
+        for k, v in (parse_add_config(args.add_config) if args.add_config else {}).items():
+            entries.append(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET))
+        for k in (args.delete_config.split(",") if args.delete_config else []):
+            entries.append(ConfigEntry(k.strip(), None, incremental_operation=AlterConfigOpType.DELETE))
+        if not entries:
+            print("Error: --alter needs --add-config or --delete-config", file=sys.stderr)
+            return 1
+        res = ConfigResource(res.restype, res.name, incremental_configs=entries)
+        admin.incremental_alter_configs([res], request_timeout=timeout)[res].result(timeout)
+        print(f"Completed updating config for {label}.")
+        return 0
+    except KafkaException as e:
+        print(f"Error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1

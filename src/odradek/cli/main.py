@@ -1,0 +1,25 @@
+"""The ``odradek`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from odradek import __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a Kafka-compatible broker in Python")
+    parser.add_argument("--version", action="version", version=f"odradek {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    from odradek.cli import broker_cmd, configs_cmd, topics_cmd
+
+    broker_cmd.add_parser(sub)
+    topics_cmd.add_parser(sub)
+    configs_cmd.add_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

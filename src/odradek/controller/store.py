@@ -1,0 +1,214 @@
+"""MetadataStore: the znode-tree interface the controller is written against.
+
+Two implementations: :class:`LocalStore` (embedded single-node default: the tree held
+in memory and persisted to one JSON file, replaced atomically on every change) and,
+for clusters, a ZooKeeper store over kazoo. Paths and payloads are Kafka's
+ZooKeeper-mode ones (``/brokers/topics/<t>``, ``/config/topics/<t>``, ...).
+
+File layout of LocalStore (``<log.dir>/odradek-metadata.json``)::
+
+    {"version": 1, "nodes": {"<path>": {"data": "<base64>", "version": <int>}, ...}}
+
+Ephemeral nodes are not persisted (they belong to a session that ends with the process).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+class StoreError(Exception):
+    pass
+
+
+class NoNodeError(StoreError):
+    pass
+
+
+class NodeExistsError(StoreError):
+    pass
+
+
+class BadVersionError(StoreError):
+    pass
+
+
+class NotEmptyError(StoreError):
+    pass
+
+
+@dataclass
+class Op:
+    """One operation of :meth:`MetadataStore.multi`."""
+
+    kind: str  # "create" | "set" | "delete" | "check"
+    path: str
+    data: bytes = b""
+    version: int = -1
+
+
+Watcher = Callable[[str], None]
+
+
+class MetadataStore(Protocol):
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str: ...
+    def get(self, path: str) -> tuple[bytes, int]: ...
+    def set(self, path: str, data: bytes, version: int = -1) -> int: ...
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
+    def exists(self, path: str) -> int | None: ...
+    def children(self, path: str) -> list[str]: ...
+    def multi(self, ops: list[Op]) -> None: ...
+    def watch(self, path: str, callback: Watcher) -> None: ...
+    def close(self) -> None: ...
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+class LocalStore:
+    """In-process znode tree persisted to a JSON file."""
+
+    def __init__(self, file: Path | None) -> None:
+        self.file = file
+        self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
+        self._ephemeral: set[str] = set()
+        self._watchers: dict[str, list[Watcher]] = {}
+        if file is not None and file.exists():
+            doc = json.loads(file.read_text(encoding="utf-8"))
+            for path, node in doc.get("nodes", {}).items():
+                self._nodes[path] = (base64.b64decode(node["data"]), int(node["version"]))
+
+    # -- persistence
+    def _persist(self) -> None:
+        if self.file is None:
+            return
+        doc = {
+            "version": 1,
+            "nodes": {
+                p: {"data": base64.b64encode(d).decode(), "version": v}
+                for p, (d, v) in sorted(self._nodes.items())
+                if p not in self._ephemeral
+            },
+        }
+        tmp = self.file.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.file)
+
+    def _fire(self, paths: set[str]) -> None:
+        for p in sorted(paths):
+            for cb in list(self._watchers.get(p, ())):
+                cb(p)
+
+    # -- primitive mutations (no persist, return touched paths)
+    def _create(self, path: str, data: bytes, ephemeral: bool, makepath: bool) -> set[str]:
+        if path in self._nodes:
+            raise NodeExistsError(path)
+        touched = {path, _parent(path)}
+        parent = _parent(path)
+        if parent not in self._nodes:
+            if not makepath:
+                raise NoNodeError(parent)
+            touched |= self._create(parent, b"", False, True)
+        self._nodes[path] = (bytes(data), 0)
+        if ephemeral:
+            self._ephemeral.add(path)
+        return touched
+
+    def _set(self, path: str, data: bytes, version: int) -> set[str]:
+        if path not in self._nodes:
+            raise NoNodeError(path)
+        cur = self._nodes[path][1]
+        if version != -1 and version != cur:
+            raise BadVersionError(path)
+        self._nodes[path] = (bytes(data), cur + 1)
+        return {path}
+
+    def _delete(self, path: str, version: int, recursive: bool) -> set[str]:
+        if path not in self._nodes:
+            raise NoNodeError(path)
+        if version != -1 and version != self._nodes[path][1]:
+            raise BadVersionError(path)
+        prefix = path.rstrip("/") + "/"
+        kids = [p for p in self._nodes if p.startswith(prefix)]
+        if kids and not recursive:
+            raise NotEmptyError(path)
+        for p in [*kids, path]:
+            del self._nodes[p]
+            self._ephemeral.discard(p)
+        return {path, _parent(path), *kids}
+
+    # -- MetadataStore
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
+        touched = self._create(path, data, ephemeral, makepath)
+        if not ephemeral:
+            self._persist()
+        self._fire(touched)
+        return path
+
+    def get(self, path: str) -> tuple[bytes, int]:
+        try:
+            return self._nodes[path]
+        except KeyError:
+            raise NoNodeError(path) from None
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        touched = self._set(path, data, version)
+        self._persist()
+        self._fire(touched)
+        return self._nodes[path][1]
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        touched = self._delete(path, version, recursive)
+        self._persist()
+        self._fire(touched)
+
+    def exists(self, path: str) -> int | None:
+        node = self._nodes.get(path)
+        return None if node is None else node[1]
+
+    def children(self, path: str) -> list[str]:
+        if path not in self._nodes:
+            raise NoNodeError(path)
+        prefix = path.rstrip("/") + "/"
+        return sorted(p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
+
+    def multi(self, ops: list[Op]) -> None:
+        """Apply all operations or none (atomic, like ZooKeeper's multi)."""
+        snapshot = (dict(self._nodes), set(self._ephemeral))
+        touched: set[str] = set()
+        try:
+            for op in ops:
+                if op.kind == "create":
+                    touched |= self._create(op.path, op.data, False, True)
+                elif op.kind == "set":
+                    touched |= self._set(op.path, op.data, op.version)
+                elif op.kind == "delete":
+                    touched |= self._delete(op.path, op.version, True)
+                elif op.kind == "check":
+                    if self.exists(op.path) is None or (op.version != -1 and self.exists(op.path) != op.version):
+                        raise BadVersionError(op.path)
+                else:
+                    raise StoreError(f"unknown op {op.kind}")
+        except StoreError:
+            self._nodes, self._ephemeral = snapshot
+            raise
+        self._persist()
+        self._fire(touched)
+
+    def watch(self, path: str, callback: Watcher) -> None:
+        self._watchers.setdefault(path, []).append(callback)
+
+    def close(self) -> None:
+        for p in list(self._ephemeral):
+            self._nodes.pop(p, None)
+        self._ephemeral.clear()

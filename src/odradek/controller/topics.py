@@ -1,0 +1,387 @@
+"""Topic metadata: creation, deletion, partitions and configs over a MetadataStore.
+
+Znodes (Kafka's ZooKeeper mode)::
+
+    /cluster/id                                  {"version":"1","id":"<cluster id>"}
+    /brokers/topics/<t>                          {"version":3,"partitions":{"0":[0]},"topic_id":"<b64>",
+                                                  "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<t>/partitions/<p>/state     {"version":1,"controller_epoch":1,"leader":0,
+                                                  "leader_epoch":0,"isr":[0]}
+    /config/topics/<t>                           {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<default> | /config/brokers/<id>   {"version":1,"config":{...}}
+
+The embedded default decides everything here synchronously (the single broker is its
+own controller). Listeners are told of every change so the broker can create or
+delete logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from odradek.config import ConfigError, validate_topic_configs
+from odradek.controller.store import MetadataStore, NoNodeError, Op
+from odradek.protocol import errors
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: raises TopicError(INVALID_TOPIC_EXCEPTION)."""
+    if not name:
+        raise TopicError(errors.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise TopicError(errors.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(
+            errors.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
+        )
+    if not _LEGAL.match(name):
+        raise TopicError(
+            errors.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def topic_id_to_str(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_str(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+@dataclass
+class PartitionMeta:
+    index: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionMeta]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+TopicListener = Callable[[str, TopicMeta], None]  # (event, topic): "created" | "deleted" | "partitions" | "config"
+
+
+def _j(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+class TopicRegistry:
+    """Topic metadata of the cluster, cached in memory, persisted in the store."""
+
+    def __init__(self, store: MetadataStore, live_brokers: Callable[[], list[int]]) -> None:
+        self.store = store
+        self.live_brokers = live_brokers
+        self.topics: dict[str, TopicMeta] = {}
+        self.by_id: dict[uuid.UUID, TopicMeta] = {}
+        self.listeners: list[TopicListener] = []
+        self.controller_epoch = 1
+
+    # -- loading
+    def load(self) -> None:
+        for path in ("/brokers/topics", "/config/topics", "/config/brokers", "/admin/delete_topics"):
+            if self.store.exists(path) is None:
+                self.store.create(path, b"", makepath=True)
+        for name in self.store.children("/brokers/topics"):
+            meta = self._read_topic(name)
+            if meta is not None:
+                self.topics[name] = meta
+                self.by_id[meta.topic_id] = meta
+        # finish deletions interrupted by a crash
+        for name in self.store.children("/admin/delete_topics"):
+            if name in self.topics:
+                self.delete_topic(name)
+            else:
+                self.store.delete(f"/admin/delete_topics/{name}")
+
+    def _read_topic(self, name: str) -> TopicMeta | None:
+        try:
+            data, _ = self.store.get(f"/brokers/topics/{name}")
+        except NoNodeError:
+            return None
+        doc = json.loads(data)
+        parts: list[PartitionMeta] = []
+        for p_str, replicas in sorted(doc["partitions"].items(), key=lambda kv: int(kv[0])):
+            p = int(p_str)
+            try:
+                sdata, _ = self.store.get(f"/brokers/topics/{name}/partitions/{p}/state")
+                st = json.loads(sdata)
+                parts.append(PartitionMeta(p, list(replicas), st["leader"], st["leader_epoch"], list(st["isr"])))
+            except NoNodeError:
+                parts.append(PartitionMeta(p, list(replicas), replicas[0], 0, list(replicas)))
+        configs: dict[str, str] = {}
+        try:
+            cdata, _ = self.store.get(f"/config/topics/{name}")
+            configs = dict(json.loads(cdata).get("config", {}))
+        except NoNodeError:
+            pass
+        return TopicMeta(name, topic_id_from_str(doc["topic_id"]), parts, configs)
+
+    def _notify(self, event: str, meta: TopicMeta) -> None:
+        for cb in self.listeners:
+            cb(event, meta)
+
+    # -- queries
+    def get(self, name: str) -> TopicMeta | None:
+        return self.topics.get(name)
+
+    # -- assignment
+    def _assign(self, num_partitions: int, rf: int, start: int = 0) -> dict[int, list[int]]:
+        brokers = sorted(self.live_brokers())
+        if rf > len(brokers):
+            raise TopicError(
+                errors.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+            )
+        n = len(brokers)
+        out: dict[int, list[int]] = {}
+        for i in range(num_partitions):
+            p = start + i
+            first = p % n
+            shift = 1 + (p // n) % max(n - 1, 1)
+            replicas = [brokers[first]]
+            for j in range(rf - 1):
+                replicas.append(brokers[(first + shift + j) % n])
+            out[p] = replicas
+        return out
+
+    def _check_assignment(self, assignment: Mapping[int, list[int]], expected_start: int) -> None:
+        live = set(self.live_brokers())
+        keys = sorted(assignment)
+        if keys != list(range(expected_start, expected_start + len(keys))):
+            raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT, "Partitions must be consecutive and start at the next index")
+        sizes = {len(r) for r in assignment.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same number of replicas")
+        for replicas in assignment.values():
+            if len(set(replicas)) != len(replicas):
+                raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT, "Duplicate replica in assignment")
+            if not set(replicas) <= live:
+                raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker in assignment {replicas}")
+
+    # -- mutations
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignment: Mapping[int, list[int]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        default_partitions: int = 1,
+        default_replication_factor: int = 1,
+        validate_only: bool = False,
+    ) -> TopicMeta:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        norm = name.replace(".", "_")
+        for other in self.topics:
+            if other.replace(".", "_") == norm:
+                raise TopicError(
+                    errors.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+        try:
+            checked = validate_topic_configs(configs or {})
+        except ConfigError as e:
+            raise TopicError(errors.INVALID_CONFIG, str(e)) from None
+        if assignment:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicError(
+                    errors.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+                )
+            self._check_assignment(assignment, 0)
+            plan = {p: list(r) for p, r in assignment.items()}
+        else:
+            if num_partitions == -1:
+                num_partitions = default_partitions
+            if replication_factor == -1:
+                replication_factor = default_replication_factor
+            if num_partitions <= 0:
+                raise TopicError(errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise TopicError(errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+            plan = self._assign(num_partitions, replication_factor)
+        min_isr = checked.get("min.insync.replicas")
+        rf = len(next(iter(plan.values())))
+        if min_isr is not None and min_isr > rf:
+            raise TopicError(errors.INVALID_CONFIG, f"min.insync.replicas {min_isr} is larger than the replication factor {rf}")
+        config_strs = {k: str(v) for k, v in (configs or {}).items() if v is not None}
+        meta = TopicMeta(
+            name,
+            uuid.uuid4(),
+            [PartitionMeta(p, r, r[0], 0, list(r)) for p, r in sorted(plan.items())],
+            config_strs,
+        )
+        if validate_only:
+            return meta
+        ops = [
+            Op("create", f"/config/topics/{name}", _j({"version": 1, "config": config_strs})),
+            Op("create", f"/brokers/topics/{name}", self._topic_doc(meta)),
+        ]
+        ops += [Op("create", self._state_path(name, p.index), self._state_doc(p)) for p in meta.partitions]
+        self.store.multi(ops)
+        self.topics[name] = meta
+        self.by_id[meta.topic_id] = meta
+        self._notify("created", meta)
+        return meta
+
+    def delete_topic(self, name: str) -> TopicMeta:
+        meta = self.topics.get(name)
+        if meta is None:
+            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        marker = f"/admin/delete_topics/{name}"
+        if self.store.exists(marker) is None:
+            self.store.create(marker, b"", makepath=True)
+        # logs go first (the listener deletes them), then the metadata, then the marker
+        self._notify("deleted", meta)
+        ops = [Op("delete", f"/brokers/topics/{name}")]
+        if self.store.exists(f"/config/topics/{name}") is not None:
+            ops.append(Op("delete", f"/config/topics/{name}"))
+        ops.append(Op("delete", marker))
+        self.store.multi(ops)
+        del self.topics[name]
+        self.by_id.pop(meta.topic_id, None)
+        return meta
+
+    def create_partitions(
+        self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
+    ) -> TopicMeta:
+        meta = self.topics.get(name)
+        if meta is None:
+            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        old = len(meta.partitions)
+        if count < old:
+            raise TopicError(errors.INVALID_PARTITIONS, f"Topic currently has {old} partitions, which is higher than the requested {count}.")
+        if count == old:
+            raise TopicError(errors.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+        rf = len(meta.partitions[0].replicas)
+        if assignment:
+            if len(assignment) != count - old:
+                raise TopicError(
+                    errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - old} but {len(assignment)} assignments provided.",
+                )
+            plan = {old + i: list(r) for i, r in enumerate(assignment)}
+            self._check_assignment(plan, old)
+            if len(plan[old]) != rf:
+                raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT, "Inconsistent replication factor")
+        else:
+            plan = self._assign(count - old, rf, start=old)
+        if validate_only:
+            return meta
+        new_parts = [PartitionMeta(p, r, r[0], 0, list(r)) for p, r in sorted(plan.items())]
+        updated = TopicMeta(meta.name, meta.topic_id, meta.partitions + new_parts, meta.configs)
+        ops = [Op("set", f"/brokers/topics/{name}", self._topic_doc(updated))]
+        ops += [Op("create", self._state_path(name, p.index), self._state_doc(p)) for p in new_parts]
+        self.store.multi(ops)
+        meta.partitions = updated.partitions
+        self._notify("partitions", meta)
+        return meta
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
+        meta = self.topics.get(name)
+        if meta is None:
+            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        try:
+            checked = validate_topic_configs(configs)
+        except ConfigError as e:
+            raise TopicError(errors.INVALID_CONFIG, str(e)) from None
+        min_isr = checked.get("min.insync.replicas")
+        if min_isr is not None and min_isr > len(meta.partitions[0].replicas):
+            raise TopicError(errors.INVALID_CONFIG, "min.insync.replicas is larger than the replication factor")
+        if validate_only:
+            return
+        doc = _j({"version": 1, "config": dict(configs)})
+        path = f"/config/topics/{name}"
+        if self.store.exists(path) is None:
+            self.store.create(path, doc, makepath=True)
+        else:
+            self.store.set(path, doc)
+        meta.configs = dict(configs)
+        self._notify("config", meta)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """Dynamic broker configs of ``entity`` ("" = cluster default, else a broker id)."""
+        path = f"/config/brokers/{entity or '<default>'}"
+        try:
+            data, _ = self.store.get(path)
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("config", {}))
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        path = f"/config/brokers/{entity or '<default>'}"
+        doc = _j({"version": 1, "config": dict(configs)})
+        if self.store.exists(path) is None:
+            self.store.create(path, doc, makepath=True)
+        else:
+            self.store.set(path, doc)
+
+    # -- cluster id
+    def cluster_id(self) -> str:
+        try:
+            data, _ = self.store.get("/cluster/id")
+            return str(json.loads(data)["id"])
+        except NoNodeError:
+            cid = topic_id_to_str(uuid.uuid4())
+            self.store.create("/cluster/id", _j({"version": "1", "id": cid}), makepath=True)
+            return cid
+
+    # -- encoding helpers
+    @staticmethod
+    def _state_path(name: str, p: int) -> str:
+        return f"/brokers/topics/{name}/partitions/{p}/state"
+
+    def _state_doc(self, p: PartitionMeta) -> bytes:
+        return _j(
+            {
+                "version": 1,
+                "controller_epoch": self.controller_epoch,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "isr": p.isr,
+            }
+        )
+
+    @staticmethod
+    def _topic_doc(meta: TopicMeta) -> bytes:
+        return _j(
+            {
+                "version": 3,
+                "partitions": {str(p.index): p.replicas for p in meta.partitions},
+                "topic_id": topic_id_to_str(meta.topic_id),
+                "adding_replicas": {},
+                "removing_replicas": {},
+            }
+        )

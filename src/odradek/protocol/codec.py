@@ -1,0 +1,128 @@
+"""Adapter over kio: decode request bodies, encode response bodies, safely.
+
+kio raises assorted exceptions on malformed input (BufferUnderflow, KeyError on an
+unknown tagged field, ValueError, UnicodeDecodeError ...). Every one of them becomes a
+:class:`DecodeError` here so nothing escapes up the stack.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+
+class DecodeError(Exception):
+    pass
+
+
+@cache
+def request_class(api_key: int, version: int) -> type[Any] | None:
+    try:
+        return load_request_schema(api_key, version)
+    except Exception:
+        return None
+
+
+@cache
+def response_class(api_key: int, version: int) -> type[Any]:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the response classes (nested ones included) of a version."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+@cache
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type[Any]) -> Any:
+    return entity_writer(cls)
+
+
+def is_flexible(api_key: int, version: int) -> bool | None:
+    cls = request_class(api_key, version)
+    if cls is None:
+        return None
+    return bool(cls.__flexible__)
+
+
+def request_header_flexible(api_key: int, version: int) -> bool | None:
+    """Whether the request header is v2 (tagged fields); None when unknown."""
+    cls = request_class(api_key, version)
+    if cls is None:
+        return None
+    return bool(cls.__header_schema__.__version__ >= 2)
+
+
+def response_header_flexible(api_key: int, version: int) -> bool:
+    if api_key == 18:  # ApiVersions responses always use header v0
+        return False
+    return bool(response_class(api_key, version).__header_schema__.__version__ >= 1)
+
+
+def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
+    cls = request_class(api_key, version)
+    if cls is None:
+        raise DecodeError(f"no schema for api {api_key} v{version}")
+    try:
+        value, size = _reader(cls)(frame, offset)
+    except Exception as e:  # kio raises many types on malformed input
+        raise DecodeError(f"malformed api {api_key} v{version} body: {type(e).__name__}: {e}") from e
+    if offset + size > len(frame):
+        raise DecodeError("body runs past the frame")
+    return value
+
+
+def encode(entity: Any) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+@cache
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(cls.__dataclass_fields__)
+
+
+_ERROR_FIELDS = frozenset({"error_code", "topic_config_error_code"})
+_ZERO = datetime.timedelta(0)
+
+
+@cache
+def error_code(code: int) -> ErrorCode:
+    return ErrorCode(code)
+
+
+def make(cls: type[Any], **kwargs: Any) -> Any:
+    """Build a kio entity from keyword arguments, dropping those the version lacks.
+
+    Plain ints are accepted for error codes and milliseconds for ``throttle_time``.
+    """
+    names = _field_names(cls)
+    out: dict[str, Any] = {}
+    for k, v in kwargs.items():
+        if k not in names:
+            continue
+        if k in _ERROR_FIELDS and not isinstance(v, ErrorCode):
+            v = error_code(v)
+        elif k == "throttle_time" and isinstance(v, int):
+            v = datetime.timedelta(milliseconds=v) if v else _ZERO
+        out[k] = v
+    return cls(**out)
+
+
+def has_field(cls: type[Any], name: str) -> bool:
+    return name in _field_names(cls)

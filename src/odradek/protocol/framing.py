@@ -1,0 +1,146 @@
+"""Sans-I/O framing of the Kafka wire protocol.
+
+Byte layout of a request frame::
+
+    size            int32    bytes that follow
+    api_key         int16
+    api_version     int16
+    correlation_id  int32
+    client_id       int16 length + UTF-8 bytes (length -1 = null)   -- never compact
+    tagged fields   uvarint count, then (uvarint tag, uvarint size, bytes)  -- header v2 only
+    body            the request payload (kio decodes it)
+
+Response frame::
+
+    size            int32
+    correlation_id  int32
+    tagged fields   uvarint count (0)     -- header v1 only (flexible versions, not ApiVersions)
+    body
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+_HDR = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_I32 = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """The byte stream cannot be framed; the connection must be closed."""
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int  # where the body starts within the frame
+
+
+def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    value = 0
+    while True:
+        if pos >= len(buf):
+            raise FrameError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise FrameError("varint too long")
+
+
+def parse_request_header(frame: bytes | memoryview, flexible_header: bool | None) -> RequestHeader:
+    """Parse a request header. ``flexible_header`` says whether header v2 (with tagged
+    fields) is used; ``None`` means unknown (api/version not supported): tagged fields
+    are then not parsed and ``body_offset`` points just after the client id."""
+    if len(frame) < 10:
+        raise FrameError("frame shorter than a request header")
+    api_key, api_version, correlation_id, client_len = _HDR.unpack_from(frame, 0)
+    pos = 10
+    client_id: str | None = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise FrameError("client id runs past the frame")
+        try:
+            client_id = bytes(frame[pos : pos + client_len]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FrameError("client id is not UTF-8") from e
+        pos += client_len
+    elif client_len != -1:
+        raise FrameError("negative client id length")
+    if flexible_header:
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+            if pos > len(frame):
+                raise FrameError("tagged field runs past the frame")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame with at least 8 bytes."""
+    if len(frame) < 8:
+        raise FrameError("frame shorter than a request header")
+    api_key, api_version, correlation_id, _ = _HDR.unpack_from(bytes(frame[:8]) + b"\xff\xff", 0)
+    return api_key, api_version, correlation_id
+
+
+def response_header(correlation_id: int, flexible: bool) -> bytes:
+    if flexible:
+        return _I32.pack(correlation_id) + b"\x00"
+    return _I32.pack(correlation_id)
+
+
+def size_prefix(n: int) -> bytes:
+    return _SIZE.pack(n)
+
+
+class FrameDecoder:
+    """Accumulates bytes and yields complete request frames (without the size prefix).
+
+    Raises :class:`FrameError` on a negative size or one above ``max_size``
+    (Kafka's socket.request.max.bytes): the caller closes the connection.
+    """
+
+    __slots__ = ("_buf", "max_size", "_need")
+
+    def __init__(self, max_size: int = 104857600) -> None:
+        self._buf = bytearray()
+        self.max_size = max_size
+        self._need = -1  # size of the frame being read, -1 = reading the size field
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        while True:
+            if self._need < 0:
+                if len(buf) < 4:
+                    break
+                size = _SIZE.unpack_from(buf, 0)[0]
+                if size < 0 or size > self.max_size:
+                    raise FrameError(f"request size {size} outside [0, {self.max_size}]")
+                if size < 8:
+                    raise FrameError(f"request size {size} smaller than a request header")
+                self._need = size
+                del buf[:4]
+            if len(buf) < self._need:
+                break
+            n = self._need
+            frames.append(bytes(buf[:n]))
+            del buf[:n]
+            self._need = -1
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)

@@ -1,0 +1,443 @@
+"""Record batch v2 (magic 2): header parsing, validation, and a small builder.
+
+The broker treats record batches as opaque bytes. It parses only the fixed 61-byte
+header, checks the CRC-32C and rewrites ``baseOffset`` and ``partitionLeaderEpoch``
+(both lie outside the CRC, so no re-checksum is needed).
+
+Byte layout of one batch (big-endian)::
+
+    offset  size  field
+    0       8     baseOffset              int64
+    8       4     batchLength             int32   bytes after this field
+    12      4     partitionLeaderEpoch    int32
+    16      1     magic                   int8    must be 2
+    17      4     crc                     uint32  CRC-32C of bytes [21, end)
+    21      2     attributes              int16   bits 0-2 compression, 3 timestamp type,
+                                                  4 transactional, 5 control, 6 delete horizon
+    23      4     lastOffsetDelta         int32
+    27      8     baseTimestamp           int64   (firstTimestamp)
+    35      8     maxTimestamp            int64
+    43      8     producerId              int64
+    51      2     producerEpoch           int16
+    53      4     baseSequence            int32
+    57      4     recordCount             int32
+    61      ...   records                 (compressed as a whole when compression != 0)
+
+Each record (uncompressed)::
+
+    length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+    keyLength varint, key, valueLength varint, value, headerCount varint,
+    headers [keyLength varint, key, valueLength varint, value]
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
+CRC_START = 21
+MAGIC_V2 = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+# error codes used by validation (Kafka's numbers)
+CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
+INVALID_RECORD = 87
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_TIMESTAMP = 32
+
+
+class InvalidRecordError(Exception):
+    """A produced batch failed validation; ``error_code`` is Kafka's error code."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Total size of the batch in bytes, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    return _crc32c.crc32c(data)
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``pos``; the caller guarantees 61 bytes are there."""
+    return BatchHeader._make(BATCH_HEADER.unpack_from(buf, pos))
+
+
+def _walk_uncompressed(view: memoryview, start: int, end: int) -> int:
+    """Count records in an uncompressed records section, checking lengths add up."""
+    count = 0
+    pos = start
+    while pos < end:
+        # zig-zag varint length
+        shift = 0
+        raw = 0
+        while True:
+            if pos >= end:
+                return -1
+            b = view[pos]
+            pos += 1
+            raw |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                return -1
+        length = (raw >> 1) ^ -(raw & 1)
+        if length <= 0:
+            return -1
+        pos += length
+        count += 1
+    return count if pos == end else -1
+
+
+def validate_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    max_batch_bytes: int | None = None,
+    check_records: bool = True,
+) -> list[BatchHeader]:
+    """Validate every batch in a produced ``records`` blob and return their headers.
+
+    Checks: framing (lengths fit exactly), magic 2, CRC-32C, recordCount vs
+    lastOffsetDelta, compression codec known, and, for uncompressed batches when
+    ``check_records`` is set, that the record lengths add up to recordCount records.
+    Raises :class:`InvalidRecordError` with Kafka's error code.
+    """
+    view = memoryview(buf)
+    total = len(view)
+    if total == 0:
+        raise InvalidRecordError(CORRUPT_MESSAGE, "empty record set")
+    headers: list[BatchHeader] = []
+    pos = 0
+    unpack = BATCH_HEADER.unpack_from
+    while pos < total:
+        if total - pos < BATCH_HEADER_SIZE:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "truncated record batch header")
+        h = BatchHeader._make(unpack(view, pos))
+        if h.magic != MAGIC_V2:
+            raise InvalidRecordError(
+                UNSUPPORTED_FOR_MESSAGE_FORMAT, f"unsupported record batch magic {h.magic}"
+            )
+        size = h.batch_length + LOG_OVERHEAD
+        if h.batch_length < MIN_BATCH_LENGTH or pos + size > total:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "record batch length out of bounds")
+        if max_batch_bytes is not None and size > max_batch_bytes:
+            raise InvalidRecordError(
+                MESSAGE_TOO_LARGE,
+                f"record batch of {size} bytes exceeds the maximum of {max_batch_bytes}",
+            )
+        if _crc32c.crc32c(view[pos + CRC_START : pos + size]) != h.crc:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "record batch CRC mismatch")
+        if h.record_count <= 0 or h.last_offset_delta != h.record_count - 1:
+            raise InvalidRecordError(
+                INVALID_RECORD,
+                f"record count {h.record_count} does not match last offset delta {h.last_offset_delta}",
+            )
+        codec = h.attributes & COMPRESSION_MASK
+        if codec > COMPRESSION_ZSTD:
+            raise InvalidRecordError(UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
+        if (
+            check_records
+            and codec == COMPRESSION_NONE
+            and _walk_uncompressed(view, pos + BATCH_HEADER_SIZE, pos + size) != h.record_count
+        ):
+            raise InvalidRecordError(INVALID_RECORD, "record count does not match the records in the batch")
+        headers.append(h)
+        pos += size
+    return headers
+
+
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each complete batch, stopping at the first
+    one that does not frame correctly. No CRC check (see :func:`valid_prefix`)."""
+    view = memoryview(buf)
+    total = len(view)
+    while total - pos >= BATCH_HEADER_SIZE:
+        h = BatchHeader._make(BATCH_HEADER.unpack_from(view, pos))
+        if h.batch_length < MIN_BATCH_LENGTH or pos + h.batch_length + LOG_OVERHEAD > total:
+            return
+        yield pos, h
+        pos += h.batch_length + LOG_OVERHEAD
+
+
+def batch_crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    view = memoryview(buf)
+    return _crc32c.crc32c(view[pos + CRC_START : pos + header.size]) == header.crc
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    _I32.pack_into(buf, pos + 12, epoch)
+
+
+# ---------------------------------------------------------------------------
+# builder (tests, control batches, internal topics)
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def encode_varint(n: int) -> bytes:
+    """Signed zig-zag varint/varlong as used inside records."""
+    z = _zigzag(n)
+    out = bytearray()
+    while True:
+        b = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a signed zig-zag varint at ``pos``; returns (value, new position)."""
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def _encode_bytes(b: bytes | None) -> bytes:
+    if b is None:
+        return encode_varint(-1)
+    return encode_varint(len(b)) + b
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+) -> bytes:
+    body = bytearray(b"\x00")
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    body += _encode_bytes(key)
+    body += _encode_bytes(value)
+    body += encode_varint(len(headers))
+    for hk, hv in headers:
+        body += _encode_bytes(hk.encode())
+        body += _encode_bytes(hv)
+    return encode_varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]]
+    | Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    *,
+    base_offset: int = 0,
+    timestamp: int = 0,
+    timestamps: Sequence[int] | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = -1,
+    compression: int = COMPRESSION_NONE,
+    transactional: bool = False,
+    control: bool = False,
+    timestamp_type: int = 0,
+) -> bytes:
+    """Build one v2 batch (uncompressed or gzip) from ``(key, value[, headers])`` tuples."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    ts_list = list(timestamps) if timestamps is not None else [timestamp] * len(records)
+    base_ts = ts_list[0]
+    body = bytearray()
+    for i, rec in enumerate(records):
+        key, value = rec[0], rec[1]
+        hdrs = rec[2] if len(rec) > 2 else ()  # type: ignore[misc]
+        body += encode_record(i, ts_list[i] - base_ts, key, value, hdrs)
+    payload = bytes(body)
+    if compression == COMPRESSION_GZIP:
+        payload = gzip.compress(payload)
+    elif compression != COMPRESSION_NONE:
+        raise ValueError("build_batch supports only none and gzip")
+    attributes = compression
+    if timestamp_type:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
+    after_crc = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        len(records) - 1,
+        base_ts,
+        max(ts_list),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    ) + payload
+    crc = _crc32c.crc32c(after_crc)
+    batch_length = len(after_crc) + 4 + 1 + 4  # crc + magic + partitionLeaderEpoch
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + after_crc
+
+
+def decode_records(batch: bytes | memoryview) -> list[Record]:
+    """Decode the records of one uncompressed or gzip batch (tests and compaction only)."""
+    h = read_header(batch)
+    data = bytes(batch[BATCH_HEADER_SIZE : h.size])
+    if h.compression == COMPRESSION_GZIP:
+        data = gzip.decompress(data)
+    elif h.compression != COMPRESSION_NONE:
+        data = _decompress_optional(h.compression, data)
+    out: list[Record] = []
+    pos = 0
+    view = memoryview(data)
+    for _ in range(h.record_count):
+        length, pos = decode_varint(view, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = decode_varint(view, pos)
+        off_delta, pos = decode_varint(view, pos)
+        klen, pos = decode_varint(view, pos)
+        key = None if klen < 0 else bytes(view[pos : pos + klen])
+        pos += max(klen, 0)
+        vlen, pos = decode_varint(view, pos)
+        value = None if vlen < 0 else bytes(view[pos : pos + vlen])
+        pos += max(vlen, 0)
+        nh, pos = decode_varint(view, pos)
+        hdrs = []
+        for _ in range(nh):
+            hkl, pos = decode_varint(view, pos)
+            hk = bytes(view[pos : pos + hkl]).decode()
+            pos += hkl
+            hvl, pos = decode_varint(view, pos)
+            hv = None if hvl < 0 else bytes(view[pos : pos + hvl])
+            pos += max(hvl, 0)
+            hdrs.append((hk, hv))
+        out.append(Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, key, value, tuple(hdrs)))
+        pos = end
+    return out
+
+
+def _decompress_optional(codec: int, data: bytes) -> bytes:
+    if codec == COMPRESSION_ZSTD:
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    if codec == COMPRESSION_LZ4:
+        import lz4.frame
+
+        return lz4.frame.decompress(data)  # type: ignore[no-any-return]
+    if codec == COMPRESSION_SNAPPY:
+        import cramjam
+
+        if data[:8] == b"\x82SNAPPY\x00":  # xerial framing
+            out = bytearray()
+            pos = 16
+            while pos < len(data):
+                n = int.from_bytes(data[pos : pos + 4], "big")
+                out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
+                pos += 4 + n
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    raise ValueError(f"unknown codec {codec}")

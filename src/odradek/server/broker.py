@@ -1,0 +1,343 @@
+"""The broker process: metadata, logs, listeners and the periodic tasks, on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from odradek.config import BrokerConfig, ConfigError
+from odradek.controller.store import LocalStore, NoNodeError
+from odradek.controller.topics import TopicMeta, TopicRegistry
+from odradek.log.config import KAFKA_NAMES, LogConfig
+from odradek.log.manager import LogManager
+from odradek.server.connection import Connection
+from odradek.server.replica_manager import ReplicaManager
+
+log = logging.getLogger("odradek.broker")
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class ProducerIdManager:
+    """Hands out producer ids in blocks reserved in the store (/latest_producer_id_block,
+    as Kafka's ZooKeeper mode does), so ids are never reused across restarts."""
+
+    PATH = "/latest_producer_id_block"
+
+    def __init__(self, store: LocalStore, broker_id: int) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self._next = 0
+        self._end = 0
+
+    def _reserve(self) -> None:
+        try:
+            data, version = self.store.get(self.PATH)
+            last_end = int(json.loads(data)["block_end"])
+        except NoNodeError:
+            data, version, last_end = b"", -1, -1
+        start = last_end + 1
+        end = start + PRODUCER_ID_BLOCK - 1
+        doc = json.dumps(
+            {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
+        ).encode()
+        if version < 0:
+            self.store.create(self.PATH, doc, makepath=True)
+        else:
+            self.store.set(self.PATH, doc, version)
+        self._next, self._end = start, end
+
+    def next_id(self) -> int:
+        if self._next > self._end or self._end == 0:
+            self._reserve()
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.rack: str | None = config.raw("broker.rack")[0]
+        self.validate_records = bool(config.get("odradek.validate.records"))
+        self.log_dirs = config.log_dirs
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self._check_meta_properties()
+        self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
+        self.topics = TopicRegistry(self.store, lambda: [self.node_id])
+        self.topics.listeners.append(self._on_topic_event)
+        self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
+        self.replica_manager = ReplicaManager(self)
+        self.producer_ids = ProducerIdManager(self.store, self.node_id)
+        self.cluster_id = ""
+        self.connections: set[Connection] = set()
+        self._servers: list[tuple[socket.socket, str]] = []
+        self._stopping: asyncio.Event | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self.bound: dict[str, tuple[str, int]] = {}
+
+    # -- configuration
+    def _check_meta_properties(self) -> None:
+        for d in self.log_dirs:
+            p = d / "meta.properties"
+            if p.exists():
+                props = dict(
+                    line.split("=", 1) for line in p.read_text().splitlines() if "=" in line and not line.startswith("#")
+                )
+                if int(props.get("node.id", props.get("broker.id", self.node_id))) != self.node_id:
+                    raise ConfigError(
+                        f"The broker id {self.node_id} doesn't match the one stored in {p}: {props.get('node.id')}"
+                    )
+
+    def _write_meta_properties(self) -> None:
+        for d in self.log_dirs:
+            p = d / "meta.properties"
+            if not p.exists():
+                p.write_text(
+                    f"#\n#{time.ctime()}\nversion=0\nbroker.id={self.node_id}\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n"
+                )
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        meta = self.topics.get(topic)
+        overrides = meta.configs if meta is not None else {}
+        values: dict[str, Any] = {}
+        for kafka_name, field in KAFKA_NAMES.items():
+            v, _ = self.config.topic_value(kafka_name, overrides)
+            if isinstance(v, list):
+                v = ",".join(v)
+            values[field] = v
+        return LogConfig(**values)
+
+    def advertised_endpoint(self, listener: str) -> tuple[str, int]:
+        for name, host, port in self.config.advertised_listeners:
+            if name == listener:
+                if port == 0 and listener in self.bound:
+                    port = self.bound[listener][1]
+                if not host or host == "0.0.0.0":
+                    host = self.bound.get(listener, ("127.0.0.1", 0))[0]
+                    if host in ("0.0.0.0", ""):
+                        host = socket.gethostname()
+                return host, port
+        host, port = self.bound.get(listener, ("127.0.0.1", 9092))
+        return host, port
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    # -- topic operations (the embedded controller decides synchronously)
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignment: Mapping[int, list[int]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicMeta:
+        return self.topics.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            assignment,
+            configs,
+            default_partitions=self.config.get("num.partitions"),
+            default_replication_factor=self.config.get("default.replication.factor"),
+            validate_only=validate_only,
+        )
+
+    def delete_topic(self, name: str) -> None:
+        self.topics.delete_topic(name)
+
+    def create_partitions(
+        self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
+    ) -> None:
+        self.topics.create_partitions(name, count, assignment, validate_only=validate_only)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
+        self.topics.set_topic_configs(name, configs, validate_only=validate_only)
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
+        for k, v in configs.items():
+            BrokerConfig.validate_dynamic(k, v)
+        if validate_only:
+            return
+        self.topics.set_broker_configs(entity, configs)
+        self._load_dynamic_broker_configs()
+        for plog in self.log_manager.logs():
+            plog.update_config(self.log_config_for(plog.topic))
+        self._reschedule_retention()
+
+    def _load_dynamic_broker_configs(self) -> None:
+        self.config.set_dynamic(False, self.topics.broker_configs(""))
+        self.config.set_dynamic(True, self.topics.broker_configs(str(self.node_id)))
+
+    def _on_topic_event(self, event: str, meta: TopicMeta) -> None:
+        if event in ("created", "partitions"):
+            for p in meta.partitions:
+                if self.node_id in p.replicas and self.log_manager.get_log(meta.name, p.index) is None:
+                    self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
+            if event == "created":
+                log.info(
+                    "created topic %s with %d partitions (topic id %s)", meta.name, len(meta.partitions), meta.topic_id
+                )
+        elif event == "deleted":
+            for p in meta.partitions:
+                if self.log_manager.get_log(meta.name, p.index) is not None:
+                    self.log_manager.delete_log(meta.name, p.index)
+            log.info("deleted topic %s", meta.name)
+        elif event == "config":
+            cfg = self.log_config_for(meta.name)
+            for p in meta.partitions:
+                plog = self.log_manager.get_log(meta.name, p.index)
+                if plog is not None:
+                    plog.update_config(cfg)
+
+    # -- lifecycle
+    async def start(self) -> None:
+        t0 = time.monotonic()
+        self._stopping = asyncio.Event()
+        self.topics.load()
+        self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
+        self._write_meta_properties()
+        self._load_dynamic_broker_configs()
+        self.log_manager.startup()
+        # logs for every hosted partition (created after a crash between metadata and log)
+        for meta in self.topics.topics.values():
+            for p in meta.partitions:
+                if self.node_id in p.replicas and self.log_manager.get_log(meta.name, p.index) is None:
+                    self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
+        # logs on disk for topics that no longer exist (deleted while we were down)
+        for plog in list(self.log_manager.logs()):
+            meta = self.topics.get(plog.topic)
+            if meta is None or meta.topic_id != plog.topic_id and plog.topic_id is not None:
+                log.info("deleting stray log %s-%d (topic no longer exists)", plog.topic, plog.partition)
+                self.log_manager.delete_log(plog.topic, plog.partition)
+        for plog in self.log_manager.logs():
+            plog.update_high_watermark(plog.log_end_offset)
+        await self._start_listeners()
+        self._schedule_periodic()
+        log.info(
+            "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
+            self.node_id,
+            self.cluster_id,
+            sum(1 for _ in self.log_manager.logs()),
+            time.monotonic() - t0,
+            ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
+        )
+
+    async def _start_listeners(self) -> None:
+        loop = asyncio.get_running_loop()
+        for name, host, port in self.config.listeners:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host or "0.0.0.0", port))
+            sock.listen(1024)
+            sock.setblocking(False)
+            bound = sock.getsockname()
+            self.bound[name] = (str(bound[0]), int(bound[1]))
+            self._servers.append((sock, name))
+            loop.add_reader(sock.fileno(), self._accept, sock, name)
+
+    def _accept(self, server: socket.socket, listener: str) -> None:
+        for _ in range(64):
+            try:
+                sock, addr = server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.warning("accept failed on %s: %s", listener, e)
+                return
+            conn = Connection(self, sock, addr, listener)
+            self.connections.add(conn)
+            conn.start()
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    def _every(self, interval_ms: int, fn: Any, name: str) -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", name)
+            if self._stopping is not None and not self._stopping.is_set():
+                self._timers.append(loop.call_later(interval_ms / 1000.0, tick))
+
+        self._timers.append(loop.call_later(interval_ms / 1000.0, tick))
+
+    def _schedule_periodic(self) -> None:
+        self._reschedule_retention()
+        self._every(1000, lambda: self.log_manager.flush_dirty(self.now_ms()), "log-flusher")
+        self._every(
+            max(int(self.config.get("log.flush.offset.checkpoint.interval.ms")), 1000),
+            self.log_manager.checkpoint,
+            "checkpoint",
+        )
+        self._every(1000, self._prune_timers, "timers")
+
+    def _prune_timers(self) -> None:
+        self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]
+        if self._retention_timer is not None:
+            self._timers.append(self._retention_timer)
+
+    _retention_timer: asyncio.TimerHandle | None = None
+
+    def _reschedule_retention(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        interval = int(self.config.get("log.retention.check.interval.ms")) / 1000.0
+
+        def tick() -> None:
+            try:
+                self.log_manager.cleanup_logs(self.now_ms())
+            except Exception:
+                log.exception("retention check failed")
+            if self._stopping is not None and not self._stopping.is_set():
+                self._retention_timer = loop.call_later(interval, tick)
+
+        self._retention_timer = loop.call_later(interval, tick)
+
+    def request_stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def wait_stopped(self) -> None:
+        assert self._stopping is not None
+        await self._stopping.wait()
+
+    async def stop(self) -> None:
+        log.info("shutting down broker %d", self.node_id)
+        if self._stopping is not None:
+            self._stopping.set()
+        loop = asyncio.get_running_loop()
+        for t in self._timers:
+            t.cancel()
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        for sock, _ in self._servers:
+            loop.remove_reader(sock.fileno())
+            sock.close()
+        self._servers.clear()
+        self.replica_manager.cancel_waiters()
+        for conn in list(self.connections):
+            conn.close()
+        self.log_manager.shutdown()
+        self.store.close()
+        log.info("broker %d shut down cleanly", self.node_id)
+

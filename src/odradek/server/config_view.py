@@ -1,0 +1,97 @@
+"""Config entries as DescribeConfigs / CreateTopics show them, and the operations of
+(Incremental)AlterConfigs applied to override maps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.config import (
+    BROKER_CONFIGS,
+    SRC_DEFAULT,
+    SRC_DYNAMIC_TOPIC,
+    T_LIST,
+    TOPIC_CONFIGS,
+    TOPIC_SYNONYMS,
+    BrokerConfig,
+)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class Entry:
+    name: str
+    value: str | None
+    source: int
+    sensitive: bool
+    read_only: bool
+    type: int
+    doc: str
+    synonyms: list[tuple[str, str | None, int]]
+
+
+def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[Entry]:
+    out = []
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], SRC_DYNAMIC_TOPIC))
+        for syn in TOPIC_SYNONYMS[name]:
+            raw, src = config.raw(syn)
+            if raw is not None and src != SRC_DEFAULT:
+                synonyms.append((syn, raw, src))
+        raw_default, src_default, syn_name = config.topic_default(name)
+        if name in overrides:
+            value, source = overrides[name], SRC_DYNAMIC_TOPIC
+        else:
+            value, source = raw_default, src_default
+        if syn_name is not None and src_default == SRC_DEFAULT:
+            synonyms.append((syn_name, raw_default, SRC_DEFAULT))
+        out.append(Entry(name, value, source, d.sensitive, False, d.type, d.doc, synonyms))
+    return out
+
+
+def broker_entries(config: BrokerConfig) -> list[Entry]:
+    from odradek.config import DYNAMIC_BROKER_CONFIGS
+
+    out = []
+    for name, d in sorted(BROKER_CONFIGS.items()):
+        raw, src = config.raw(name)
+        synonyms = [(name, raw, src)] if raw is not None else []
+        out.append(
+            Entry(name, raw, src, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, synonyms)
+        )
+    return out
+
+
+def apply_incremental(current: Mapping[str, str], ops: list[tuple[str, int, str | None]], kind: str) -> dict[str, str]:
+    """Apply (name, operation, value) triples; raises ValueError on a bad operation."""
+    result = dict(current)
+    defs: Any = TOPIC_CONFIGS if kind == "topic" else BROKER_CONFIGS
+    for name, op, value in ops:
+        d = defs.get(name)
+        if op == OP_SET:
+            if value is None:
+                raise ValueError(f"Null value not supported for : {name}")
+            result[name] = value
+        elif op == OP_DELETE:
+            result.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            if d is None or d.type != T_LIST:
+                raise ValueError(f"Config value append is not allowed for config key: {name}")
+            items = [x for x in (result.get(name) or (d.default or "")).split(",") if x]
+            changes = [x.strip() for x in (value or "").split(",") if x.strip()]
+            if op == OP_APPEND:
+                items += [c for c in changes if c not in items]
+            else:
+                items = [x for x in items if x not in changes]
+            result[name] = ",".join(items)
+        else:
+            raise ValueError(f"Unknown config operation {op}")
+    return result

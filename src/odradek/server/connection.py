@@ -1,0 +1,316 @@
+"""One client connection: non-blocking socket I/O on the event loop, zero-copy writes.
+
+The socket is driven with ``loop.add_reader``/``add_writer`` rather than an asyncio
+transport so responses can mix in-memory buffers (``sendmsg``) with file regions sent
+by ``os.sendfile`` straight from segment files. Requests are decoded and handed to
+their handler in arrival order; responses go out strictly in request order even when
+handlers finish out of order (a long-polling fetch ahead of a metadata request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol import codec
+from odradek.protocol.fetch_response import FileRegion
+from odradek.protocol.framing import (
+    FrameDecoder,
+    FrameError,
+    parse_request_header,
+    peek_header,
+    response_header,
+)
+from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
+from odradek.server.handlers.api_versions import unsupported_version_response
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger("odradek.network")
+
+_RECV_SIZE = 256 * 1024
+_MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
+_MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
+_IOV_MAX = 512
+
+
+class _Slot:
+    __slots__ = ("correlation_id", "flexible", "parts", "size", "done")
+
+    def __init__(self, correlation_id: int, flexible: bool) -> None:
+        self.correlation_id = correlation_id
+        self.flexible = flexible
+        self.parts: list[bytes | FileRegion] = []
+        self.size = 0
+        self.done = False
+
+
+class Connection:
+    def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...], listener: str) -> None:
+        self.broker = broker
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer_host = str(peer[0]) if peer else ""
+        self.peer = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
+        self.listener = listener
+        self.loop = asyncio.get_running_loop()
+        self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
+        self.pending: deque[_Slot] = deque()
+        self.out: deque[Any] = deque()  # bytes | memoryview | file region tuple
+        self.out_bytes = 0
+        self.closed = False
+        self.reading = False
+        self.writing = False
+        self.on_close: list[Callable[[], None]] = []
+
+    # -- lifecycle
+    def start(self) -> None:
+        self.sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._resume_reading()
+
+    def close(self, reason: str | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if reason:
+            log.info("closing connection from %s: %s", self.peer, reason)
+        if self.reading:
+            self.loop.remove_reader(self.fd)
+            self.reading = False
+        if self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.pending.clear()
+        self.out.clear()
+        for cb in self.on_close:
+            try:
+                cb()
+            except Exception:
+                log.exception("close callback failed")
+        self.on_close.clear()
+        self.broker.connection_closed(self)
+
+    def _pause_reading(self) -> None:
+        if self.reading:
+            self.loop.remove_reader(self.fd)
+            self.reading = False
+
+    def _resume_reading(self) -> None:
+        if not self.reading and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self.reading = True
+
+    def _maybe_resume(self) -> None:
+        if not self.reading and self.out_bytes < _MAX_OUT_BYTES and len(self.pending) < _MAX_PENDING:
+            self._resume_reading()
+
+    # -- reading
+    def _on_readable(self) -> None:
+        try:
+            data = self.sock.recv(_RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self.close(f"read error: {e}")
+            return
+        if not data:
+            self.close()
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            log.warning("bad frame from %s: %s", self.peer, e)
+            self.close()
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._on_frame(frame)
+        if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
+            self._pause_reading()
+
+    def _on_frame(self, frame: bytes) -> None:
+        try:
+            api_key, api_version, correlation_id = peek_header(frame)
+        except FrameError as e:
+            log.warning("bad request header from %s: %s", self.peer, e)
+            self.close()
+            return
+        handler = registry.get(api_key)
+        if handler is None:
+            log.warning("unknown api key %d from %s; closing", api_key, self.peer)
+            self.close()
+            return
+        if not handler.min_version <= api_version <= handler.max_version:
+            if api_key == 18:
+                slot = _Slot(correlation_id, False)
+                self.pending.append(slot)
+                self._complete(slot, unsupported_version_response())
+                return
+            log.warning(
+                "unsupported version %d of api %d from %s (supported %d-%d); closing",
+                api_version, api_key, self.peer, handler.min_version, handler.max_version,
+            )
+            self.close()
+            return
+        try:
+            header = parse_request_header(frame, codec.request_header_flexible(api_key, api_version))
+            request = codec.decode_request(api_key, api_version, frame, header.body_offset)
+        except (FrameError, codec.DecodeError) as e:
+            log.warning("malformed request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
+            self.close()
+            return
+        slot = _Slot(correlation_id, codec.response_header_flexible(api_key, api_version))
+        self.pending.append(slot)
+        ctx = RequestContext(self, api_key, api_version, correlation_id, header.client_id)
+        try:
+            result = handler.handle(ctx, request)
+        except HandlerError as e:
+            log.warning("invalid request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
+            self.close()
+            return
+        except Exception:
+            log.exception("handler for api %d v%d failed; closing connection from %s", api_key, api_version, self.peer)
+            self.close()
+            return
+        if result is NO_RESPONSE:
+            self.pending.remove(slot)
+            return
+        if isinstance(result, asyncio.Future):
+            result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
+            return
+        self._complete(slot, result)
+
+    def _on_future(self, slot: _Slot, fut: asyncio.Future[Any]) -> None:
+        if self.closed:
+            return
+        if fut.cancelled():
+            self.close("request cancelled")
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("delayed request failed on connection %s", self.peer, exc_info=exc)
+            self.close()
+            return
+        self._complete(slot, fut.result())
+
+    def _complete(self, slot: _Slot, result: Any) -> None:
+        if self.closed:
+            return
+        head = response_header(slot.correlation_id, slot.flexible)
+        if isinstance(result, RawResponse):
+            slot.parts = [head, *result.parts]
+            slot.size = len(head) + result.size
+        else:
+            body = result if isinstance(result, bytes) else codec.encode(result)
+            slot.parts = [head, body]
+            slot.size = len(head) + len(body)
+        slot.done = True
+        # release every finished response at the head of the queue, in order
+        pending = self.pending
+        queued = False
+        while pending and pending[0].done:
+            s = pending.popleft()
+            self.out.append(s.size.to_bytes(4, "big"))
+            self.out.extend(s.parts)
+            self.out_bytes += s.size + 4
+            queued = True
+        if queued and not self.writing:
+            self._flush()
+        self._maybe_resume()
+
+    # -- writing
+    def _flush(self) -> None:
+        out = self.out
+        sock = self.sock
+        try:
+            while out:
+                item = out[0]
+                if isinstance(item, tuple):  # a file region: (file with fileno(), position, length)
+                    try:
+                        in_fd = item[0].fileno()
+                    except (ValueError, OSError):
+                        self.close("segment file closed before its region was sent")
+                        return
+                    n = os.sendfile(self.fd, in_fd, item[1], item[2])
+                    if n == 0:
+                        # the file shrank under us (deleted/truncated segment): cannot honour the frame
+                        self.close("file region no longer readable")
+                        return
+                    self.out_bytes -= n
+                    if n < item[2]:
+                        out[0] = (item[0], item[1] + n, item[2] - n)
+                        break
+                    out.popleft()
+                    continue
+                # gather consecutive in-memory buffers into one sendmsg
+                bufs: list[bytes | memoryview] = []
+                for it in out:
+                    if isinstance(it, tuple) or len(bufs) >= _IOV_MAX:
+                        break
+                    bufs.append(it)
+                n = sock.sendmsg(bufs) if len(bufs) > 1 else sock.send(bufs[0])
+                self.out_bytes -= n
+                while n:
+                    head = out[0]
+                    assert not isinstance(head, tuple)
+                    if n >= len(head):
+                        n -= len(head)
+                        out.popleft()
+                    else:
+                        out[0] = memoryview(head)[n:]
+                        n = 0
+                        break
+                else:
+                    continue
+                break  # partial write
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                self.close(f"write error: {e}")
+                return
+        if out:
+            if not self.writing:
+                self.loop.add_writer(self.fd, self._flush)
+                self.writing = True
+        elif self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        self._maybe_resume()
+
+
+class RequestContext:
+    """What a handler knows about the request it serves."""
+
+    __slots__ = ("connection", "broker", "api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(
+        self, connection: Connection, api_key: int, api_version: int, correlation_id: int, client_id: str | None
+    ) -> None:
+        self.connection = connection
+        self.broker = connection.broker
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+    @property
+    def response_module(self) -> Any:
+        return codec.response_module(self.api_key, self.api_version)
+
+    @property
+    def client_host(self) -> str:
+        return self.connection.peer_host

@@ -1,0 +1,91 @@
+"""Request handlers: one module per API, each declaring API_KEY, MIN_VERSION,
+MAX_VERSION and ``handle(ctx, request)``, registered in :data:`registry`.
+
+``handle`` returns a kio response entity, a :class:`RawResponse` (pre-encoded buffers,
+used by Fetch for zero copy), :data:`NO_RESPONSE` (Produce with acks=0), or an
+``asyncio.Future`` resolving to one of those (delayed operations).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from odradek.protocol.codec import request_class
+from odradek.protocol.fetch_response import FileRegion
+
+
+class HandlerError(Exception):
+    """The request is well-formed on the wire but unacceptable; the connection closes."""
+
+
+@dataclass(slots=True)
+class RawResponse:
+    parts: Sequence[bytes | FileRegion]
+    size: int
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Any = _NoResponse()
+
+
+class Handler(Protocol):
+    api_key: int
+    min_version: int
+    max_version: int
+
+    def handle(self, ctx: Any, request: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _ModuleHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    module: ModuleType
+
+    def handle(self, ctx: Any, request: Any) -> Any:
+        return self.module.handle(ctx, request)
+
+
+_MODULES = [
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "delete_records",
+    "describe_cluster",
+    "describe_log_dirs",
+    "init_producer_id",
+]
+
+registry: dict[int, Handler] = {}
+
+
+def _register() -> None:
+    for name in _MODULES:
+        mod = importlib.import_module(f"odradek.server.handlers.{name}")
+        lo, hi = mod.MIN_VERSION, mod.MAX_VERSION
+        # advertise only versions kio can decode
+        while lo <= hi and request_class(mod.API_KEY, lo) is None:
+            lo += 1
+        while hi >= lo and request_class(mod.API_KEY, hi) is None:
+            hi -= 1
+        registry[mod.API_KEY] = _ModuleHandler(mod.API_KEY, lo, hi, mod)
+
+
+_register()

@@ -1,0 +1,74 @@
+"""CreateTopics (19): validate_only, configs, explicit assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.controller.topics import TopicError
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.server.config_view import topic_entries
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    results = []
+    seen: dict[str, int] = {}
+    for t in request.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in request.topics:
+        code = errors.NONE
+        msg: str | None = None
+        meta = None
+        if seen[t.name] > 1:
+            code, msg = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
+        else:
+            assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
+            configs = {c.name: c.value for c in t.configs}
+            try:
+                meta = broker.create_topic(
+                    t.name,
+                    t.num_partitions,
+                    t.replication_factor,
+                    assignment,
+                    configs,
+                    validate_only=request.validate_only,
+                )
+            except TopicError as e:
+                code, msg = e.error_code, e.message
+        cfgs: tuple[Any, ...] = ()
+        num_partitions = -1
+        rf = -1
+        if meta is not None:
+            num_partitions = len(meta.partitions)
+            rf = len(meta.partitions[0].replicas)
+            cfgs = tuple(
+                make(
+                    m.CreatableTopicConfigs,
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=e.source,
+                    is_sensitive=e.sensitive,
+                )
+                for e in topic_entries(broker.config, meta.configs)
+            )
+        results.append(
+            make(
+                m.CreatableTopicResult,
+                name=t.name,
+                topic_id=meta.topic_id if meta is not None and not request.validate_only else None,
+                error_code=code,
+                error_message=msg,
+                topic_config_error_code=errors.NONE,
+                num_partitions=num_partitions,
+                replication_factor=rf,
+                configs=cfgs if code == errors.NONE else (),
+            )
+        )
+    return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))

@@ -1,0 +1,36 @@
+"""DeleteRecords (21): moves the log start offset forward (offset -1 = high watermark)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 21
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    out = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code = errors.NONE
+            low = -1
+            plog = broker.replica_manager.get_log(t.name, p.partition_index)
+            if plog is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                target = plog.high_watermark if p.offset == -1 else int(p.offset)
+                if target < 0 or target > plog.high_watermark:
+                    code = errors.OFFSET_OUT_OF_RANGE
+                else:
+                    plog.delete_records_before(target)
+                    low = plog.log_start_offset
+            parts.append(make(m.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low, error_code=code))
+        out.append(make(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
+    return make(m.DeleteRecordsResponse, throttle_time=0, topics=tuple(out))

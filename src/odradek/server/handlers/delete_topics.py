@@ -1,0 +1,51 @@
+"""DeleteTopics (20): by name, or by topic id (v6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.controller.topics import TopicError
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    reg = broker.topics
+    targets: list[tuple[str | None, Any]] = []
+    if ctx.api_version >= 6:
+        for t in request.topics:
+            targets.append((t.name, t.topic_id))
+    else:
+        targets = [(name, None) for name in request.topic_names]
+    out = []
+    for name, tid in targets:
+        code = errors.NONE
+        msg = None
+        meta = reg.get(name) if name else (reg.by_id.get(tid) if tid is not None else None)
+        if meta is None:
+            code = errors.UNKNOWN_TOPIC_ID if (not name and tid is not None) else errors.UNKNOWN_TOPIC_OR_PARTITION
+        elif not broker.config.get("delete.topic.enable"):
+            code, msg = errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+        elif meta.is_internal:
+            code, msg = errors.TOPIC_AUTHORIZATION_FAILED, f"Cannot delete internal topic {meta.name}"
+        else:
+            try:
+                broker.delete_topic(meta.name)
+            except TopicError as e:
+                code, msg = e.error_code, e.message
+        out.append(
+            make(
+                m.DeletableTopicResult,
+                name=meta.name if meta is not None else name,
+                topic_id=meta.topic_id if meta is not None else tid,
+                error_code=code,
+                error_message=msg,
+            )
+        )
+    return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))

@@ -1,0 +1,78 @@
+"""DescribeConfigs (32): topic and broker resources, with synonyms and documentation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.server.config_view import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+    broker_entries,
+    topic_entries,
+)
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    include_synonyms = getattr(request, "include_synonyms", False)
+    include_docs = getattr(request, "include_documentation", False)
+    results = []
+    for res in request.resources:
+        code = errors.NONE
+        msg = None
+        entries = []
+        if res.resource_type == RESOURCE_TOPIC:
+            meta = broker.topics.get(res.resource_name)
+            if meta is None:
+                code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
+            else:
+                entries = topic_entries(broker.config, meta.configs)
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                code, msg = errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+            else:
+                entries = broker_entries(broker.config)
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            entries = []
+        else:
+            code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
+        keys = set(res.configuration_keys) if res.configuration_keys else None
+        configs = tuple(
+            make(
+                m.DescribeConfigsResourceResult,
+                name=e.name,
+                value=None if e.sensitive else e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=e.sensitive,
+                synonyms=tuple(
+                    make(m.DescribeConfigsSynonym, name=n, value=v, source=s) for n, v, s in e.synonyms
+                )
+                if include_synonyms
+                else (),
+                config_type=e.type,
+                documentation=e.doc if include_docs else None,
+                is_default=e.source == 5,
+            )
+            for e in entries
+            if keys is None or e.name in keys
+        )
+        results.append(
+            make(
+                m.DescribeConfigsResult,
+                error_code=code,
+                error_message=msg,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
+    return make(m.DescribeConfigsResponse, throttle_time=0, results=tuple(results))

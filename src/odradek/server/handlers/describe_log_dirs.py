@@ -1,0 +1,55 @@
+"""DescribeLogDirs (35): size of each partition in each log dir."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 35
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    wanted: dict[str, set[int] | None] | None = None
+    if request.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in request.topics}
+    results = []
+    for d in broker.config.log_dirs:
+        by_topic: dict[str, list[Any]] = {}
+        for plog in broker.log_manager.logs():
+            if plog.dir.parent.resolve() != d.resolve():
+                continue
+            if wanted is not None and (plog.topic not in wanted or plog.partition not in (wanted[plog.topic] or ())):
+                continue
+            by_topic.setdefault(plog.topic, []).append(
+                make(
+                    m.DescribeLogDirsPartition,
+                    partition_index=plog.partition,
+                    partition_size=plog.size_in_bytes,
+                    offset_lag=0,
+                    is_future_key=False,
+                )
+            )
+        try:
+            st = os.statvfs(d)
+            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        except OSError:
+            total = usable = -1
+        results.append(
+            make(
+                m.DescribeLogDirsResult,
+                error_code=errors.NONE,
+                log_dir=str(d.resolve()),
+                topics=tuple(make(m.DescribeLogDirsTopic, name=n, partitions=tuple(ps)) for n, ps in sorted(by_topic.items())),
+                total_bytes=total,
+                usable_bytes=usable,
+                is_cordoned=False,
+            )
+        )
+    return make(m.DescribeLogDirsResponse, throttle_time=0, error_code=errors.NONE, results=tuple(results))

@@ -1,0 +1,37 @@
+"""InitProducerId (22): producer ids for idempotent producers (no transactions yet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    if request.transactional_id is not None:
+        return make(
+            m.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    pid = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    if pid is not None and pid >= 0 and epoch is not None and epoch >= 0 and epoch < 32766:
+        # KIP-360: an idempotent producer may bump its own epoch to reset sequences
+        return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.NONE, producer_id=pid, producer_epoch=epoch + 1)
+    return make(
+        m.InitProducerIdResponse,
+        throttle_time=0,
+        error_code=errors.NONE,
+        producer_id=broker.producer_ids.next_id(),
+        producer_epoch=0,
+    )

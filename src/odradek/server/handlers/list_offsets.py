@@ -1,0 +1,72 @@
+"""ListOffsets (2): earliest, latest, max timestamp, and by timestamp (time index)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 10  # v11 adds earliest-pending-upload (-6, tiered storage)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    rm = broker.replica_manager
+    topics_out = []
+    for t in request.topics:
+        meta = broker.topics.get(t.name)
+        parts_out = []
+        for p in t.partitions:
+            code = errors.NONE
+            offset = -1
+            ts = -1
+            epoch = -1
+            plog = None
+            if meta is None or not 0 <= p.partition_index < len(meta.partitions):
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                epoch = meta.partitions[p.partition_index].leader_epoch
+                cur = getattr(p, "current_leader_epoch", -1)
+                if cur is not None and cur >= 0 and cur != epoch:
+                    code = errors.FENCED_LEADER_EPOCH if cur < epoch else errors.UNKNOWN_LEADER_EPOCH
+                else:
+                    plog = rm.get_log(t.name, p.partition_index)
+                    if plog is None:
+                        code = errors.NOT_LEADER_OR_FOLLOWER
+            if plog is not None and code == errors.NONE:
+                target = int(p.timestamp)
+                if target == LATEST:
+                    offset = plog.high_watermark
+                elif target in (EARLIEST, EARLIEST_LOCAL):
+                    offset = plog.log_start_offset
+                elif target == LATEST_TIERED:
+                    offset = -1
+                else:
+                    found = plog.fetch_offset_by_timestamp(target)
+                    if found is not None:
+                        offset, ts = found
+                        if offset >= plog.high_watermark:
+                            offset, ts = -1, -1
+            parts_out.append(
+                make(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=epoch if offset >= 0 else -1,
+                    old_style_offsets=(offset,) if offset >= 0 else (),
+                )
+            )
+        topics_out.append(make(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts_out)))
+    return make(m.ListOffsetsResponse, throttle_time=0, topics=tuple(topics_out))
