@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -60,6 +61,7 @@ async def serve(config: BrokerConfig) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps stacks to stderr
     try:
         config = load_config(args)
     except (ConfigError, OSError) as e:

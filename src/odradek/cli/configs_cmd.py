@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
     timeout = args.command_timeout
+    if args.entity_type == "brokers" and args.entity_default:
+        return _broker_default(args)
     if args.entity_type == "topics":
         if not args.entity_name:
             print("Error: --entity-name is required for topics", file=sys.stderr)
@@ -73,18 +75,17 @@ def run(args: argparse.Namespace) -> int:
         res = ConfigResource(ConfigResource.Type.TOPIC, args.entity_name)
         label = f"Topic:{args.entity_name}"
     else:
-        name = "" if args.entity_default else (args.entity_name or "")
-        if not name and not args.entity_default:
+        if not args.entity_name:
             print("Error: --entity-name or --entity-default is required for brokers", file=sys.stderr)
             return 1
-        res = ConfigResource(ConfigResource.Type.BROKER, name)
-        label = f"Broker:{name or '<default>'}"
+        res = ConfigResource(ConfigResource.Type.BROKER, args.entity_name)
+        label = f"Broker:{args.entity_name}"
     try:
         if args.describe:
             cfg = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout)
             shown = sorted(cfg.values(), key=lambda e: e.name)
             if not args.all:
-                keep = {1} if args.entity_type == "topics" else ({3} if args.entity_default else {2})
+                keep = {1} if args.entity_type == "topics" else {2}
                 shown = [e for e in shown if int(e.source) in keep]
             print(f"Dynamic configs for {label} are:" if not args.all else f"All configs for {label} are:")
             for e in shown:
@@ -109,3 +110,46 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+
+
+def _broker_default(args: argparse.Namespace) -> int:
+    """The cluster-wide broker default (resource name ""), which confluent-kafka rejects."""
+    from odradek.client.wire import WireClient
+
+    label = "Broker:<default>"
+    with WireClient(args.bootstrap_server, timeout=args.command_timeout) as c:
+        if args.describe:
+            from kio.schema.describe_configs.v4.request import DescribeConfigsResource
+
+            resp = c.request(
+                32, 4,
+                resources=(DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),),
+                include_synonyms=False, include_documentation=False,
+            )
+            result = resp.results[0]
+            if result.error_code:
+                print(f"Error: {result.error_message}", file=sys.stderr)
+                return 1
+            print("Default configs for brokers in the cluster are:" if not args.all else f"All configs for {label} are:")
+            for e in sorted(result.configs, key=lambda e: e.name):
+                if args.all or int(e.config_source) == 3:
+                    print(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} source={_SOURCES.get(int(e.config_source), e.config_source)}")
+            return 0
+        from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, AlterConfigsResource
+
+        ops = [AlterableConfig(name=k, config_operation=0, value=v)
+               for k, v in (parse_add_config(args.add_config) if args.add_config else {}).items()]
+        ops += [AlterableConfig(name=k.strip(), config_operation=1, value=None)
+                for k in (args.delete_config.split(",") if args.delete_config else [])]
+        if not ops:
+            print("Error: --alter needs --add-config or --delete-config", file=sys.stderr)
+            return 1
+        resp = c.request(
+            44, 1, resources=(AlterConfigsResource(resource_type=4, resource_name="", configs=tuple(ops)),), validate_only=False,
+        )
+        r = resp.responses[0]
+        if r.error_code:
+            print(f"Error: {r.error_message}", file=sys.stderr)
+            return 1
+        print("Completed updating default config for brokers in the cluster.")
+        return 0

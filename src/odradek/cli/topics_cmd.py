@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
             )
             parts = sorted(t.partitions.values(), key=lambda p: p.id)
             rf = len(parts[0].replicas) if parts else 0
-            topic_id = getattr(t, "topic_id", None)
+            from confluent_kafka import TopicCollection
+
+            described = admin.describe_topics(TopicCollection([name]), request_timeout=timeout)[name].result(timeout)
+            topic_id = described.topic_id
             print(
                 f"Topic: {name}\tTopicId: {topic_id or ''}\tPartitionCount: {len(parts)}\t"
                 f"ReplicationFactor: {rf}\tConfigs: {overrides}"

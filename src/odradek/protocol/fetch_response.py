@@ -142,6 +142,7 @@ def encode_fetch_response(
             head += b"\x00"
     if flexible:
         head += b"\x00"
-    parts.append(bytes(head))
-    total += len(head)
+    if head:
+        parts.append(bytes(head))
+        total += len(head)
     return parts, total

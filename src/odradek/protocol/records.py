@@ -382,13 +382,9 @@ def build_batch(
 
 
 def decode_records(batch: bytes | memoryview) -> list[Record]:
-    """Decode the records of one uncompressed or gzip batch (tests and compaction only)."""
+    """Decode the records of one batch (any codec). Not for the produce/fetch path."""
     h = read_header(batch)
-    data = bytes(batch[BATCH_HEADER_SIZE : h.size])
-    if h.compression == COMPRESSION_GZIP:
-        data = gzip.decompress(data)
-    elif h.compression != COMPRESSION_NONE:
-        data = _decompress_optional(h.compression, data)
+    data = decompress(h.compression, bytes(batch[BATCH_HEADER_SIZE : h.size]))
     out: list[Record] = []
     pos = 0
     view = memoryview(data)
@@ -419,19 +415,17 @@ def decode_records(batch: bytes | memoryview) -> list[Record]:
     return out
 
 
-def _decompress_optional(codec: int, data: bytes) -> bytes:
-    if codec == COMPRESSION_ZSTD:
-        import zstandard
+def decompress(codec: int, data: bytes) -> bytes:
+    """Decompress a batch's records section (Kafka's framings: gzip, xerial or raw
+    snappy, LZ4 frame, zstd frame)."""
+    if codec == COMPRESSION_NONE:
+        return data
+    if codec == COMPRESSION_GZIP:
+        return gzip.decompress(data)
+    import cramjam
 
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    if codec == COMPRESSION_LZ4:
-        import lz4.frame
-
-        return lz4.frame.decompress(data)  # type: ignore[no-any-return]
     if codec == COMPRESSION_SNAPPY:
-        import cramjam
-
-        if data[:8] == b"\x82SNAPPY\x00":  # xerial framing
+        if data[:8] == b"\x82SNAPPY\x00":  # xerial framing: 16-byte header, then (int32 len, block)*
             out = bytearray()
             pos = 16
             while pos < len(data):
@@ -440,4 +434,8 @@ def _decompress_optional(codec: int, data: bytes) -> bytes:
                 pos += 4 + n
             return bytes(out)
         return bytes(cramjam.snappy.decompress_raw(data))
-    raise ValueError(f"unknown codec {codec}")
+    if codec == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.decompress(data))
+    raise ValueError(f"unknown compression codec {codec}")

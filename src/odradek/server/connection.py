@@ -263,19 +263,19 @@ class Connection:
                     bufs.append(it)
                 n = sock.sendmsg(bufs) if len(bufs) > 1 else sock.send(bufs[0])
                 self.out_bytes -= n
-                while n:
+                partial = False
+                while out and not isinstance(out[0], tuple):
                     head = out[0]
-                    assert not isinstance(head, tuple)
-                    if n >= len(head):
-                        n -= len(head)
+                    size = len(head)
+                    if n >= size:  # fully sent (zero-length buffers are dropped here too)
+                        n -= size
                         out.popleft()
                     else:
                         out[0] = memoryview(head)[n:]
-                        n = 0
+                        partial = True
                         break
-                else:
-                    continue
-                break  # partial write
+                if partial:
+                    break
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as e:

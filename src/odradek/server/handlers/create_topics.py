@@ -44,7 +44,7 @@ def handle(ctx: Any, request: Any) -> Any:
         cfgs: tuple[Any, ...] = ()
         num_partitions = -1
         rf = -1
-        if meta is not None:
+        if meta is not None and hasattr(m, "CreatableTopicConfigs"):
             num_partitions = len(meta.partitions)
             rf = len(meta.partitions[0].replicas)
             cfgs = tuple(
