@@ -120,10 +120,11 @@ def _broker_default(args: argparse.Namespace) -> int:
     with WireClient(args.bootstrap_server, timeout=args.command_timeout) as c:
         if args.describe:
             from kio.schema.describe_configs.v4.request import DescribeConfigsResource
+            from kio.static.primitive import i8
 
             resp = c.request(
                 32, 4,
-                resources=(DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),),
+                resources=(DescribeConfigsResource(resource_type=i8(4), resource_name="", configuration_keys=None),),
                 include_synonyms=False, include_documentation=False,
             )
             result = resp.results[0]
@@ -136,16 +137,17 @@ def _broker_default(args: argparse.Namespace) -> int:
                     print(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} source={_SOURCES.get(int(e.config_source), e.config_source)}")
             return 0
         from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, AlterConfigsResource
+        from kio.static.primitive import i8
 
-        ops = [AlterableConfig(name=k, config_operation=0, value=v)
+        ops = [AlterableConfig(name=k, config_operation=i8(0), value=v)
                for k, v in (parse_add_config(args.add_config) if args.add_config else {}).items()]
-        ops += [AlterableConfig(name=k.strip(), config_operation=1, value=None)
+        ops += [AlterableConfig(name=k.strip(), config_operation=i8(1), value=None)
                 for k in (args.delete_config.split(",") if args.delete_config else [])]
         if not ops:
             print("Error: --alter needs --add-config or --delete-config", file=sys.stderr)
             return 1
         resp = c.request(
-            44, 1, resources=(AlterConfigsResource(resource_type=4, resource_name="", configs=tuple(ops)),), validate_only=False,
+            44, 1, resources=(AlterConfigsResource(resource_type=i8(4), resource_name="", configs=tuple(ops)),), validate_only=False,
         )
         r = resp.responses[0]
         if r.error_code:

@@ -12,6 +12,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
 
 class WireClient:
@@ -46,13 +47,13 @@ class WireClient:
         buf = io.BytesIO()
         if req_cls.__header_schema__.__version__ >= 2:
             entity_writer(RequestHeaderV2)(
-                buf, RequestHeaderV2(request_api_key=api_key, request_api_version=version,
-                                     correlation_id=self.correlation_id, client_id=self.client_id)
+                buf, RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
+                                     correlation_id=i32(self.correlation_id), client_id=self.client_id)
             )
         else:
             entity_writer(RequestHeaderV1)(
-                buf, RequestHeaderV1(request_api_key=api_key, request_api_version=version,
-                                     correlation_id=self.correlation_id, client_id=self.client_id)
+                buf, RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
+                                     correlation_id=i32(self.correlation_id), client_id=self.client_id)
             )
         entity_writer(req_cls)(buf, req_cls(**fields))
         payload = buf.getvalue()

@@ -43,13 +43,17 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 
 @cache
-def _reader(cls: type[Any]) -> Any:
+def _reader(cls: Any) -> Any:
     return entity_reader(cls)
 
 
 @cache
-def _writer(cls: type[Any]) -> Any:
+def _writer(cls: Any) -> Any:
     return entity_writer(cls)
+
+
+def _any(x: Any) -> Any:
+    return x
 
 
 def is_flexible(api_key: int, version: int) -> bool | None:
@@ -78,7 +82,7 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     if cls is None:
         raise DecodeError(f"no schema for api {api_key} v{version}")
     try:
-        value, size = _reader(cls)(frame, offset)
+        value, size = _reader(_any(cls))(frame, offset)
     except Exception as e:  # kio raises many types on malformed input
         raise DecodeError(f"malformed api {api_key} v{version} body: {type(e).__name__}: {e}") from e
     if offset + size > len(frame):
@@ -88,12 +92,12 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
 
 def encode(entity: Any) -> bytes:
     buf = io.BytesIO()
-    _writer(type(entity))(buf, entity)
+    _writer(_any(type(entity)))(buf, entity)
     return buf.getvalue()
 
 
 @cache
-def _field_names(cls: type[Any]) -> frozenset[str]:
+def _field_names(cls: Any) -> frozenset[str]:
     return frozenset(cls.__dataclass_fields__)
 
 
@@ -111,7 +115,7 @@ def make(cls: type[Any], **kwargs: Any) -> Any:
 
     Plain ints are accepted for error codes and milliseconds for ``throttle_time``.
     """
-    names = _field_names(cls)
+    names = _field_names(_any(cls))
     out: dict[str, Any] = {}
     for k, v in kwargs.items():
         if k not in names:
@@ -125,4 +129,4 @@ def make(cls: type[Any], **kwargs: Any) -> Any:
 
 
 def has_field(cls: type[Any], name: str) -> bool:
-    return name in _field_names(cls)
+    return name in _field_names(_any(cls))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import gzip
 import struct
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c as _crc32c
 
@@ -328,8 +328,7 @@ def encode_record(
 
 
 def build_batch(
-    records: Sequence[tuple[bytes | None, bytes | None]]
-    | Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    records: Sequence[tuple[Any, ...]],
     *,
     base_offset: int = 0,
     timestamp: int = 0,
@@ -351,7 +350,7 @@ def build_batch(
     body = bytearray()
     for i, rec in enumerate(records):
         key, value = rec[0], rec[1]
-        hdrs = rec[2] if len(rec) > 2 else ()  # type: ignore[misc]
+        hdrs = rec[2] if len(rec) > 2 else ()
         body += encode_record(i, ts_list[i] - base_ts, key, value, hdrs)
     payload = bytes(body)
     if compression == COMPRESSION_GZIP:

@@ -12,7 +12,7 @@ from typing import Any
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.store import LocalStore, NoNodeError
-from odradek.controller.topics import TopicMeta, TopicRegistry
+from odradek.controller.topics import TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.server.connection import Connection
@@ -187,7 +187,8 @@ class Broker:
                     self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
             if event == "created":
                 log.info(
-                    "created topic %s with %d partitions (topic id %s)", meta.name, len(meta.partitions), meta.topic_id
+                    "created topic %s with %d partitions (topic id %s)",
+                    meta.name, len(meta.partitions), topic_id_to_str(meta.topic_id),
                 )
         elif event == "deleted":
             for p in meta.partitions:
@@ -217,8 +218,8 @@ class Broker:
                     self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
         # logs on disk for topics that no longer exist (deleted while we were down)
         for plog in list(self.log_manager.logs()):
-            meta = self.topics.get(plog.topic)
-            if meta is None or meta.topic_id != plog.topic_id and plog.topic_id is not None:
+            current = self.topics.get(plog.topic)
+            if current is None or (plog.topic_id is not None and current.topic_id != plog.topic_id):
                 log.info("deleting stray log %s-%d (topic no longer exists)", plog.topic, plog.partition)
                 self.log_manager.delete_log(plog.topic, plog.partition)
         for plog in self.log_manager.logs():

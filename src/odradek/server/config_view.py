@@ -47,6 +47,7 @@ def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[En
             if raw is not None and src != SRC_DEFAULT:
                 synonyms.append((syn, raw, src))
         raw_default, src_default, syn_name = config.topic_default(name)
+        value: str | None
         if name in overrides:
             value, source = overrides[name], SRC_DYNAMIC_TOPIC
         else:
@@ -63,7 +64,7 @@ def broker_entries(config: BrokerConfig) -> list[Entry]:
     out = []
     for name, d in sorted(BROKER_CONFIGS.items()):
         raw, src = config.raw(name)
-        synonyms = [(name, raw, src)] if raw is not None else []
+        synonyms: list[tuple[str, str | None, int]] = [(name, raw, src)] if raw is not None else []
         out.append(
             Entry(name, raw, src, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, synonyms)
         )

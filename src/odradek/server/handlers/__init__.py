@@ -73,7 +73,7 @@ _MODULES = [
     "init_producer_id",
 ]
 
-registry: dict[int, Handler] = {}
+registry: dict[int, _ModuleHandler] = {}
 
 
 def _register() -> None:

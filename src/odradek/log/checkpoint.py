@@ -1,0 +1,126 @@
+"""Kafka's small metadata files: offset checkpoints and ``partition.metadata``.
+
+Offset checkpoint files (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``), text, one
+item per line::
+
+    0                          version
+    <N>                        number of entries
+    <topic> <partition> <offset>   N lines
+
+``partition.metadata`` (KIP-516), text::
+
+    version: 0
+    topic_id: <topic id, 16 bytes as base64url without padding>
+
+Both are written atomically: ``<file>.tmp``, fsync, rename over the file, fsync
+the directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+log = logging.getLogger("odradek.log")
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+PARTITION_METADATA_FILE = "partition.metadata"
+
+TopicPartition = tuple[str, int]
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` via ``path.tmp`` + fsync + rename (+ dir fsync)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    lines = ["0", str(len(offsets))]
+    lines.extend(f"{t} {p} {o}" for (t, p), o in sorted(offsets.items()))
+    write_atomic(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Parse a checkpoint file; a missing file is empty, a malformed one is logged
+    and treated as empty (which only makes recovery more thorough)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    try:
+        lines = text.splitlines()
+        if lines[0].strip() != "0":
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        out: dict[TopicPartition, int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, part, off = line.split(" ")
+            out[(topic, int(part))] = int(off)
+        if len(out) != count:
+            raise ValueError(f"expected {count} entries, found {len(out)}")
+        return out
+    except (ValueError, IndexError) as exc:
+        log.error("Malformed checkpoint file %s (%s); ignoring it", path, exc)
+        return {}
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}\n"
+    write_atomic(partition_dir / PARTITION_METADATA_FILE, body.encode())
+
+
+def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
+    try:
+        text = (partition_dir / PARTITION_METADATA_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        log.error("Malformed %s in %s; ignoring it", PARTITION_METADATA_FILE, partition_dir)
+        return None
+    try:
+        return decode_topic_id(fields["topic_id"])
+    except ValueError:
+        log.error("Malformed topic id in %s", partition_dir / PARTITION_METADATA_FILE)
+        return None

@@ -1,0 +1,689 @@
+"""The log of one partition (Kafka's UnifiedLog, local part): an ordered list of
+segments, the offsets that bound them, appends, reads, retention and truncation.
+
+On-disk layout: see :mod:`odradek.log.log_loader` (partition directory) and the
+modules it points to. Offsets: ``log_start_offset`` <= ``high_watermark`` <=
+``log_end_offset``; ``recovery_point`` is the offset below which everything has
+been fsynced (segments from the one holding it on are recovered after a crash).
+
+Not thread-safe: the broker calls every method from one thread. Appends and
+reads do per-batch work only; payload bytes are written once and never read
+back into Python (except the CRC recomputation for LogAppendTime topics).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import shutil
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+from odradek.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from odradek.log.config import MAX_LONG, LogConfig
+from odradek.log.errors import (
+    INVALID_TIMESTAMP,
+    MESSAGE_TOO_LARGE,
+    RECORD_LIST_TOO_LARGE,
+    LogError,
+    OffsetOutOfRangeError,
+)
+from odradek.log.file_records import FetchData
+from odradek.log.log_loader import load_segments
+from odradek.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from odradek.log.segment import LogSegment
+from odradek.log.segment import now_ms as _clock
+from odradek.protocol.records import (
+    CORRUPT_MESSAGE,
+    CRC_START,
+    INVALID_RECORD,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    InvalidRecordError,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+
+log = logging.getLogger("odradek.log")
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime
+    log_start_offset: int
+    record_count: int
+    duplicate: bool = False
+
+
+def parse_dir_name(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>`` -> (topic, partition); split on the last '-'."""
+    m = _DIR_NAME.match(name)
+    if m is None:
+        return None
+    return m.group(1), int(m.group(2))
+
+
+def dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        topic_id: uuid.UUID | None = None,
+        producer_state_loaded: bool = False,
+        time_ms: int | None = None,
+    ) -> None:
+        self.dir = dir
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_end_offset = log_end_offset
+        self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+        self.recovery_point = min(recovery_point, log_end_offset)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), log_end_offset)
+        self.producer_state = ProducerStateManager(dir, self.name)
+        self._ps_loaded = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._last_flush_ms = _clock() if time_ms is None else time_ms
+        self._roll_flush_pending = False
+        self._dir_dirty = False
+        self._position_cache: tuple[int, int, int] = (-1, -1, -1)  # offset, segment base, position
+        self.closed = False
+        if producer_state_loaded:
+            self._ensure_producer_state()
+
+    # ------------------------------------------------------------------ construction
+
+    @property
+    def name(self) -> str:
+        return dir_name(self.topic, self.partition)
+
+    @classmethod
+    def create(
+        cls,
+        parent: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        topic_id: uuid.UUID | None = None,
+        *,
+        time_ms: int | None = None,
+    ) -> Log:
+        """Create ``<parent>/<topic>-<partition>`` (or open it if it exists)."""
+        d = parent / dir_name(topic, partition)
+        existing = d.exists()
+        d.mkdir(parents=True, exist_ok=True)
+        if existing:
+            lg = cls.open(d, config, clean=False, recovery_point=0, time_ms=time_ms)
+            if topic_id is not None and lg.topic_id is None:
+                lg.assign_topic_id(topic_id)
+            return lg
+        t = _clock() if time_ms is None else time_ms
+        seg = LogSegment.create(d, 0, config, t)
+        if topic_id is not None:
+            write_partition_metadata(d, topic_id)
+        fsync_dir(parent)
+        lg = cls(
+            d, topic, partition, config, [seg], log_start_offset=0, log_end_offset=0,
+            recovery_point=0, high_watermark=0, topic_id=topic_id, time_ms=t,
+        )
+        lg.producer_state.map_end_offset = 0
+        lg._ps_loaded = True
+        log.info("Created log for partition %s in %s", lg.name, d)
+        return lg
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        config: LogConfig,
+        *,
+        clean: bool,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        time_ms: int | None = None,
+    ) -> Log:
+        """Load an existing partition directory (see :mod:`odradek.log.log_loader`)."""
+        parsed = parse_dir_name(dir.name)
+        if parsed is None:
+            raise ValueError(f"{dir.name} is not a <topic>-<partition> directory name")
+        topic, partition = parsed
+        t = _clock() if time_ms is None else time_ms
+        loaded = load_segments(
+            dir, config, clean=clean, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, now_ms=t, name=dir.name,
+        )
+        lg = cls(
+            dir, topic, partition, config, loaded.segments,
+            log_start_offset=log_start_offset, log_end_offset=loaded.log_end_offset,
+            recovery_point=loaded.recovery_point, high_watermark=high_watermark,
+            topic_id=read_partition_metadata(dir), producer_state_loaded=not clean, time_ms=t,
+        )
+        if not clean:
+            log.info(
+                "Recovered partition %s: %d segment(s) checked from offset %d, %d bytes truncated, "
+                "log end offset %d",
+                lg.name, loaded.recovered_segments, recovery_point, loaded.truncated_bytes, lg.log_end_offset,
+            )
+        return lg
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        write_partition_metadata(self.dir, topic_id)
+        self.topic_id = topic_id
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self._segments:
+            seg.config = config
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._segments)
+
+    def _ensure_producer_state(self) -> ProducerStateManager:
+        ps = self.producer_state
+        if not self._ps_loaded:
+            ps.load(self.log_start_offset, self.log_end_offset, self._headers_from)
+            self._ps_loaded = True
+        return ps
+
+    def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._ensure_producer_state().producers.get(producer_id)
+
+    def first_unstable_offset(self) -> int | None:
+        return self._ensure_producer_state().first_unstable_offset()
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches whose last offset is >= ``offset``, in order."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        segs = self._segments[i:]
+        for n, seg in enumerate(segs):
+            start = 0
+            if n == 0:
+                found = seg.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            for _pos, h in seg.log.iter_headers(start):
+                yield h
+
+    def update_high_watermark(self, offset: int) -> int:
+        hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.high_watermark = hw
+        return hw
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        from_client: bool = True,
+    ) -> AppendInfo:
+        """Assign offsets to validated batches and append them.
+
+        ``headers`` come from ``records.validate_batches(records)``. The buffer is
+        rewritten in place when it is a bytearray (or writable memoryview), else
+        copied once. Raises ``InvalidRecordError`` (10, 18, 32, 87) or
+        ``ProducerStateError`` (45, 47); a duplicate idempotent batch returns the
+        original offsets with ``duplicate=True`` and writes nothing.
+        ``from_client=False`` (coordinators) allows control batches."""
+        if not headers:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "empty record set")
+        cfg = self.config
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+            buf: bytearray | memoryview = records
+        else:
+            buf = bytearray(records)
+        total = len(buf)
+        if total > cfg.segment_bytes:
+            raise InvalidRecordError(
+                RECORD_LIST_TOO_LARGE, f"record set of {total} bytes exceeds segment.bytes {cfg.segment_bytes}"
+            )
+        log_append_time = cfg.log_append_time
+        max_bytes = cfg.max_message_bytes
+        before = cfg.message_timestamp_before_max_ms
+        after = cfg.message_timestamp_after_max_ms
+        check_ts = not log_append_time and (before < MAX_LONG or after < MAX_LONG)
+        offset = self.log_end_offset
+        pos = 0
+        max_ts = -1
+        count = 0
+        out: list[BatchHeader] = []
+        for h in headers:
+            size = h.batch_length + LOG_OVERHEAD
+            if size > max_bytes:
+                raise InvalidRecordError(
+                    MESSAGE_TOO_LARGE, f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
+                )
+            if from_client and h.is_control:
+                raise InvalidRecordError(INVALID_RECORD, "control batches are not allowed from clients")
+            if check_ts and (h.max_timestamp > now_ms + after or min(h.base_timestamp, h.max_timestamp) < now_ms - before):
+                raise InvalidRecordError(
+                    INVALID_TIMESTAMP,
+                    f"batch timestamps [{h.base_timestamp}, {h.max_timestamp}] are outside the allowed range "
+                    f"[{now_ms - before}, {now_ms + after}]",
+                )
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if log_append_time:
+                attrs = h.attributes | TIMESTAMP_TYPE_MASK
+                _I16.pack_into(buf, pos + 21, attrs)
+                _I64.pack_into(buf, pos + 35, now_ms)
+                crc = _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
+                _U32.pack_into(buf, pos + 17, crc)
+                h = h._replace(
+                    base_offset=offset, partition_leader_epoch=leader_epoch, attributes=attrs,
+                    max_timestamp=now_ms, crc=crc,
+                )
+            else:
+                h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+            out.append(h)
+            offset += h.last_offset_delta + 1
+            count += h.record_count
+            pos += size
+        if pos != total:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "headers do not describe the whole record set")
+        first_offset = self.log_end_offset
+        last_offset = offset - 1
+
+        ps = self._ensure_producer_state()
+        updates, dup = ps.validate(out, check_duplicates=from_client)
+        if dup is not None:
+            return self._duplicate_info(dup)
+
+        if self.active_segment.should_roll(total, max_ts, last_offset, now_ms):
+            self.roll(now_ms)
+        self.active_segment.append(buf, out)
+        self.log_end_offset = offset
+        ps.commit(updates, offset)
+
+        if self.log_end_offset - self.recovery_point >= cfg.flush_messages or (
+            now_ms - self._last_flush_ms >= cfg.flush_ms
+        ):
+            self.flush(time_ms=now_ms)
+        return AppendInfo(
+            first_offset, last_offset, now_ms if log_append_time else -1, self.log_start_offset, count, False
+        )
+
+    def _duplicate_info(self, dup: BatchMetadata) -> AppendInfo:
+        lat = dup.timestamp if self.config.log_append_time else -1
+        count = dup.last_offset - dup.first_offset + 1
+        return AppendInfo(dup.first_offset, dup.last_offset, lat, self.log_start_offset, count, True)
+
+    # ------------------------------------------------------------------ roll / flush
+
+    def roll(self, time_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active
+        segment is empty and already starts there)."""
+        t = _clock() if time_ms is None else time_ms
+        active = self.active_segment
+        new_base = self.log_end_offset
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        if new_base <= active.base_offset:
+            raise LogError(f"cannot roll {self.name} at {new_base}: active segment starts at {active.base_offset}")
+        ps = self._ensure_producer_state()
+        active.on_become_inactive()
+        seg = LogSegment.create(self.dir, new_base, self.config, t)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        ps.map_end_offset = new_base
+        ps.take_snapshot(sync=False)
+        self._roll_flush_pending = True
+        log.info("Rolled new log segment for %s at offset %d", self.name, new_base)
+        return seg
+
+    def flush(self, offset: int | None = None, *, time_ms: int | None = None) -> None:
+        """fsync every dirty segment below ``offset`` (default: all) and advance the
+        recovery point to it."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        for seg in self._segments:
+            if seg.base_offset >= target and target != self.log_end_offset:
+                break
+            if seg.dirty:
+                seg.flush()
+        self.producer_state.sync()
+        if self._dir_dirty:
+            fsync_dir(self.dir)
+            self._dir_dirty = False
+        if target > self.recovery_point:
+            self.recovery_point = target
+        self._last_flush_ms = _clock() if time_ms is None else time_ms
+
+    def flush_rolled_segments(self) -> bool:
+        """Flush segments rolled since the last call (Kafka does this right after a roll
+        on its scheduler; here the log manager's ``flush_dirty`` does)."""
+        if not self._roll_flush_pending:
+            return False
+        self._roll_flush_pending = False
+        self.flush(self.active_segment.base_offset)
+        return True
+
+    def maybe_flush(self, time_ms: int) -> bool:
+        """flush.ms: flush when that long has passed since the last flush."""
+        flushed = self.flush_rolled_segments()
+        if self.log_end_offset > self.recovery_point and time_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(time_ms=time_ms)
+            return True
+        return flushed
+
+    # ------------------------------------------------------------------ read
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> FetchData:
+        """File regions (from one segment) starting at the batch containing
+        ``fetch_offset`` and ending before the first batch at or beyond ``max_offset``
+        (high watermark or last stable offset), capped at ``max_bytes`` (the last batch
+        may be cut) unless ``min_one_message`` and the first batch alone is larger."""
+        leo = self.log_end_offset
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is out of range for {self.name}: "
+                f"[{self.log_start_offset}, {leo}]"
+            )
+        if fetch_offset >= max_offset or fetch_offset == leo:
+            return FetchData.empty(fetch_offset)
+        bases = self._bases
+        segs = self._segments
+        i = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+        n = len(segs)
+        while i < n:
+            seg = segs[i]
+            if max_offset >= leo or (i + 1 < n and max_offset >= bases[i + 1]):
+                end = None
+            else:
+                end = self._position_of(seg, max_offset)
+            data = seg.read(fetch_offset, max_bytes, end, min_one_message)
+            if data is not None:
+                return data
+            i += 1
+        return FetchData.empty(fetch_offset)
+
+    def _position_of(self, seg: LogSegment, offset: int) -> int:
+        c_off, c_base, c_pos = self._position_cache
+        if c_off == offset and c_base == seg.base_offset:
+            return c_pos
+        found = seg.translate_offset(offset)
+        pos = found[0] if found is not None else seg.size
+        self._position_cache = (offset, seg.base_offset, pos)
+        return pos
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp).
+
+        -2 earliest -> (log start offset, -1); -1 latest -> (log end offset, -1) (the
+        caller clamps to the high watermark or LSO for consumers); -3 max timestamp ->
+        (offset of the first record carrying the largest timestamp, it). Otherwise the
+        first record with timestamp >= ``timestamp`` at or after the log start offset
+        (Kafka's semantics; only the one matching batch is decoded). None when no
+        record qualifies."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None:
+                return None
+            found = best.translate_offset(best.offset_of_max_timestamp)
+            if found is None:
+                return None
+            pos, h = found
+            start = self.log_start_offset
+            return best.first_record_at_or_after(pos, h, h.max_timestamp, start) or (max(h.base_offset, start), h.max_timestamp)
+        for seg in self._segments:
+            if seg.max_timestamp >= timestamp:
+                res = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if res is not None:
+                    return res
+        return None
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: segments past retention.ms, then beyond retention.bytes (only
+        when cleanup.policy has ``delete``), then segments below the log start offset.
+        Returns the number of segments deleted (their files go after file.delete.delay.ms)."""
+        deleted = 0
+        cfg = self.config
+        if cfg.delete_enabled:
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    lambda seg, nxt: now_ms - seg.largest_timestamp() > cfg.retention_ms,
+                    f"retention time {cfg.retention_ms}ms breach", now_ms,
+                )
+            if cfg.retention_bytes >= 0:
+                diff = self.size_in_bytes - cfg.retention_bytes
+
+                def size_breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments(size_breached, f"retention size {cfg.retention_bytes} breach", now_ms)
+        deleted += self._delete_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+            "log start offset breach", now_ms,
+        )
+        return deleted
+
+    def _deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
+        out: list[LogSegment] = []
+        segs = self._segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if nxt is None and seg.size == 0:
+                break
+            if self.high_watermark < upper or not predicate(seg, nxt):
+                break
+            out.append(seg)
+        return out
+
+    def _delete_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str, now_ms: int
+    ) -> int:
+        doomed = self._deletable_segments(predicate)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll(now_ms)
+        for seg in doomed:
+            self._remove_segment(seg, now_ms)
+            log.info("Deleting segment %d of %s due to %s", seg.base_offset, self.name, reason)
+        if self._segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self._segments[0].base_offset
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
+        self.process_pending_deletes(now_ms)
+        return len(doomed)
+
+    def _remove_segment(self, seg: LogSegment, now_ms: int) -> None:
+        i = self._segments.index(seg)
+        del self._segments[i]
+        del self._bases[i]
+        seg.rename_for_delete()
+        self._dir_dirty = True
+        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
+
+    def process_pending_deletes(self, now_ms: int) -> int:
+        """Unlink segments whose file.delete.delay.ms has passed; returns how many."""
+        if not self._pending_deletes:
+            return 0
+        keep: list[tuple[int, LogSegment]] = []
+        done = 0
+        for due, seg in self._pending_deletes:
+            if due <= now_ms:
+                seg.delete_files()
+                done += 1
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+        return done
+
+    @property
+    def pending_deletes(self) -> int:
+        return len(self._pending_deletes)
+
+    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1: the high
+        watermark), at most the high watermark; delete segments wholly below it.
+        Returns the new log start offset (the low watermark)."""
+        t = _clock() if now_ms is None else now_ms
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.name} before {offset}: high watermark is {self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            log.info("Incremented log start offset of %s to %d", self.name, offset)
+            self._delete_segments(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+                "log start offset breach", t,
+            )
+            self.producer_state.delete_snapshots_before(self.log_start_offset)
+        return self.log_start_offset
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int, time_ms: int | None = None) -> bool:
+        """Remove every batch at or beyond ``offset`` (replication); True if anything changed."""
+        t = _clock() if time_ms is None else time_ms
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset")
+        if offset >= self.log_end_offset:
+            return False
+        log.info("Truncating %s to offset %d", self.name, offset)
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, t)
+            return True
+        for seg in [s for s in self._segments if s.base_offset > offset]:
+            self._remove_segment(seg, t)
+        self.active_segment.truncate_to(offset, t)
+        self._set_end_after_truncation(offset)
+        self.process_pending_deletes(t)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, time_ms: int | None = None) -> None:
+        t = _clock() if time_ms is None else time_ms
+        for seg in list(self._segments):
+            self._remove_segment(seg, t)
+        seg = LogSegment.create(self.dir, offset, self.config, t)
+        self._segments.append(seg)
+        self._bases.append(offset)
+        self.log_start_offset = offset
+        self.producer_state.producers.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self._set_end_after_truncation(offset)
+        self.process_pending_deletes(t)
+
+    def _set_end_after_truncation(self, offset: int) -> None:
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        self.high_watermark = min(self.high_watermark, offset)
+        self.log_start_offset = min(self.log_start_offset, offset)
+        self._position_cache = (-1, -1, -1)
+        self._dir_dirty = True
+        self.producer_state.delete_snapshots_after(offset)
+        self._ps_loaded = False
+        self._ensure_producer_state()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Clean close: producer snapshot at the log end offset, flush, trim indexes,
+        close files; segments awaiting deletion are deleted now."""
+        if self.closed:
+            return
+        ps = self.producer_state
+        if self._ps_loaded and ps.last_snapshot_offset != self.log_end_offset:
+            ps.map_end_offset = self.log_end_offset
+            ps.take_snapshot(sync=False)
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        for _due, seg in self._pending_deletes:
+            seg.delete_files()
+        self._pending_deletes = []
+        self.closed = True
+
+    def close_handlers(self) -> None:
+        """Release descriptors and maps without writing anything (the log is being deleted)."""
+        for seg in self._segments:
+            seg.close_handlers()
+        for _due, seg in self._pending_deletes:
+            seg.delete_files()
+        self._pending_deletes = []
+        self.closed = True
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it."""
+        self.close_handlers()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        log.info("Deleted log for partition %s in %s", self.name, self.dir)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, start={self.log_start_offset}, hw={self.high_watermark}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )
+

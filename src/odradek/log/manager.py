@@ -1,0 +1,222 @@
+"""All partition logs of a broker across its log directories (Kafka's LogManager).
+
+Per log directory (``log.dirs`` entry)::
+
+    <topic>-<partition>/                      one partition (odradek.log.log_loader)
+    <topic>-<partition>.<uuid hex>-delete/    a deleted partition awaiting removal
+    recovery-point-offset-checkpoint          offset checkpoint files
+    log-start-offset-checkpoint                 (odradek.log.checkpoint)
+    replication-offset-checkpoint               (high watermarks)
+    .kafka_cleanshutdown                      empty file: present only after a clean shutdown
+    meta.properties                           the broker's, not touched here
+
+Startup reads the checkpoints, loads every partition directory (without any
+scan after a clean shutdown, recovering from the recovery point otherwise),
+then removes the clean-shutdown marker; shutdown closes every log (flush,
+producer snapshot, trimmed indexes), writes the checkpoints and the marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from odradek.log.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_atomic,
+    write_offset_checkpoint,
+)
+from odradek.log.config import LogConfig
+from odradek.log.errors import LogError
+from odradek.log.log import Log, dir_name, parse_dir_name
+from odradek.log.segment import now_ms as _clock
+
+log = logging.getLogger("odradek.log")
+
+DELETE_DIR_SUFFIX = "-delete"
+_SKIPPED_DIR_SUFFIXES = ("-future", "-stray")
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], config_for_topic: Callable[[str], LogConfig]) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config_for_topic = config_for_topic
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._pending_dir_deletes: list[tuple[int, Log, Path]] = []
+        self.started = False
+
+    # ------------------------------------------------------------------ startup
+
+    def startup(self) -> None:
+        for d in self.log_dirs:
+            self._load_dir(d)
+        self.started = True
+
+    def _load_dir(self, d: Path) -> None:
+        start = time.monotonic()
+        d.mkdir(parents=True, exist_ok=True)
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        loaded = 0
+        with os.scandir(d) as it:
+            entries = [e for e in it if e.is_dir()]
+        for entry in entries:
+            name = entry.name
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                log.info("Removed %s left over from a log deletion", entry.path)
+                continue
+            if name.endswith(_SKIPPED_DIR_SUFFIXES):
+                continue
+            tp = parse_dir_name(name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                raise LogError(f"duplicate log directories for {name}: {self._dir_of[tp]} and {d}")
+            lg = Log.open(
+                Path(entry.path),
+                self.config_for_topic(tp[0]),
+                clean=clean,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                high_watermark=high_watermarks.get(tp, 0),
+            )
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+            loaded += 1
+        if clean:
+            marker.unlink()
+            fsync_dir(d)
+        log.info(
+            "Loaded %d log(s) from %s after %s shutdown in %.0f ms",
+            loaded, d, "a clean" if clean else "an unclean", (time.monotonic() - start) * 1000,
+        )
+
+    # ------------------------------------------------------------------ lookup / create / delete
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID | None = None) -> Log:
+        tp = (topic, partition)
+        lg = self._logs.get(tp)
+        if lg is not None:
+            if topic_id is not None and lg.topic_id is None:
+                lg.assign_topic_id(topic_id)
+            return lg
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        parent = min(self.log_dirs, key=lambda d: counts[d])
+        lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id)
+        self._logs[tp] = lg
+        self._dir_of[tp] = parent
+        return lg
+
+    def update_topic_config(self, topic: str) -> None:
+        """Re-read the topic's config and hand it to each of its logs."""
+        cfg = self.config_for_topic(topic)
+        for (t, _p), lg in self._logs.items():
+            if t == topic:
+                lg.update_config(cfg)
+
+    def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Rename ``<topic>-<partition>`` to ``<topic>-<partition>.<uuid>-delete`` and
+        remove it after file.delete.delay.ms (descriptors stay open until then)."""
+        tp = (topic, partition)
+        lg = self._logs.pop(tp, None)
+        if lg is None:
+            return False
+        parent = self._dir_of.pop(tp)
+        target = parent / f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.rename(lg.dir, target)
+        fsync_dir(parent)
+        t = _clock() if now_ms is None else now_ms
+        self._pending_dir_deletes.append((t + lg.config.file_delete_delay_ms, lg, target))
+        log.info("Log for partition %s is renamed to %s and scheduled for deletion", lg.name, target)
+        self._process_dir_deletes(t)
+        return True
+
+    def _process_dir_deletes(self, now_ms: int, *, force: bool = False) -> int:
+        keep: list[tuple[int, Log, Path]] = []
+        done = 0
+        for due, lg, path in self._pending_dir_deletes:
+            if force or due <= now_ms:
+                lg.close_handlers()
+                shutil.rmtree(path, ignore_errors=True)
+                log.info("Deleted log for partition %s (%s)", lg.name, path)
+                done += 1
+            else:
+                keep.append((due, lg, path))
+        self._pending_dir_deletes = keep
+        return done
+
+    # ------------------------------------------------------------------ periodic work
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention for every log, then delayed file deletions; returns segments deleted."""
+        t = _clock() if now_ms is None else now_ms
+        deleted = 0
+        for lg in list(self._logs.values()):
+            deleted += lg.delete_old_segments(t)
+            lg.process_pending_deletes(t)
+        self._process_dir_deletes(t)
+        return deleted
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """Flush segments rolled since the last call, and logs whose flush.ms has
+        passed; returns how many logs were flushed. Call it about once a second."""
+        t = _clock() if now_ms is None else now_ms
+        return sum(1 for lg in self._logs.values() if lg.maybe_flush(t))
+
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets and high watermarks of every log dir."""
+        for d in self.log_dirs:
+            tps = [tp for tp, ld in self._dir_of.items() if ld == d]
+            write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: self._logs[tp].recovery_point for tp in tps})
+            write_offset_checkpoint(
+                d / LOG_START_OFFSET_CHECKPOINT, {tp: self._logs[tp].log_start_offset for tp in tps}
+            )
+            write_offset_checkpoint(
+                d / REPLICATION_OFFSET_CHECKPOINT, {tp: self._logs[tp].high_watermark for tp in tps}
+            )
+
+    def shutdown(self) -> None:
+        """Close every log cleanly, write checkpoints, then the clean-shutdown markers."""
+        start = time.monotonic()
+        for lg in self._logs.values():
+            lg.close()
+        self._process_dir_deletes(0, force=True)
+        self.checkpoint()
+        for d in self.log_dirs:
+            write_atomic(d / CLEAN_SHUTDOWN_FILE, b"")
+        log.info(
+            "Shut down %d log(s) cleanly in %.0f ms", len(self._logs), (time.monotonic() - start) * 1000
+        )
+        self._logs.clear()
+        self._dir_of.clear()
+        self.started = False
+

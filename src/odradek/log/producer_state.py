@@ -1,0 +1,358 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager).
+
+For every producer id seen, the epoch and the metadata of its last 5 appended
+batches (first/last sequence, first/last offset, max timestamp), which is what
+duplicate detection and sequence checks need; plus, for transactional
+producers, the first offset of the open transaction (for the last stable offset).
+
+Snapshot file ``<20-digit offset>.snapshot`` in the partition directory holds
+the state of every batch below ``offset``. Kafka's producer snapshot format,
+version 1, big-endian::
+
+    offset  size  field
+    0       2     version                  int16   1
+    2       4     crc                      uint32  CRC-32C of bytes [6, end)
+    6       4     entry count              int32
+    10      46*N  entries:
+                    producerId               int64
+                    epoch                    int16
+                    lastSequence             int32
+                    lastOffset               int64
+                    offsetDelta              int32   lastOffset - firstOffset
+                    timestamp                int64   max timestamp of the batch
+                    coordinatorEpoch         int32
+                    currentTxnFirstOffset    int64   -1 if no open transaction
+
+Kafka writes one entry per producer (its last batch). We write one entry per
+retained batch, oldest first, so all five survive a restart; a reader that keeps
+only the last entry per producer (Kafka's) still reads the file correctly. A
+producer with no retained batch is written once with lastSequence -1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import crc32c as _crc32c
+
+from odradek.log.checkpoint import write_atomic
+from odradek.log.errors import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStateError
+from odradek.protocol.records import BatchHeader
+
+log = logging.getLogger("odradek.log")
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOTS_TO_KEEP = 2
+NO_SEQUENCE = -1
+NO_EPOCH = -1
+INT32_MAX = 2**31 - 1
+
+_HEAD = struct.Struct(">hIi")
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class CorruptSnapshotError(Exception):
+    pass
+
+
+class BatchMetadata:
+    __slots__ = ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp")
+
+    def __init__(self, first_seq: int, last_seq: int, first_offset: int, last_offset: int, timestamp: int) -> None:
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchMetadata(seq={self.first_seq}..{self.last_seq}, "
+            f"offsets={self.first_offset}..{self.last_offset}, ts={self.timestamp})"
+        )
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset")
+
+    def __init__(self, producer_id: int, epoch: int = NO_EPOCH) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = -1
+        self.current_txn_first_offset = -1
+
+    def copy(self) -> ProducerStateEntry:
+        e = ProducerStateEntry(self.producer_id, self.epoch)
+        e.batches.extend(self.batches)
+        e.coordinator_epoch = self.coordinator_epoch
+        e.current_txn_first_offset = self.current_txn_first_offset
+        return e
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
+        if h.producer_epoch != self.epoch:
+            return None
+        first, last = h.base_sequence, h.last_sequence
+        for b in self.batches:
+            if b.first_seq == first and b.last_seq == last:
+                return b
+        return None
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+
+    def add(self, h: BatchHeader) -> None:
+        self.set_epoch(h.producer_epoch)
+        last_offset = h.base_offset + h.last_offset_delta
+        self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, last_offset, h.max_timestamp))
+        if h.is_transactional and self.current_txn_first_offset < 0:
+            self.current_txn_first_offset = h.base_offset
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_path(dir: Path, offset: int) -> Path:
+    return dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+class ProducerStateManager:
+    """``producers`` reflects every batch with offset < ``map_end_offset``."""
+
+    def __init__(self, dir: Path, name: str = "") -> None:
+        self.dir = dir
+        self.name = name or dir.name
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+        self.last_snapshot_offset = -1
+        self._unsynced: list[Path] = []
+
+    # ------------------------------------------------------------------ appends
+
+    def validate(
+        self, headers: list[BatchHeader], *, check_duplicates: bool = True
+    ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
+        """Check the idempotent batches of one append (offsets already assigned).
+
+        Returns the updated entries to :meth:`commit` after the write, or a
+        duplicate's metadata (the append must then not be written). Raises
+        :class:`ProducerStateError` with 47 (older epoch) or 45 (sequence gap; new
+        epoch not starting at 0). Like Kafka 3.x, a producer with no state accepts
+        any first sequence (its state may have been removed by retention)."""
+        updates: dict[int, ProducerStateEntry] = {}
+        producers = self.producers
+        for h in headers:
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            current = producers.get(pid)
+            if check_duplicates and current is not None and not h.is_control:
+                dup = current.find_duplicate(h)
+                if dup is not None:
+                    return updates, dup
+            entry = updates.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                updates[pid] = entry
+            epoch = h.producer_epoch
+            if epoch < entry.epoch:
+                raise ProducerStateError(
+                    INVALID_PRODUCER_EPOCH,
+                    f"epoch {epoch} of producer {pid} is older than the current epoch {entry.epoch}",
+                )
+            if h.is_control:
+                entry.set_epoch(epoch)
+                entry.current_txn_first_offset = -1
+                continue
+            first_seq = h.base_sequence
+            if epoch != entry.epoch:
+                if first_seq != 0 and entry.epoch != NO_EPOCH:
+                    raise ProducerStateError(
+                        OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"producer {pid} bumped its epoch to {epoch} with sequence {first_seq}, expected 0",
+                    )
+            elif entry.epoch != NO_EPOCH and not in_sequence(entry.last_seq, first_seq):
+                raise ProducerStateError(
+                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"out of order sequence {first_seq} from producer {pid} (epoch {epoch}), "
+                    f"last sequence {entry.last_seq}",
+                )
+            entry.add(h)
+        return updates, None
+
+    def commit(self, updates: dict[int, ProducerStateEntry], end_offset: int) -> None:
+        if updates:
+            self.producers.update(updates)
+        self.map_end_offset = end_offset
+
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        """Apply batches read back from the log (no checks, as for replication)."""
+        producers = self.producers
+        for h in headers:
+            if h.producer_id >= 0:
+                entry = producers.get(h.producer_id)
+                if entry is None:
+                    entry = producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
+                if h.is_control:
+                    entry.set_epoch(h.producer_epoch)
+                    entry.current_txn_first_offset = -1
+                else:
+                    entry.add(h)
+            self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+
+    def first_unstable_offset(self) -> int | None:
+        """Smallest first offset of an open transaction, if any."""
+        offsets = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min(offsets) if offsets else None
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in os.listdir(self.dir):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                stem = name[: -len(SNAPSHOT_SUFFIX)]
+                if stem.isdigit():
+                    out.append(int(stem))
+        out.sort()
+        return out
+
+    def encode_snapshot(self) -> bytes:
+        body = bytearray()
+        count = 0
+        pack = _ENTRY.pack
+        for pid, e in self.producers.items():
+            if not e.batches:
+                body += pack(pid, e.epoch, NO_SEQUENCE, -1, 0, -1, e.coordinator_epoch, e.current_txn_first_offset)
+                count += 1
+            for b in e.batches:
+                body += pack(
+                    pid,
+                    e.epoch,
+                    b.last_seq,
+                    b.last_offset,
+                    b.last_offset - b.first_offset,
+                    b.timestamp,
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
+                count += 1
+        after_crc = count.to_bytes(4, "big", signed=True) + bytes(body)
+        return _HEAD.pack(SNAPSHOT_VERSION, _crc32c.crc32c(after_crc), count) + bytes(body)
+
+    @staticmethod
+    def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+        if len(data) < _HEAD.size:
+            raise CorruptSnapshotError("snapshot too short")
+        version, crc, count = _HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"unknown snapshot version {version}")
+        if _crc32c.crc32c(memoryview(data)[6:]) != crc:
+            raise CorruptSnapshotError("snapshot CRC mismatch")
+        if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+            raise CorruptSnapshotError("snapshot length does not match its entry count")
+        producers: dict[int, ProducerStateEntry] = {}
+        for i in range(count):
+            pid, epoch, last_seq, last_off, delta, ts, coord_epoch, txn_first = _ENTRY.unpack_from(
+                data, _HEAD.size + i * _ENTRY.size
+            )
+            e = producers.get(pid)
+            if e is None:
+                e = producers[pid] = ProducerStateEntry(pid, epoch)
+            e.set_epoch(epoch)
+            e.coordinator_epoch = coord_epoch
+            e.current_txn_first_offset = txn_first
+            if last_seq >= 0:
+                first_seq = (last_seq - delta) % (INT32_MAX + 1)
+                e.batches.append(BatchMetadata(first_seq, last_seq, last_off - delta, last_off, ts))
+        return producers
+
+    def take_snapshot(self, *, sync: bool = True) -> Path:
+        """Write the state at ``map_end_offset`` (replacing a snapshot at that offset)."""
+        path = snapshot_path(self.dir, self.map_end_offset)
+        write_atomic(path, self.encode_snapshot(), sync=sync)
+        self.last_snapshot_offset = self.map_end_offset
+        if not sync:
+            self._unsynced.append(path)
+        return path
+
+    def sync(self) -> None:
+        """fsync snapshots written with ``sync=False`` (the caller fsyncs the directory)."""
+        for path in self._unsynced:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._unsynced = []
+
+    def load(
+        self,
+        log_start_offset: int,
+        log_end_offset: int,
+        read_headers: Callable[[int], Iterable[BatchHeader]],
+    ) -> None:
+        """Latest valid snapshot <= ``log_end_offset`` (later ones are deleted), then the
+        batch headers after it up to the log end (``read_headers(from_offset)``)."""
+        self.producers = {}
+        start = log_start_offset
+        self.last_snapshot_offset = -1
+        for off in reversed(self.snapshot_offsets()):
+            path = snapshot_path(self.dir, off)
+            if off > log_end_offset:
+                self._unlink(path)
+                continue
+            try:
+                self.producers = self.decode_snapshot(path.read_bytes())
+            except (CorruptSnapshotError, OSError) as exc:
+                log.warning("Deleting corrupt producer snapshot %s: %s", path, exc)
+                self._unlink(path)
+                continue
+            start = off
+            self.last_snapshot_offset = off
+            break
+        self.map_end_offset = start
+        if start < log_end_offset:
+            self.replay(read_headers(start))
+        self.map_end_offset = log_end_offset
+
+    def delete_snapshots_before(self, offset: int, keep: int = SNAPSHOTS_TO_KEEP) -> None:
+        """Delete snapshots below ``offset`` except the ``keep`` newest snapshots."""
+        offsets = self.snapshot_offsets()
+        protected = set(offsets[-keep:]) if keep > 0 else set()
+        for off in offsets:
+            if off < offset and off not in protected:
+                self._unlink(snapshot_path(self.dir, off))
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Delete snapshots above ``offset`` (after a truncation)."""
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self._unlink(snapshot_path(self.dir, off))
+
+    @staticmethod
+    def _unlink(path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

@@ -1,0 +1,616 @@
+"""One log segment (Kafka's LogSegment): ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``.
+
+``<base>`` is the segment's base offset, zero-padded to 20 digits. Byte layouts:
+``.log`` in :mod:`odradek.log.file_records`, ``.index`` in
+:mod:`odradek.log.offset_index`, ``.timeindex`` in :mod:`odradek.log.time_index`.
+A segment being deleted has ``.deleted`` appended to each file name.
+
+Both indexes are loaded lazily: opening a segment costs one ``stat`` of its
+``.log`` (done by the caller), and nothing is read or mapped until an append,
+read, timestamp lookup or retention check needs it. An index that is missing or
+fails its sanity check is rebuilt from the batch headers when first loaded.
+
+Index rule (Kafka's): while appending, a batch gets an offset index entry (its
+last offset -> its position) when more than ``index.interval.bytes`` were
+appended since the previous entry, and at the same moment a time index entry
+(max timestamp so far -> offset of the batch that carried it) if the max
+timestamp grew; when the segment stops being active a final time index entry
+records its largest timestamp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import random
+import struct
+import time
+from pathlib import Path
+
+import crc32c as _crc32c
+
+from odradek.log.config import LogConfig
+from odradek.log.errors import CorruptIndexError
+from odradek.log.file_records import FetchData, FileRecords, FileRegion
+from odradek.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
+from odradek.log.time_index import TimeIndex
+from odradek.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    decode_records,
+)
+
+log = logging.getLogger("odradek.log")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+_INDEX_ENTRY = struct.Struct(">ii")
+
+
+def filename_prefix(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        config: LogConfig,
+        records: FileRecords,
+        *,
+        active: bool,
+        time_ms: int,
+        indexes_present: bool = True,
+    ) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.config = config
+        self.log = records
+        self._active = active
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._indexes_need_rebuild = not indexes_present
+        self._max_ts: int | None = None  # None: not loaded yet (from the time index)
+        self._offset_of_max_ts = base_offset
+        self._rolling_ts: int | None = None
+        self._rolling_ts_loaded = False
+        self.created_ms = time_ms
+        self._bytes_since_last_index_entry = 0
+        jitter = config.segment_jitter_ms
+        self._roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
+        self.dirty = False  # appended to or truncated since the last flush
+        self._renamed_for_delete = False
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, time_ms: int) -> LogSegment:
+        """A new, empty, active segment (stale files with the same name are replaced)."""
+        prefix = dir / filename_prefix(base_offset)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{prefix}{suffix}")
+        records = FileRecords.create(
+            Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0
+        )
+        seg = cls(dir, base_offset, config, records, active=True, time_ms=time_ms)
+        seg._load_indexes()
+        seg._max_ts = -1
+        seg._rolling_ts_loaded = True
+        seg.dirty = True
+        return seg
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        base_offset: int,
+        config: LogConfig,
+        size: int,
+        *,
+        active: bool,
+        time_ms: int,
+        indexes_present: bool = True,
+    ) -> LogSegment:
+        """An existing segment whose ``.log`` is ``size`` bytes; nothing is read yet."""
+        records = FileRecords(dir / f"{filename_prefix(base_offset)}{LOG_SUFFIX}", size)
+        return cls(dir, base_offset, config, records, active=active, time_ms=time_ms, indexes_present=indexes_present)
+
+    @property
+    def offset_index_path(self) -> Path:
+        return self.dir / f"{filename_prefix(self.base_offset)}{INDEX_SUFFIX}"
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.dir / f"{filename_prefix(self.base_offset)}{TIME_INDEX_SUFFIX}"
+
+    @property
+    def indexes_loaded(self) -> bool:
+        return self._offset_index is not None
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        idx = self._offset_index
+        if idx is None:
+            self._load_indexes()
+            idx = self._offset_index
+            assert idx is not None
+        return idx
+
+    @property
+    def time_index(self) -> TimeIndex:
+        idx = self._time_index
+        if idx is None:
+            self._load_indexes()
+            idx = self._time_index
+            assert idx is not None
+        return idx
+
+    def _load_indexes(self) -> None:
+        max_size = self.config.segment_index_bytes
+        oi: OffsetIndex | None = None
+        ti: TimeIndex | None = None
+        try:
+            if self._indexes_need_rebuild:
+                raise CorruptIndexError("index files missing")
+            oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active)
+            ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=self._active)
+            oi.sanity_check()
+            ti.sanity_check()
+        except (CorruptIndexError, OSError) as exc:
+            for idx in (oi, ti):
+                if idx is not None:
+                    idx.close_handler()
+            log.warning("Rebuilding the indexes of segment %s: %s", self.log.path, exc)
+            self._rebuild_indexes()
+            return
+        self._offset_index, self._time_index = oi, ti
+
+    def _fresh_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        for path in (self.offset_index_path, self.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        max_size = self.config.segment_index_bytes
+        oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=True)
+        ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=True)
+        self._offset_index, self._time_index = oi, ti
+        self._indexes_need_rebuild = False
+        return oi, ti
+
+    def _rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batch headers (no CRC check, no truncation)."""
+        oi, ti = self._fresh_indexes()
+        self._reset_index_state()
+        for pos, h in self.log.iter_headers():
+            self._index_batch(oi, ti, pos, h)
+        if not self._active:
+            self._finish_inactive(oi, ti)
+        self.dirty = True
+
+    def _reset_index_state(self) -> None:
+        self._bytes_since_last_index_entry = 0
+        self._max_ts = -1
+        self._offset_of_max_ts = self.base_offset
+
+    def _index_batch(self, oi: OffsetIndex, ti: TimeIndex, pos: int, h: BatchHeader) -> None:
+        max_ts = self._max_ts
+        assert max_ts is not None
+        if h.max_timestamp > max_ts:
+            self._max_ts = max_ts = h.max_timestamp
+            self._offset_of_max_ts = h.base_offset + h.last_offset_delta
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes and not oi.is_full():
+            oi.append(h.base_offset + h.last_offset_delta, pos)
+            if not ti.is_full():
+                ti.maybe_append(max_ts, self._offset_of_max_ts)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def _ensure_max_ts(self) -> None:
+        if self._max_ts is None:
+            ts, off = self.time_index.last_entry()
+            if self._max_ts is None:  # loading may have rebuilt and set it
+                self._max_ts, self._offset_of_max_ts = ts, off
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch maxTimestamp in the segment (-1 if none)."""
+        self._ensure_max_ts()
+        assert self._max_ts is not None
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._ensure_max_ts()
+        return self._offset_of_max_ts
+
+    def largest_timestamp(self) -> int:
+        """Kafka's largestTimestamp: the max timestamp, or the file's mtime if there is none."""
+        ts = self.max_timestamp
+        if ts >= 0:
+            return ts
+        return self.last_modified_ms()
+
+    def last_modified_ms(self) -> int:
+        try:
+            return os.stat(self.log.path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
+
+    def _load_rolling_ts(self) -> None:
+        if not self._rolling_ts_loaded:
+            h = self.log.read_header(0)
+            self._rolling_ts = h.max_timestamp if h is not None else None
+            self._rolling_ts_loaded = True
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Kafka's rule: time between the first batch's timestamp and the incoming
+        batch's, or since the segment was created when there is no timestamp."""
+        self._load_rolling_ts()
+        t = self._rolling_ts
+        if t is not None and t >= 0:
+            return message_timestamp - t
+        return now - self.created_ms
+
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now: int) -> bool:
+        cfg = self.config
+        size = self.log.size
+        if size > cfg.segment_bytes - messages_size:
+            return True
+        if size > 0 and self.time_waited_for_roll(now, max_timestamp) > cfg.segment_ms - self._roll_jitter_ms:
+            return True
+        if max_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        return self.offset_index.is_full() or self.time_index.is_full()
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
+        """Write batches (already carrying their final offsets) and index them.
+
+        Returns the position the data was written at. Per-batch work only."""
+        oi = self.offset_index
+        ti = self.time_index
+        self._ensure_max_ts()
+        if self.log.size == 0 and headers:
+            self._rolling_ts = headers[0].max_timestamp
+            self._rolling_ts_loaded = True
+        pos = self.log.append(data)
+        interval = self.config.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        max_ts = self._max_ts
+        assert max_ts is not None
+        off_max = self._offset_of_max_ts
+        p = pos
+        for h in headers:
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                off_max = last
+            if since > interval and not oi.is_full():
+                oi.append(last, p)
+                if not ti.is_full():
+                    ti.maybe_append(max_ts, off_max)
+                since = 0
+            size = h.batch_length + LOG_OVERHEAD
+            p += size
+            since += size
+        self._bytes_since_last_index_entry = since
+        self._max_ts = max_ts
+        self._offset_of_max_ts = off_max
+        self.dirty = True
+        return pos
+
+    # ------------------------------------------------------------------ reading
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, pos = self.offset_index.lookup(offset)
+        if pos < starting_position:
+            pos = starting_position
+        # inline header scan (hot path): only 61-byte preads
+        records = self.log
+        limit = records.size
+        fd = records.fileno()
+        pread = os.pread
+        unpack = BATCH_HEADER.unpack
+        while limit - pos >= BATCH_HEADER_SIZE:
+            buf = pread(fd, BATCH_HEADER_SIZE, pos)
+            if len(buf) < BATCH_HEADER_SIZE:
+                return None
+            fields = unpack(buf)
+            size = fields[1] + LOG_OVERHEAD
+            if fields[1] < MIN_BATCH_LENGTH or pos + size > limit:
+                return None
+            if fields[0] + fields[6] >= offset:
+                return pos, BatchHeader._make(fields)
+            pos += size
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> FetchData | None:
+        """Region from the batch containing ``start_offset`` up to ``max_position``
+        (default: the segment's end), at most ``max_size`` bytes (the last batch may be
+        cut) unless ``min_one_message`` and the first batch alone is larger.
+
+        None when no batch of this segment contains ``start_offset`` or later."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        pos, h = found
+        end = self.log.size if max_position is None else min(max_position, self.log.size)
+        first_size = h.batch_length + LOG_OVERHEAD
+        adjusted = max(max_size, first_size) if min_one_message else max_size
+        length = min(end - pos, adjusted)
+        if length <= 0:
+            return FetchData([], 0, start_offset, self.base_offset, pos)
+        return FetchData([FileRegion(self.log, pos, length)], length, start_offset, self.base_offset, pos)
+
+    def read_next_offset(self) -> int | None:
+        """Next offset after the last batch, found by scanning forward from the last
+        offset index entry; None when the data does not end cleanly at the file end
+        or disagrees with the index (the caller then recovers the segment)."""
+        entry = self._peek_last_index_entry()
+        if entry is None:
+            return None
+        entry_offset, pos = entry
+        next_offset = self.base_offset
+        end = pos
+        first = True
+        for p, h in self.log.iter_headers(pos):
+            if first and pos > 0 and h.base_offset + h.last_offset_delta != entry_offset:
+                return None
+            first = False
+            next_offset = h.base_offset + h.last_offset_delta + 1
+            end = p + h.batch_length + LOG_OVERHEAD
+        if end != self.log.size or (first and pos > 0):
+            return None
+        return next_offset
+
+    def _peek_last_index_entry(self) -> tuple[int, int] | None:
+        """Last offset index entry without mapping the index (it is trimmed after a
+        clean shutdown); None if the file looks wrong."""
+        if self._offset_index is not None:
+            return self._offset_index.last_entry()
+        if self._indexes_need_rebuild:
+            return None
+        try:
+            fd = os.open(self.offset_index_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size % 8:
+                return None
+            if size == 0:
+                return self.base_offset, 0
+            rel, pos = _INDEX_ENTRY.unpack(os.pread(fd, 8, size - 8))
+        finally:
+            os.close(fd)
+        if rel < 0 or pos < 0 or pos > self.log.size or (size > 8 and rel == 0):
+            return None
+        return self.base_offset + rel, pos
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+        """Kafka's ListOffsets lookup: (offset, timestamp) of the first record with
+        timestamp >= ``timestamp`` and offset >= ``starting_offset``.
+
+        Time index, then offset index, then batch headers find the first batch whose
+        maxTimestamp qualifies; only that batch's records are read and decoded (this
+        is not the produce/fetch path)."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for p, h in self.log.iter_headers(pos):
+            if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= starting_offset:
+                found = self.first_record_at_or_after(p, h, timestamp, starting_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def first_record_at_or_after(
+        self, position: int, h: BatchHeader, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record of the batch at ``position`` with
+        timestamp >= ``timestamp`` and offset >= ``starting_offset``. Records of a
+        LogAppendTime batch all carry its maxTimestamp (Kafka's rule)."""
+        if h.timestamp_type == 1 or (h.record_count == 1 and h.base_offset >= starting_offset):
+            if h.max_timestamp < timestamp:
+                return None
+            return max(h.base_offset, starting_offset), h.max_timestamp
+        batch = self.log.pread(h.batch_length + LOG_OVERHEAD, position)
+        for rec in decode_records(batch):
+            if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                return rec.offset, rec.timestamp
+        return None
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> int:
+        """Scan every batch from position 0 checking framing, magic, CRC-32C and offsets;
+        truncate at the first bad batch, rebuild both indexes. Returns bytes truncated."""
+        oi, ti = self._fresh_indexes()
+        self._reset_index_state()
+        fd = self.log.fileno()
+        file_size = os.fstat(fd).st_size
+        valid = 0
+        if file_size > 0:
+            mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_READ)
+            try:
+                valid = self._scan_valid(mm, file_size, oi, ti)
+            finally:
+                mm.close()
+        self.log._size = file_size
+        truncated = self.log.truncate_to(valid)
+        self._rolling_ts_loaded = False
+        if not self._active:
+            self._finish_inactive(oi, ti)
+        self.dirty = True
+        return truncated
+
+    def _scan_valid(self, mm: mmap.mmap, file_size: int, oi: OffsetIndex, ti: TimeIndex) -> int:
+        unpack = BATCH_HEADER.unpack_from
+        crc = _crc32c.crc32c
+        pos = 0
+        prev_last = self.base_offset - 1
+        with memoryview(mm) as view:
+            while file_size - pos >= BATCH_HEADER_SIZE:
+                h = BatchHeader._make(unpack(view, pos))
+                size = h.batch_length + LOG_OVERHEAD
+                reason = None
+                if h.batch_length < MIN_BATCH_LENGTH or pos + size > file_size:
+                    reason = "torn or bad batch length"
+                elif h.magic != MAGIC_V2:
+                    reason = f"magic {h.magic}"
+                elif h.base_offset <= prev_last or h.last_offset_delta < 0:
+                    reason = f"offset {h.base_offset} not after {prev_last}"
+                elif h.base_offset + h.last_offset_delta - self.base_offset > MAX_RELATIVE_OFFSET:
+                    reason = "offset out of the segment's range"
+                elif crc(view[pos + CRC_START : pos + size]) != h.crc:
+                    reason = "CRC mismatch"
+                if reason is not None:
+                    log.warning(
+                        "Found invalid batch at position %d of %s (%s); truncating", pos, self.log.path, reason
+                    )
+                    break
+                self._index_batch(oi, ti, pos, h)
+                prev_last = h.base_offset + h.last_offset_delta
+                pos += size
+        return pos
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _finish_inactive(self, oi: OffsetIndex, ti: TimeIndex) -> None:
+        max_ts = self.max_timestamp
+        if max_ts >= 0 and ti.writable:
+            ti.maybe_append(max_ts, self._offset_of_max_ts, skip_full_check=True)
+        oi.trim()
+        ti.trim()
+
+    def on_become_inactive(self) -> None:
+        """Segment rolled: final time index entry, trim indexes and a preallocated log."""
+        self._finish_inactive(self.offset_index, self.time_index)
+        self.log.trim()
+        self._active = False
+        self.dirty = True
+
+    def make_active(self) -> None:
+        """Segment becomes the active one again (after truncation)."""
+        self._active = True
+        if self._offset_index is not None and self._time_index is not None:
+            self._offset_index.make_writable()
+            self._time_index.make_writable()
+
+    def truncate_to(self, offset: int, time_ms: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        if not self._active:
+            self.make_active()
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._bytes_since_last_index_entry = 0
+        if found is None:
+            return 0
+        removed = self.log.truncate_to(found[0])
+        if self.log.size == 0:
+            self.created_ms = time_ms
+            self._rolling_ts = None
+            self._rolling_ts_loaded = True
+        # largest timestamp: last time index entry, then the batches after it
+        ts, ts_off = self.time_index.last_entry()
+        self._max_ts, self._offset_of_max_ts = ts, ts_off
+        _, pos = self.offset_index.lookup(ts_off)
+        for _p, h in self.log.iter_headers(pos):
+            if h.max_timestamp > self._max_ts:
+                self._max_ts = h.max_timestamp
+                self._offset_of_max_ts = h.base_offset + h.last_offset_delta
+        self.dirty = True
+        return removed
+
+    def flush(self) -> None:
+        self.log.flush()
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+        self.dirty = False
+
+    def close(self) -> None:
+        """Clean close: final time index entry for an active segment, trim, close files."""
+        if self._active and self._offset_index is not None and self._time_index is not None:
+            self._finish_inactive(self._offset_index, self._time_index)
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close()
+        self._offset_index = self._time_index = None
+        self.log.close()
+
+    def close_handlers(self) -> None:
+        """Unmap the indexes and close the descriptor without trimming or writing."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        self._offset_index = self._time_index = None
+        self._indexes_need_rebuild = True
+        self.log.close_fd()
+
+    def rename_for_delete(self) -> None:
+        """Append ``.deleted`` to the file names; the log descriptor stays open so
+        outstanding file regions remain readable until :meth:`delete_files`."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        self._offset_index = self._time_index = None
+        self._indexes_need_rebuild = True
+        for path in (self.offset_index_path, self.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, Path(f"{path}{DELETED_SUFFIX}"))
+        if self.log.is_open or self.log.path.exists():
+            with contextlib.suppress(OSError):
+                self.log.fileno()  # keep the data reachable through the descriptor
+            self.log.rename_to(Path(f"{self.log.path}{DELETED_SUFFIX}"))
+        self._renamed_for_delete = True
+
+    def delete_files(self) -> None:
+        """Close and unlink (``.deleted`` names if renamed, else the live names)."""
+        self.log.delete()
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        self._offset_index = self._time_index = None
+        suffix = DELETED_SUFFIX if self._renamed_for_delete else ""
+        for path in (self.offset_index_path, self.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{suffix}")
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, active={self._active})"

@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from odradek.log import LogConfig, LogSegment
+from odradek.protocol.records import BatchHeader, iter_batches, read_header, set_base_offset, validate_batches
+
+from .log_helpers import NOW, make_batch, region_bytes
+
+
+def _batches(base: int, count: int, *, records: int = 3, value_size: int = 100, ts0: int = NOW) -> tuple[bytearray, list[BatchHeader]]:
+    data = bytearray()
+    off = base
+    for i in range(count):
+        b = bytearray(make_batch(records, value_size=value_size, ts=ts0 + i))
+        set_base_offset(b, 0, off)
+        data += b
+        off += records
+    return data, validate_batches(data)
+
+
+def _segment(tmp_path: Path, base: int = 0, **cfg: int) -> LogSegment:
+    return LogSegment.create(tmp_path, base, LogConfig(**cfg), NOW)  # type: ignore[arg-type]
+
+
+def test_append_and_read_regions(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 100, index_interval_bytes=1000)
+    data, headers = _batches(100, 50)
+    seg.append(data, headers)
+    assert seg.size == len(data)
+    assert (tmp_path / "00000000000000000100.log").stat().st_size == len(data)
+    # an index entry every > 1000 bytes
+    size = headers[0].size
+    expected, since = 0, 0
+    for h in headers:  # Kafka's rule, simulated
+        if since > 1000:
+            expected, since = expected + 1, 0
+        since += h.size
+    assert seg.offset_index.entries == expected > 0
+    for i in range(seg.offset_index.entries):
+        off, pos = seg.offset_index.entry(i)
+        h = read_header(data, pos)
+        assert h.last_offset == off
+    # read from every offset: region starts at the batch that contains it
+    for off in range(100, 250, 7):
+        fd = seg.read(off, 10**9)
+        assert fd is not None
+        got = region_bytes(fd)
+        first = next(iter_batches(got))[1]
+        assert first.base_offset <= off <= first.last_offset
+        assert got == bytes(data[fd.position :])
+    assert seg.read(250, 1000) is None  # beyond the segment
+    # capped at max_size (last batch cut), min_one_message returns a whole first batch
+    fd = seg.read(100, size + 10)
+    assert fd is not None and fd.size == size + 10
+    fd = seg.read(100, 5, min_one_message=True)
+    assert fd is not None and fd.size == size
+    fd = seg.read(100, 5, min_one_message=False)
+    assert fd is not None and fd.size == 5
+    # max_position bounds the region
+    fd = seg.read(100, 10**9, max_position=3 * size)
+    assert fd is not None and fd.size == 3 * size
+    seg.close()
+
+
+def test_translate_and_timestamp_lookup(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 0, index_interval_bytes=0)
+    data, headers = _batches(0, 20, records=2)
+    seg.append(data, headers)
+    assert seg.max_timestamp == NOW + 19
+    assert seg.offset_of_max_timestamp == 39
+    pos, h = seg.translate_offset(7)  # type: ignore[misc]
+    assert h.base_offset == 6 and pos == 3 * headers[0].size
+    assert seg.find_offset_by_timestamp(NOW - 100) == (0, NOW)
+    assert seg.find_offset_by_timestamp(NOW + 5) == (10, NOW + 5)
+    assert seg.find_offset_by_timestamp(NOW + 5, starting_offset=11) == (11, NOW + 5)
+    assert seg.find_offset_by_timestamp(NOW + 20) is None
+    assert seg.time_index.entries > 5
+
+
+def test_recover_torn_tail(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 0, index_interval_bytes=500)
+    data, headers = _batches(0, 30)
+    seg.append(data, headers)
+    seg.close()
+    path = tmp_path / "00000000000000000000.log"
+    cut = len(data) - headers[-1].size // 2
+    os.truncate(path, cut)
+    seg2 = LogSegment.open(tmp_path, 0, LogConfig(index_interval_bytes=500), cut, active=True, time_ms=NOW)
+    truncated = seg2.recover()
+    assert truncated == cut - (len(data) - headers[-1].size)
+    assert seg2.size == len(data) - headers[-1].size
+    assert seg2.read_next_offset() == headers[-1].base_offset
+    assert seg2.max_timestamp == NOW + 28
+    for i in range(seg2.offset_index.entries):
+        off, pos = seg2.offset_index.entry(i)
+        assert read_header(data, pos).last_offset == off
+
+
+def test_recover_garbage_tail(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 0)
+    data, headers = _batches(0, 10)
+    seg.append(data, headers)
+    seg.flush()
+    path = tmp_path / "00000000000000000000.log"
+    # overwrite the middle of batch 7 with garbage: CRC fails there
+    pos7 = sum(h.size for h in headers[:7])
+    with open(path, "r+b") as f:
+        f.seek(pos7 + 70)
+        f.write(b"\xde\xad\xbe\xef" * 8)
+        f.seek(0, 2)
+        f.write(b"garbage" * 50)
+    seg2 = LogSegment.open(tmp_path, 0, LogConfig(), os.path.getsize(path), active=True, time_ms=NOW)
+    assert seg2.recover() == len(data) - pos7 + 350
+    assert seg2.size == pos7
+    assert seg2.read_next_offset() == 21
+
+
+def test_lazy_indexes_and_clean_reopen(tmp_path: Path) -> None:
+    cfg = LogConfig(index_interval_bytes=200)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 10)
+    seg.append(data, headers)
+    seg.close()
+    assert os.path.getsize(seg.offset_index_path) % 8 == 0
+    assert os.path.getsize(seg.offset_index_path) < 1024  # trimmed
+    seg2 = LogSegment.open(tmp_path, 0, cfg, len(data), active=False, time_ms=NOW)
+    assert not seg2.indexes_loaded
+    assert seg2.read_next_offset() == 30
+    assert not seg2.indexes_loaded  # peeked without mapping
+    assert seg2.max_timestamp == NOW + 9  # from the final time index entry
+    assert seg2.indexes_loaded
+
+
+def test_missing_index_rebuilt_lazily(tmp_path: Path) -> None:
+    cfg = LogConfig(index_interval_bytes=200)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 10)
+    seg.append(data, headers)
+    entries = seg.offset_index.entries
+    seg.close()
+    os.unlink(seg.offset_index_path)
+    seg2 = LogSegment.open(tmp_path, 0, cfg, len(data), active=False, time_ms=NOW, indexes_present=False)
+    assert seg2.offset_index.entries == entries
+    assert seg2.find_offset_by_timestamp(NOW + 4) == (12, NOW + 4)
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 0, index_interval_bytes=0)
+    data, headers = _batches(0, 10, records=2)
+    seg.append(data, headers)
+    removed = seg.truncate_to(7, NOW)  # batch [6, 7] goes too
+    assert removed == sum(h.size for h in headers[3:])
+    assert seg.read_next_offset() == 6
+    assert seg.offset_index.last_offset < 6
+    assert seg.max_timestamp == NOW + 2
+    more, mh = _batches(6, 2, records=2, ts0=NOW + 100)
+    seg.append(more, mh)
+    assert seg.read_next_offset() == 10
+    assert seg.max_timestamp == NOW + 101
+
+
+def test_should_roll(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=1000, segment_ms=1000)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    assert not seg.should_roll(900, NOW, 0, NOW)
+    data, headers = _batches(0, 1)
+    seg.append(data, headers)
+    assert seg.should_roll(1000 - seg.size + 1, NOW, 10, NOW)
+    assert not seg.should_roll(10, NOW + 1000, 10, NOW)
+    assert seg.should_roll(10, NOW + 1001, 10, NOW)  # message timestamps drive segment.ms
+    assert seg.should_roll(10, NOW, 2**31, NOW)  # relative offset overflow
+
+
+def test_preallocate_trimmed_on_close(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=1 << 20, preallocate=True)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 3)
+    seg.append(data, headers)
+    assert os.path.getsize(seg.log.path) == 1 << 20
+    assert seg.size == len(data)
+    seg.close()
+    assert os.path.getsize(seg.log.path) == len(data)
