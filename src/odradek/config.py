@@ -173,6 +173,13 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.state.log.num.partitions", T_INT, "50", "partitions of __transaction_state", _ge(1)),
     ConfigDef("transaction.state.log.replication.factor", T_SHORT, "3", "replication of __transaction_state", _ge(1)),
     ConfigDef("group.initial.rebalance.delay.ms", T_INT, "3000", "delay of the first rebalance", _ge(0)),
+    ConfigDef("group.min.session.timeout.ms", T_INT, "6000", "smallest session timeout a member may ask", _ge(0)),
+    ConfigDef("group.max.session.timeout.ms", T_INT, "1800000", "largest session timeout a member may ask", _ge(0)),
+    ConfigDef("group.max.size", T_INT, str(2**31 - 1), "most members in one group", _ge(1)),
+    ConfigDef("offset.metadata.max.bytes", T_INT, "4096", "largest commit metadata", _ge(0)),
+    ConfigDef("offsets.retention.minutes", T_INT, "10080", "how long offsets of empty groups are kept", _ge(1)),
+    ConfigDef("offsets.retention.check.interval.ms", T_LONG, "600000", "offset expiry check period", _ge(1)),
+    ConfigDef("offsets.topic.segment.bytes", T_INT, "104857600", "segment size of __consumer_offsets", _ge(1)),
     ConfigDef("log.retention.minutes", T_INT, None, "retention in minutes"),
     ConfigDef("log.retention.hours", T_INT, "168", "retention in hours"),
     ConfigDef("log.roll.hours", T_INT, "168", "roll period in hours", _ge(1)),
@@ -184,6 +191,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("zookeeper.connection.timeout.ms", T_INT, None, "ZooKeeper connection timeout"),
     ConfigDef("odradek.validate.records", T_BOOLEAN, "true",
               "walk uncompressed records on produce to check the record count"),
+    # log cleaner (compaction, odradek.log.cleaner)
+    ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
+    ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", T_LONG, "134217728", "memory for the cleaner's offset map",
+              _ge(24)),
+    ConfigDef("log.cleaner.threads", T_INT, "1", "cleaner threads (one is used)", _ge(0)),
 ]
 for _d, _syns in _TOPIC_DEFS:
     for _s in _syns:

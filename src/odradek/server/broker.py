@@ -13,6 +13,7 @@ from typing import Any
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.store import LocalStore, NoNodeError
 from odradek.controller.topics import TopicMeta, TopicRegistry, topic_id_to_str
+from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.server.connection import Connection
@@ -76,6 +77,7 @@ class Broker:
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
+        self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
         self.cluster_id = ""
         self.connections: set[Connection] = set()
         self._servers: list[tuple[socket.socket, str]] = []
@@ -224,6 +226,8 @@ class Broker:
                 self.log_manager.delete_log(plog.topic, plog.partition)
         for plog in self.log_manager.logs():
             plog.update_high_watermark(plog.log_end_offset)
+        self.groups = GroupCoordinatorRuntime(self)
+        self.groups.load()
         await self._start_listeners()
         self._schedule_periodic()
         log.info(
@@ -287,6 +291,11 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        self._every(
+            int(self.config.get("offsets.retention.check.interval.ms")),
+            lambda: self.groups.coordinator.expire_offsets(self.now_ms()),
+            "offsets-expiry",
+        )
 
     def _prune_timers(self) -> None:
         self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]
@@ -338,6 +347,8 @@ class Broker:
         self.replica_manager.cancel_waiters()
         for conn in list(self.connections):
             conn.close()
+        if self.groups is not None:
+            self.groups.shutdown()
         self.log_manager.shutdown()
         self.store.close()
         log.info("broker %d shut down cleanly", self.node_id)

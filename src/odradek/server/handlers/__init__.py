@@ -71,6 +71,17 @@ _MODULES = [
     "describe_cluster",
     "describe_log_dirs",
     "init_producer_id",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

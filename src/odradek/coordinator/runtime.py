@@ -1,0 +1,152 @@
+"""Runs the group coordinator on the broker: owns ``__consumer_offsets``, appends the
+coordinator's records to it and replays them at start-up.
+
+``__consumer_offsets`` is created on first use with offsets.topic.num.partitions and
+cleanup.policy=compact. In the embedded single-node mode its replication factor is
+capped at the number of live brokers (Kafka would refuse to create it with the default
+of 3 and log an error; a one-broker deployment is expected to set it to 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from odradek.controller.topics import TopicError
+from odradek.coordinator.group.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    Records,
+    WriteError,
+    make_scheduler,
+)
+from odradek.protocol import errors
+from odradek.protocol.records import build_batch, decode_records, iter_batches, validate_batches
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger("odradek.coordinator")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class GroupCoordinatorRuntime:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.num_partitions = int(cfg.get("offsets.topic.num.partitions"))
+        meta = broker.topics.get(OFFSETS_TOPIC)
+        if meta is not None:
+            self.num_partitions = len(meta.partitions)
+        self.coordinator = GroupCoordinator(
+            GroupConfig(
+                num_partitions=self.num_partitions,
+                min_session_timeout_ms=int(cfg.get("group.min.session.timeout.ms")),
+                max_session_timeout_ms=int(cfg.get("group.max.session.timeout.ms")),
+                initial_rebalance_delay_ms=int(cfg.get("group.initial.rebalance.delay.ms")),
+                max_size=int(cfg.get("group.max.size")),
+                offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes")),
+                offsets_retention_ms=int(cfg.get("offsets.retention.minutes")) * 60_000,
+            ),
+            make_scheduler(asyncio.get_running_loop(), broker.now_ms),
+            self._write,
+            self._partition_exists,
+        )
+
+    # -- topic
+    def ensure_topic(self) -> bool:
+        """Create __consumer_offsets if missing; True when it exists afterwards."""
+        if self.broker.topics.get(OFFSETS_TOPIC) is not None:
+            return True
+        cfg = self.broker.config
+        rf = int(cfg.get("offsets.topic.replication.factor"))
+        live = len(self.broker.topics.live_brokers())
+        if rf > live:
+            log.warning(
+                "offsets.topic.replication.factor=%d exceeds the %d live broker(s); creating %s with replication factor %d",
+                rf, live, OFFSETS_TOPIC, live,
+            )
+            rf = live
+        try:
+            self.broker.create_topic(
+                OFFSETS_TOPIC,
+                self.num_partitions,
+                rf,
+                configs={
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+                },
+            )
+        except TopicError as e:
+            if e.error_code != errors.TOPIC_ALREADY_EXISTS:
+                log.error("could not create %s: %s", OFFSETS_TOPIC, e.message)
+                return False
+        return True
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        meta = self.broker.topics.get(topic)
+        return meta is not None and 0 <= partition < len(meta.partitions)
+
+    # -- writes
+    def _write(self, partition: int, records: Records) -> None:
+        if not self.ensure_topic():
+            raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
+        plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            raise WriteError(errors.NOT_COORDINATOR)
+        batch = build_batch([(k, v) for k, v in records], timestamp=self.broker.now_ms())
+        try:
+            plog.append_as_leader(batch, validate_batches(batch), 0, self.broker.now_ms(), from_client=False)
+        except OSError as e:
+            log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
+            raise WriteError(errors.UNKNOWN_SERVER_ERROR) from e
+        plog.update_high_watermark(plog.log_end_offset)
+        self.broker.replica_manager.notify(OFFSETS_TOPIC, partition)
+
+    # -- loading
+    def load(self) -> None:
+        """Replay every __consumer_offsets partition this broker leads."""
+        meta = self.broker.topics.get(OFFSETS_TOPIC)
+        if meta is None:
+            return
+        t0 = time.monotonic()
+        count = 0
+        for p in meta.partitions:
+            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, p.index)
+            if plog is None:
+                continue
+            offset = plog.log_start_offset
+            end = plog.log_end_offset
+            while offset < end:
+                data = plog.read(offset, 1 << 20, end, True)
+                if not data.size:
+                    break
+                chunk = bytearray()
+                for region in data.regions:
+                    chunk += os.pread(region.file.fileno(), region.length, region.position)
+                progressed = False
+                for pos, h in iter_batches(chunk):
+                    if h.is_control:
+                        offset = h.next_offset
+                        continue
+                    for r in decode_records(memoryview(chunk)[pos : pos + h.size]):
+                        if r.offset >= offset:
+                            self.coordinator.replay(r.key, r.value)
+                            count += 1
+                    offset = h.next_offset
+                    progressed = True
+                if not progressed:
+                    break
+        self.coordinator.finish_loading()
+        log.info(
+            "loaded %d groups from %d %s records in %.0f ms",
+            len(self.coordinator.groups), count, OFFSETS_TOPIC, (time.monotonic() - t0) * 1000,
+        )
+
+    def shutdown(self) -> None:
+        self.coordinator.unload()

@@ -1,0 +1,21 @@
+"""DeleteGroups (42): only empty groups; their offsets go too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.codec import make
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    results = ctx.broker.groups.coordinator.delete_groups(list(request.groups_names))
+    return make(
+        m.DeleteGroupsResponse,
+        throttle_time=0,
+        results=tuple(make(m.DeletableGroupResult, group_id=g, error_code=c) for g, c in results.items()),
+    )

@@ -1,0 +1,44 @@
+"""FindCoordinator (10): groups (key type 0) are coordinated by this broker; batched keys v4+."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+KEY_GROUP = 0
+KEY_TRANSACTION = 1
+
+
+def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port)."""
+    broker = ctx.broker
+    if key_type == KEY_GROUP:
+        if not key:
+            return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
+        if not broker.groups.ensure_topic():
+            return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        host, port = broker.advertised_endpoint(ctx.connection.listener)
+        return errors.NONE, None, broker.node_id, host, port
+    if key_type == KEY_TRANSACTION:
+        return errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
+    return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    if ctx.api_version >= 4:
+        out = []
+        for key in request.coordinator_keys:
+            code, msg, node, host, port = _lookup(ctx, key, request.key_type)
+            out.append(make(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=code, error_message=msg))
+        return make(m.FindCoordinatorResponse, throttle_time=0, coordinators=tuple(out))
+    code, msg, node, host, port = _lookup(ctx, request.key, getattr(request, "key_type", KEY_GROUP))
+    return make(
+        m.FindCoordinatorResponse, throttle_time=0, error_code=code, error_message=msg, node_id=node, host=host, port=port
+    )

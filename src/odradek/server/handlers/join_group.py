@@ -1,0 +1,60 @@
+"""JoinGroup (11): classic rebalance protocol; v4+ first join gets MEMBER_ID_REQUIRED."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.group.coordinator import JoinResult
+from odradek.protocol.codec import make
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(r: JoinResult) -> None:
+        if fut.done():
+            return
+        members = tuple(
+            make(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=meta)
+            for mid, iid, meta in r.members
+        )
+        fut.set_result(
+            make(
+                m.JoinGroupResponse,
+                throttle_time=0,
+                error_code=r.error_code,
+                generation_id=r.generation_id,
+                protocol_type=r.protocol_type,
+                protocol_name=r.protocol_name if ctx.api_version >= 7 else (r.protocol_name or ""),
+                leader=r.leader,
+                skip_assignment=r.skip_assignment,
+                member_id=r.member_id,
+                members=members,
+            )
+        )
+
+    rebalance = getattr(request, "rebalance_timeout", None)
+    session_ms = int(request.session_timeout.total_seconds() * 1000)
+    rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
+    ctx.broker.groups.coordinator.join_group(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        ctx.client_id or "",
+        "/" + ctx.client_host,
+        session_ms,
+        rebalance_ms,
+        request.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in request.protocols],
+        ctx.api_version >= 4,
+        respond,
+    )
+    if fut.done():
+        return fut.result()
+    return fut

@@ -1,0 +1,31 @@
+"""LeaveGroup (13): one member (v0-2) or a batch of members (v3+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.codec import make
+
+API_KEY = 13
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    coord = ctx.broker.groups.coordinator
+    if ctx.api_version >= 3:
+        members = [(x.member_id, x.group_instance_id) for x in request.members]
+        code, results = coord.leave_group(request.group_id, members)
+        return make(
+            m.LeaveGroupResponse,
+            throttle_time=0,
+            error_code=code,
+            members=tuple(
+                make(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=c) for mid, iid, c in results
+            ),
+        )
+    code, results = coord.leave_group(request.group_id, [(request.member_id, None)])
+    if code == 0 and results:
+        code = results[0][2]
+    return make(m.LeaveGroupResponse, throttle_time=0, error_code=code)

@@ -1,0 +1,26 @@
+"""ListGroups (16): with the state (v4) and type (v5) filters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    states = set(getattr(request, "states_filter", ()) or ())
+    types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
+    groups = ctx.broker.groups.coordinator.list_groups(states or None)
+    if types and "classic" not in types:
+        groups = []
+    out = tuple(
+        make(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value, group_type="classic")
+        for g in groups
+    )
+    return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=out)

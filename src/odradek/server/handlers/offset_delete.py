@@ -1,0 +1,30 @@
+"""OffsetDelete (47): not for topics an active group subscribes to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.codec import make
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    code, results = ctx.broker.groups.coordinator.delete_offsets(request.group_id, wanted)
+    topics = tuple(
+        make(
+            m.OffsetDeleteResponseTopic,
+            name=t.name,
+            partitions=tuple(
+                make(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                     error_code=results.get((t.name, p.partition_index), 0))
+                for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return make(m.OffsetDeleteResponse, error_code=code, throttle_time=0, topics=topics if not code else ())

@@ -1,0 +1,47 @@
+"""OffsetFetch (9): one group (v1-7) or several (v8+); null topics = all committed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+
+def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any) -> tuple[int, tuple[Any, ...]]:
+    coord = ctx.broker.groups.coordinator
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    code, found = coord.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[Any]] = {}
+    keys = wanted if wanted is not None else sorted(found)
+    for name, p in keys:
+        om = found.get((name, p))
+        by_topic.setdefault(name, []).append(
+            make(
+                part_cls,
+                partition_index=p,
+                committed_offset=om.offset if om else -1,
+                committed_leader_epoch=om.leader_epoch if om else -1,
+                metadata=om.metadata if om else "",
+                error_code=errors.NONE,
+            )
+        )
+    return code, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    if ctx.api_version >= 8:
+        groups = []
+        for g in request.groups:
+            code, topics = _topics(ctx, m, g.group_id, g.topics, m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions)
+            groups.append(make(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=code))
+        return make(m.OffsetFetchResponse, throttle_time=0, groups=tuple(groups))
+    code, topics = _topics(ctx, m, request.group_id, request.topics, m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
+    return make(m.OffsetFetchResponse, throttle_time=0, topics=topics, error_code=code)

@@ -1,0 +1,45 @@
+"""SyncGroup (14): the leader's assignment goes to every member."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.group.coordinator import SyncResult
+from odradek.protocol.codec import make
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(r: SyncResult) -> None:
+        if not fut.done():
+            fut.set_result(
+                make(
+                    m.SyncGroupResponse,
+                    throttle_time=0,
+                    error_code=r.error_code,
+                    protocol_type=r.protocol_type,
+                    protocol_name=r.protocol_name,
+                    assignment=r.assignment,
+                )
+            )
+
+    ctx.broker.groups.coordinator.sync_group(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+        respond,
+    )
+    if fut.done():
+        return fut.result()
+    return fut
