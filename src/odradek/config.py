@@ -167,6 +167,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", T_INT, "60000", "recovery point checkpoint period", _ge(0)),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T_INT, "60000", "log start checkpoint period", _ge(0)),
     ConfigDef("socket.request.max.bytes", T_INT, "104857600", "largest request", _ge(1)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000", "fetch sessions kept", _ge(0)),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000", "age before a session may be evicted", _ge(0)),
     ConfigDef("replica.fetch.max.bytes", T_INT, "1048576", "replica fetch size", _ge(0)),
     ConfigDef("offsets.topic.num.partitions", T_INT, "50", "partitions of __consumer_offsets", _ge(1)),
     ConfigDef("offsets.topic.replication.factor", T_SHORT, "3", "replication of __consumer_offsets", _ge(1)),

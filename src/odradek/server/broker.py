@@ -17,6 +17,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.server.connection import Connection
+from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.replica_manager import ReplicaManager
 
 log = logging.getLogger("odradek.broker")
@@ -76,6 +77,10 @@ class Broker:
         self.topics.listeners.append(self._on_topic_event)
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")),
+            int(config.get("min.incremental.fetch.session.eviction.ms")),
+        )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
         self.cluster_id = ""
@@ -296,6 +301,23 @@ class Broker:
             lambda: self.groups.coordinator.expire_offsets(self.now_ms()),
             "offsets-expiry",
         )
+        # ---- log cleaner (compaction, odradek.log.cleaner): the heavy part runs in the cleaner's
+        # worker thread; choosing a log and installing the result run here, on the loop.
+        if self.config.get("log.cleaner.enable"):
+            from odradek.log.cleaner import CleanerConfig
+
+            backoff_ms = max(int(self.config.get("log.cleaner.backoff.ms")), 100)
+            self.log_manager.cleaner.config = CleanerConfig(
+                enabled=True, backoff_ms=backoff_ms,
+                dedupe_buffer_size=int(self.config.get("log.cleaner.dedupe.buffer.size")),
+            )
+            loop = asyncio.get_running_loop()
+
+            def clean_tick() -> None:
+                self.log_manager.maybe_clean(self.now_ms(), wake=lambda: loop.call_soon_threadsafe(clean_tick))
+
+            self._every(backoff_ms, clean_tick, "log-cleaner")
+        # ---- end log cleaner
 
     def _prune_timers(self) -> None:
         self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]

@@ -1,0 +1,124 @@
+"""Incremental fetch sessions (KIP-227), as a cache with no I/O.
+
+A client opens a session with a full fetch at epoch 0; the broker answers with a
+session id. Later requests carry (session id, epoch 1, 2, ...) and list only the
+partitions that changed (plus ``forgotten_topics_data`` to drop some); the broker
+answers with only the partitions that have news: records, an error, or a changed
+high watermark / last stable offset / log start offset. Epoch -1 closes a session
+(and asks for a sessionless full fetch).
+
+Cache limits are Kafka's: max.incremental.fetch.session.cache.slots sessions; when full,
+the least recently used session older than min.incremental.fetch.session.eviction.ms is
+evicted, otherwise no session is created (session id 0 in the response).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.protocol import errors
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+INVALID_SESSION_ID = 0
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """What the session knows of one partition: the client's position and what we last told it."""
+
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+    topic_id: Any = None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class FetchSession:
+    session_id: int
+    epoch: int  # the epoch the next request must carry
+    partitions: OrderedDict[tuple[str, int], CachedPartition] = field(default_factory=OrderedDict)
+    last_used_ms: int = 0
+
+
+class SessionError(Exception):
+    def __init__(self, error_code: int) -> None:
+        super().__init__(error_code)
+        self.error_code = error_code
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int = 1000, eviction_ms: int = 120_000) -> None:
+        self.max_slots = max_slots
+        self.eviction_ms = eviction_ms
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # LRU order
+
+    def _new_id(self) -> int:
+        while True:
+            sid = random.randint(1, 2**31 - 1)
+            if sid not in self.sessions:
+                return sid
+
+    def remove(self, session_id: int) -> None:
+        self.sessions.pop(session_id, None)
+
+    def create(self, partitions: list[tuple[tuple[str, int], CachedPartition]], now_ms: int) -> FetchSession | None:
+        if len(self.sessions) >= self.max_slots:
+            oldest_id, oldest = next(iter(self.sessions.items()))
+            if now_ms - oldest.last_used_ms < self.eviction_ms:
+                return None
+            del self.sessions[oldest_id]
+        s = FetchSession(self._new_id(), 1, OrderedDict(partitions), now_ms)
+        self.sessions[s.session_id] = s
+        return s
+
+    def get(self, session_id: int, epoch: int, now_ms: int) -> FetchSession:
+        s = self.sessions.get(session_id)
+        if s is None:
+            raise SessionError(errors.FETCH_SESSION_ID_NOT_FOUND)
+        if epoch != s.epoch:
+            raise SessionError(errors.INVALID_FETCH_SESSION_EPOCH)
+        s.last_used_ms = now_ms
+        self.sessions.move_to_end(session_id)
+        return s
+
+
+def apply_incremental(
+    session: FetchSession,
+    updates: list[tuple[tuple[str, int], CachedPartition]],
+    forgotten: list[tuple[str, int]],
+) -> None:
+    """Fold an incremental request into the session (positions updated, forgotten dropped)."""
+    for tp, cp in updates:
+        cur = session.partitions.get(tp)
+        if cur is None:
+            session.partitions[tp] = cp
+        else:
+            cur.fetch_offset = cp.fetch_offset
+            cur.max_bytes = cp.max_bytes
+            cur.current_leader_epoch = cp.current_leader_epoch
+            cur.topic_id = cp.topic_id
+    for tp in forgotten:  # after the updates, as Kafka applies them
+        session.partitions.pop(tp, None)
+    session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+
+
+def has_news(cached: CachedPartition, result: Any) -> bool:
+    """Whether an incremental response must include this partition (and remember what it said)."""
+    changed = (
+        result.error_code != errors.NONE
+        or result.records_size > 0
+        or result.high_watermark != cached.high_watermark
+        or result.last_stable_offset != cached.last_stable_offset
+        or result.log_start_offset != cached.log_start_offset
+    )
+    cached.high_watermark = result.high_watermark
+    cached.last_stable_offset = result.last_stable_offset
+    cached.log_start_offset = result.log_start_offset
+    return changed
