@@ -1,0 +1,208 @@
+"""ZkStore: the MetadataStore interface over a ZooKeeper ensemble (kazoo).
+
+Every call is bounded in time (kazoo's blocking calls hang without quorum): the
+``*_async(...).get(timeout)`` form is used throughout, and a timed-out write is
+reported as :class:`StoreTimeoutError` (it may still be applied later; callers use
+versioned writes). Connection state is exposed so a broker can stop trusting its
+controllership or leadership while SUSPENDED (notes/zookeeper.md).
+
+Watches are one-shot in ZooKeeper; :meth:`watch` re-arms them after each event and the
+callback re-reads state (changes in between may be merged into one event).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError as ZkBadVersion,
+)
+from kazoo.exceptions import (
+    NodeExistsError as ZkNodeExists,
+)
+from kazoo.exceptions import (
+    NoNodeError as ZkNoNode,
+)
+from kazoo.exceptions import (
+    NotEmptyError as ZkNotEmpty,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from odradek.controller.store import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    StoreError,
+    Watcher,
+)
+
+log = logging.getLogger("odradek.zookeeper")
+
+
+class StoreTimeoutError(StoreError):
+    """ZooKeeper did not answer in time (no quorum, or the connection is down)."""
+
+
+def _translate(e: Exception, path: str) -> StoreError:
+    if isinstance(e, ZkNoNode):
+        return NoNodeError(path)
+    if isinstance(e, ZkNodeExists):
+        return NodeExistsError(path)
+    if isinstance(e, ZkBadVersion):
+        return BadVersionError(path)
+    if isinstance(e, ZkNotEmpty):
+        return NotEmptyError(path)
+    if isinstance(e, KazooTimeoutError):
+        return StoreTimeoutError(path)
+    return StoreError(f"{path}: {type(e).__name__}: {e}")
+
+
+class ZkStore:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+        op_timeout_s: float = 10.0,
+        chroot: str | None = None,
+    ) -> None:
+        if chroot:
+            hosts = hosts.rstrip("/") + "/" + chroot.strip("/")
+        self.op_timeout = op_timeout_s
+        self.client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000.0,
+            connection_retry={"max_tries": -1, "max_delay": 1},
+            command_retry={"max_tries": 0},
+        )
+        self.state = KazooState.LOST
+        self.state_listeners: list[Callable[[str], None]] = []
+        self.client.add_listener(self._on_state)
+        self._connect_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
+        self._watchers: dict[str, list[Watcher]] = {}
+        self._fires: dict[str, Callable[[Any], None]] = {}
+        self._lock = threading.Lock()
+
+    # -- connection
+    def start(self) -> None:
+        self.client.start(timeout=self._connect_timeout)
+
+    def _on_state(self, state: str) -> None:
+        self.state = state
+        log.info("ZooKeeper session state: %s", state)
+        for cb in list(self.state_listeners):
+            try:
+                cb(state)
+            except Exception:
+                log.exception("ZooKeeper state listener failed")
+
+    @property
+    def connected(self) -> bool:
+        return self.state == KazooState.CONNECTED
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self.client.client_id
+        return None if sid is None else int(sid[0])
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:
+            log.exception("closing the ZooKeeper client failed")
+
+    # -- MetadataStore
+    def _wait(self, result: Any, path: str) -> Any:
+        try:
+            return result.get(timeout=self.op_timeout)
+        except Exception as e:
+            raise _translate(e, path) from e
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
+        return str(self._wait(self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath), path))
+
+    def get(self, path: str) -> tuple[bytes, int]:
+        data, stat = self._wait(self.client.get_async(path), path)
+        return bytes(data or b""), int(stat.version)
+
+    def get_with_stat(self, path: str) -> tuple[bytes, Any]:
+        data, stat = self._wait(self.client.get_async(path), path)
+        return bytes(data or b""), stat
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        stat = self._wait(self.client.set_async(path, data, version), path)
+        return int(stat.version)
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        if recursive:
+            for child in self.children(path):
+                self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+        self._wait(self.client.delete_async(path, version), path)
+
+    def exists(self, path: str) -> int | None:
+        stat = self._wait(self.client.exists_async(path), path)
+        return None if stat is None else int(stat.version)
+
+    def children(self, path: str) -> list[str]:
+        return sorted(self._wait(self.client.get_children_async(path), path))
+
+    def multi(self, ops: list[Op]) -> None:
+        tx = self.client.transaction()
+        for op in ops:
+            if op.kind == "create":
+                tx.create(op.path, op.data)
+            elif op.kind == "set":
+                tx.set_data(op.path, op.data, op.version)
+            elif op.kind == "delete":
+                tx.delete(op.path, op.version)
+            elif op.kind == "check":
+                tx.check(op.path, op.version)
+            else:
+                raise StoreError(f"unknown op {op.kind}")
+        results = self._wait(tx.commit_async(), ops[0].path if ops else "/")
+        for op, r in zip(ops, results, strict=False):
+            if isinstance(r, Exception) and not isinstance(r, _RolledBack):
+                raise _translate(r, op.path)
+
+    def watch(self, path: str, callback: Watcher) -> None:
+        """Call ``callback(path)`` on every change of the node's data or children."""
+        with self._lock:
+            first = path not in self._watchers
+            self._watchers.setdefault(path, []).append(callback)
+        if first:
+            self._arm(path)
+
+    def _arm(self, path: str) -> None:
+        fire = self._fires.get(path)
+        if fire is None:
+
+            def fire(event: Any) -> None:
+                self._arm(path)  # re-arm before the callbacks read state
+                for cb in list(self._watchers.get(path, ())):
+                    try:
+                        cb(path)
+                    except Exception:
+                        log.exception("ZooKeeper watcher for %s failed", path)
+
+            self._fires[path] = fire  # one function per path: kazoo keeps watchers in a set
+        try:
+            stat = self._wait(self.client.exists_async(path, watch=fire), path)
+            if stat is not None:
+                self._wait(self.client.get_children_async(path, watch=fire), path)
+        except StoreError:
+            log.warning("could not arm a watch on %s", path)
+
+
+try:
+    from kazoo.exceptions import RolledBackError as _RolledBack
+except ImportError:  # pragma: no cover
+    class _RolledBack(Exception):  # type: ignore[no-redef]
+        pass
