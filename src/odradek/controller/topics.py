@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.config import ConfigError, validate_topic_configs
+from odradek.controller.assignment import AssignmentError, assign_replicas
 from odradek.controller.store import MetadataStore, NoNodeError, Op
 from odradek.protocol import errors
 
@@ -100,6 +101,7 @@ class TopicRegistry:
     def __init__(self, store: MetadataStore, live_brokers: Callable[[], list[int]]) -> None:
         self.store = store
         self.live_brokers = live_brokers
+        self.broker_racks: Callable[[], dict[int, str | None]] = lambda: {}
         self.topics: dict[str, TopicMeta] = {}
         self.by_id: dict[uuid.UUID, TopicMeta] = {}
         self.listeners: list[TopicListener] = []
@@ -156,22 +158,11 @@ class TopicRegistry:
     # -- assignment
     def _assign(self, num_partitions: int, rf: int, start: int = 0) -> dict[int, list[int]]:
         brokers = sorted(self.live_brokers())
-        if rf > len(brokers):
-            raise TopicError(
-                errors.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
-            )
-        n = len(brokers)
-        out: dict[int, list[int]] = {}
-        for i in range(num_partitions):
-            p = start + i
-            first = p % n
-            shift = 1 + (p // n) % max(n - 1, 1)
-            replicas = [brokers[first]]
-            for j in range(rf - 1):
-                replicas.append(brokers[(first + shift + j) % n])
-            out[p] = replicas
-        return out
+        try:
+            return assign_replicas(brokers, self.broker_racks(), num_partitions, rf, start_partition=start)
+        except AssignmentError as e:
+            code = errors.INVALID_REPLICATION_FACTOR if "Replication factor" in str(e) else errors.INVALID_REQUEST
+            raise TopicError(code, str(e)) from None
 
     def _check_assignment(self, assignment: Mapping[int, list[int]], expected_start: int) -> None:
         live = set(self.live_brokers())
