@@ -1,0 +1,124 @@
+"""Leader epoch cache of one partition (KIP-101/KIP-279) and its checkpoint file.
+
+Each entry says "epoch E started at offset O": the first offset the leader of epoch E
+appended. A replica asks the leader for the end offset of its latest epoch
+(OffsetForLeaderEpoch) and truncates its log there, so a divergent tail written under a
+stale leader is cut off instead of kept.
+
+File ``leader-epoch-checkpoint`` in the partition directory (Kafka's checkpoint format)::
+
+    0            <- version
+    N            <- number of entries
+    E O          <- epoch and start offset, one entry per line, ascending
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+FILE_NAME = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path | None) -> None:
+        self.path = directory / FILE_NAME if directory is not None else None
+        self.entries: list[EpochEntry] = []
+        if self.path is not None and self.path.exists():
+            self.entries = read_checkpoint(self.path)
+
+    # -- queries
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
+
+    def epoch_for_offset(self, offset: int) -> int:
+        idx = bisect.bisect_right([e.start_offset for e in self.entries], offset) - 1
+        return self.entries[idx].epoch if idx >= 0 else UNDEFINED_EPOCH
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers: for the latest epoch, the log
+        end offset; otherwise the start offset of the first epoch after the largest epoch
+        ≤ ``requested_epoch`` (and that epoch). Unknown: (-1, -1)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self.entries]
+        idx = bisect.bisect_right(epochs, requested_epoch)  # first epoch > requested
+        if idx == 0:
+            # the requested epoch is older than anything we know
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if idx == len(self.entries):
+            return self.latest_epoch, log_end_offset
+        return self.entries[idx - 1].epoch, self.entries[idx].start_offset
+
+    # -- updates
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (no-op for a known or older epoch).
+        Entries with a start offset ≥ the new one are dropped, as Kafka does."""
+        if epoch < 0:
+            return False
+        if self.entries and epoch <= self.latest_epoch:
+            return False
+        self.entries = [e for e in self.entries if e.start_offset < start_offset]
+        self.entries.append(EpochEntry(epoch, start_offset))
+        self.flush()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log was truncated to ``end_offset``: drop epochs starting at or after it."""
+        kept = [e for e in self.entries if e.start_offset < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log start moved to ``start_offset``: the epoch covering it now starts there."""
+        idx = bisect.bisect_right([e.start_offset for e in self.entries], start_offset) - 1
+        if idx < 0 or (idx == 0 and self.entries[0].start_offset == start_offset):
+            return  # nothing starts before the new log start
+        covering = self.entries[idx]
+        self.entries = [EpochEntry(covering.epoch, start_offset), *self.entries[idx + 1 :]]
+        self.flush()
+
+    def clear(self) -> None:
+        self.entries = []
+        self.flush()
+
+    def flush(self) -> None:
+        if self.path is not None:
+            write_checkpoint(self.path, self.entries)
+
+
+def write_checkpoint(path: Path, entries: list[EpochEntry]) -> None:
+    text = "0\n" + f"{len(entries)}\n" + "".join(f"{e.epoch} {e.start_offset}\n" for e in entries)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_checkpoint(path: Path) -> list[EpochEntry]:
+    lines = path.read_text(encoding="ascii").split("\n")
+    if not lines or lines[0].strip() != "0":
+        raise ValueError(f"{path}: unknown leader epoch checkpoint version")
+    n = int(lines[1])
+    out = []
+    for line in lines[2 : 2 + n]:
+        epoch, offset = line.split()
+        out.append(EpochEntry(int(epoch), int(offset)))
+    if len(out) != n:
+        raise ValueError(f"{path}: expected {n} entries, found {len(out)}")
+    return out
