@@ -106,7 +106,7 @@ def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, An
     except (ValueError, UnicodeDecodeError) as e:
         raise InterBrokerDecodeError(f"api {api_key}: body is not JSON: {e}") from None
     _check(body, SCHEMAS[api_key], f"api {api_key}")
-    return body  # type: ignore[no-any-return]
+    return body
 
 
 def encode_response(body: dict[str, Any]) -> bytes:
