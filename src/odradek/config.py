@@ -179,6 +179,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", T_INT, "1800000", "largest session timeout a member may ask", _ge(0)),
     ConfigDef("group.max.size", T_INT, str(2**31 - 1), "most members in one group", _ge(1)),
     ConfigDef("offset.metadata.max.bytes", T_INT, "4096", "largest commit metadata", _ge(0)),
+    # consumer group protocol (KIP-848)
+    ConfigDef("group.consumer.heartbeat.interval.ms", T_INT, "5000", "heartbeat interval given to members", _ge(1)),
+    ConfigDef("group.consumer.session.timeout.ms", T_INT, "45000", "a silent member is fenced after this", _ge(1)),
+    ConfigDef("group.consumer.assignors", T_LIST, "uniform,range", "server-side assignors, the first is the default",
+              lambda v: bool(v) and all(a in ("uniform", "range") for a in v), "[uniform, range]"),
+    ConfigDef("group.consumer.max.size", T_INT, str(2**31 - 1), "most members in one consumer group", _ge(1)),
     ConfigDef("offsets.retention.minutes", T_INT, "10080", "how long offsets of empty groups are kept", _ge(1)),
     ConfigDef("offsets.retention.check.interval.ms", T_LONG, "600000", "offset expiry check period", _ge(1)),
     ConfigDef("offsets.topic.segment.bytes", T_INT, "104857600", "segment size of __consumer_offsets", _ge(1)),

@@ -31,6 +31,10 @@ KAFKA_NAMES: dict[str, str] = {
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
     "min.insync.replicas": "min_insync_replicas",
     "preallocate": "preallocate",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 
 
@@ -53,6 +57,11 @@ class LogConfig:
     message_timestamp_after_max_ms: int = MAX_LONG
     min_insync_replicas: int = 1
     preallocate: bool = False
+    # compaction (odradek.log.cleaner)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = MAX_LONG
+    delete_retention_ms: int = 86400000
 
     @property
     def delete_enabled(self) -> bool:

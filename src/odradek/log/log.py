@@ -26,6 +26,7 @@ from typing import NamedTuple
 import crc32c as _crc32c
 
 from odradek.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from odradek.log.clean_task import has_keyless_record
 from odradek.log.config import MAX_LONG, LogConfig
 from odradek.log.errors import (
     INVALID_TIMESTAMP,
@@ -295,6 +296,7 @@ class Log:
         before = cfg.message_timestamp_before_max_ms
         after = cfg.message_timestamp_after_max_ms
         check_ts = not log_append_time and (before < MAX_LONG or after < MAX_LONG)
+        check_keys = cfg.compact_enabled
         offset = self.log_end_offset
         pos = 0
         max_ts = -1
@@ -308,6 +310,10 @@ class Log:
                 )
             if from_client and h.is_control:
                 raise InvalidRecordError(INVALID_RECORD, "control batches are not allowed from clients")
+            if check_keys and not h.is_control and has_keyless_record(buf, pos, h):
+                raise InvalidRecordError(
+                    INVALID_RECORD, f"Compacted topic cannot accept message without key in topic partition {self.name}."
+                )
             if check_ts and (h.max_timestamp > now_ms + after or min(h.base_timestamp, h.max_timestamp) < now_ms - before):
                 raise InvalidRecordError(
                     INVALID_TIMESTAMP,
@@ -562,6 +568,32 @@ class Log:
         seg.rename_for_delete()
         self._dir_dirty = True
         self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
+
+    def replace_segments(
+        self, old: list[LogSegment], install: Callable[[], list[LogSegment]], now_ms: int
+    ) -> list[LogSegment]:
+        """Compaction's swap (Kafka's replaceSegments). ``old`` must be consecutive
+        inactive segments of this log. They are renamed to ``.deleted`` (descriptors stay
+        open, so outstanding reads keep working) and scheduled for deletion after
+        file.delete.delay.ms; then ``install()`` puts the new files in place and returns
+        the new segments, which take the old ones' place in the list in one step."""
+        segs = self._segments
+        n = len(old)
+        i = next((k for k, s in enumerate(segs) if s is old[0]), -1) if old else -1
+        if i < 0 or i + n >= len(segs) or any(a is not b for a, b in zip(segs[i : i + n], old, strict=True)):
+            raise LogError(f"cannot replace segments of {self.name}: they are not consecutive segments of the log")
+        if any(s.is_active for s in old):
+            raise LogError(f"cannot replace the active segment of {self.name}")
+        due = now_ms + self.config.file_delete_delay_ms
+        for seg in old:
+            seg.rename_for_delete()
+            self._pending_deletes.append((due, seg))
+        new = install()
+        self._segments[i : i + n] = new
+        self._bases[i : i + n] = [s.base_offset for s in new]
+        self._position_cache = (-1, -1, -1)
+        self._dir_dirty = True
+        return new
 
     def process_pending_deletes(self, now_ms: int) -> int:
         """Unlink segments whose file.delete.delay.ms has passed; returns how many."""

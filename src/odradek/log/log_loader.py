@@ -8,9 +8,10 @@ Partition directory layout (``<log.dir>/<topic>-<partition>/``)::
     00000000000000001234.snapshot    producer state (odradek.log.producer_state)
     partition.metadata               topic id (odradek.log.checkpoint)
 
-Leftovers removed on load: ``*.deleted`` (segments whose delayed deletion did
-not run), ``*.cleaned``, ``*.swap``, ``*.tmp``, and index files without a
-``.log``.
+Leftovers on load: an interrupted compaction swap (``*.swap``) is completed
+first (:func:`odradek.log.cleaner.complete_swaps`); then ``*.deleted`` (segments
+whose delayed deletion did not run), ``*.cleaned``, ``*.tmp``, and index files
+without a ``.log`` are removed.
 
 After a clean shutdown nothing is scanned: segments are opened from a directory
 listing (one ``stat`` per ``.log``) and the log end offset comes from the last
@@ -29,6 +30,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.log.clean_task import complete_swaps
 from odradek.log.config import LogConfig
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 
@@ -56,6 +58,7 @@ def load_segments(
     name: str = "",
 ) -> LoadedSegments:
     name = name or dir.name
+    complete_swaps(dir)
     sizes: dict[int, int] = {}
     index_files: set[str] = set()
     strays: list[str] = []

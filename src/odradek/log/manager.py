@@ -7,6 +7,7 @@ Per log directory (``log.dirs`` entry)::
     recovery-point-offset-checkpoint          offset checkpoint files
     log-start-offset-checkpoint                 (odradek.log.checkpoint)
     replication-offset-checkpoint               (high watermarks)
+    cleaner-offset-checkpoint                   (first uncleaned offsets, odradek.log.cleaner)
     .kafka_cleanshutdown                      empty file: present only after a clean shutdown
     meta.properties                           the broker's, not touched here
 
@@ -25,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odradek.log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -37,10 +39,14 @@ from odradek.log.checkpoint import (
     write_atomic,
     write_offset_checkpoint,
 )
+from odradek.log.cleaner import CleanerConfig, CleanStats, LogCleaner
 from odradek.log.config import LogConfig
 from odradek.log.errors import LogError
 from odradek.log.log import Log, dir_name, parse_dir_name
 from odradek.log.segment import now_ms as _clock
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("odradek.log")
 
@@ -49,7 +55,12 @@ _SKIPPED_DIR_SUFFIXES = ("-future", "-stray")
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], config_for_topic: Callable[[str], LogConfig]) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        config_for_topic: Callable[[str], LogConfig],
+        cleaner_config: CleanerConfig | None = None,
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -57,6 +68,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._pending_dir_deletes: list[tuple[int, Log, Path]] = []
+        self.cleaner = LogCleaner(cleaner_config)
         self.started = False
 
     # ------------------------------------------------------------------ startup
@@ -74,6 +86,7 @@ class LogManager:
         recovery_points = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        self.cleaner.load_checkpoints(d)
         loaded = 0
         with os.scandir(d) as it:
             entries = [e for e in it if e.is_dir()]
@@ -151,6 +164,7 @@ class LogManager:
         if lg is None:
             return False
         parent = self._dir_of.pop(tp)
+        self.cleaner.forget(lg)
         target = parent / f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.rename(lg.dir, target)
         fsync_dir(parent)
@@ -192,6 +206,21 @@ class LogManager:
         t = _clock() if now_ms is None else now_ms
         return sum(1 for lg in self._logs.values() if lg.maybe_flush(t))
 
+    def maybe_clean(self, now_ms: int | None = None, wake: Callable[[], object] | None = None) -> CleanStats | None:
+        """Log compaction, poll style, for the broker's loop thread (see
+        :meth:`odradek.log.cleaner.LogCleaner.maybe_clean`): installs a finished clean,
+        then starts the next one in the cleaner's worker thread. Call it every
+        log.cleaner.backoff.ms; ``wake`` (called from the worker thread when a run ends)
+        should schedule another call on the loop."""
+        t = _clock() if now_ms is None else now_ms
+        return self.cleaner.maybe_clean(
+            self.logs(), t, wake=wake, is_live=lambda lg: self._logs.get((lg.topic, lg.partition)) is lg
+        )
+
+    async def clean_once(self, loop: asyncio.AbstractEventLoop) -> CleanStats | None:
+        """Alternative driver: one clean, the heavy part awaited in the worker thread."""
+        return await self.cleaner.clean_once(self.logs(), loop, _clock)
+
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         for d in self.log_dirs:
@@ -207,6 +236,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Close every log cleanly, write checkpoints, then the clean-shutdown markers."""
         start = time.monotonic()
+        self.cleaner.shutdown()
         for lg in self._logs.values():
             lg.close()
         self._process_dir_deletes(0, force=True)

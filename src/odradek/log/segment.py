@@ -443,7 +443,9 @@ class LogSegment:
         """(offset, timestamp) of the first record of the batch at ``position`` with
         timestamp >= ``timestamp`` and offset >= ``starting_offset``. Records of a
         LogAppendTime batch all carry its maxTimestamp (Kafka's rule)."""
-        if h.timestamp_type == 1 or (h.record_count == 1 and h.base_offset >= starting_offset):
+        if h.timestamp_type == 1 or (
+            h.record_count == 1 and h.last_offset_delta == 0 and h.base_offset >= starting_offset
+        ):
             if h.max_timestamp < timestamp:
                 return None
             return max(h.base_offset, starting_offset), h.max_timestamp
