@@ -80,7 +80,8 @@ class ZooKeeperServer:
             f"-Dlog4j.configuration=file:{conf}/log4j.properties", "-cp", ":".join([str(conf), *JARS]),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg"),
         ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.dir / "stderr.log", "wb"))
+        with open(self.dir / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
         if wait:
             self.wait_serving(timeout)
         return self

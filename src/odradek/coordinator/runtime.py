@@ -13,9 +13,12 @@ import asyncio
 import logging
 import os
 import time
+import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from odradek.controller.topics import TopicError
+from odradek.controller.topics import TopicError, TopicMeta
+from odradek.coordinator.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
 from odradek.coordinator.group.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -54,8 +57,33 @@ class GroupCoordinatorRuntime:
             ),
             make_scheduler(asyncio.get_running_loop(), broker.now_ms),
             self._write,
-            self._partition_exists,
+            self.partition_exists,
         )
+        # consumer-protocol (KIP-848) groups: membership in memory, offsets through the above
+        classic = self.coordinator
+        self.consumer = ConsumerGroupCoordinator(
+            ConsumerGroupConfig(
+                heartbeat_interval_ms=int(cfg.get("group.consumer.heartbeat.interval.ms")),
+                session_timeout_ms=int(cfg.get("group.consumer.session.timeout.ms")),
+                assignors=tuple(cfg.get("group.consumer.assignors")),
+                max_size=int(cfg.get("group.consumer.max.size")),
+            ),
+            classic.scheduler,
+            _TopicView(broker),
+            classic_group_active=lambda gid: gid in classic.groups and not classic.groups[gid].is_empty,
+            on_empty=self._consumer_group_emptied,
+        )
+        classic.modern = self.consumer
+        broker.topics.listeners.append(self._on_topic_event)
+
+    def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
+        holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
+        if holder is not None:
+            holder.state_timestamp = now_ms
+
+    def _on_topic_event(self, event: str, meta: TopicMeta) -> None:
+        if event in ("created", "partitions", "deleted"):
+            self.consumer.on_topic_changed(meta.name)
 
     # -- topic
     def ensure_topic(self) -> bool:
@@ -88,7 +116,7 @@ class GroupCoordinatorRuntime:
                 return False
         return True
 
-    def _partition_exists(self, topic: str, partition: int) -> bool:
+    def partition_exists(self, topic: str, partition: int) -> bool:
         meta = self.broker.topics.get(topic)
         return meta is not None and 0 <= partition < len(meta.partitions)
 
@@ -150,3 +178,22 @@ class GroupCoordinatorRuntime:
 
     def shutdown(self) -> None:
         self.coordinator.unload()
+        self.consumer.unload()
+
+
+class _TopicView:
+    """What consumer groups need of the topic registry."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.registry = broker.topics
+
+    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        meta = self.registry.get(name)
+        return (meta.topic_id, len(meta.partitions)) if meta is not None else None
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        meta = self.registry.by_id.get(topic_id)
+        return meta.name if meta is not None else None
+
+    def names(self) -> Iterable[str]:
+        return [n for n, m in self.registry.topics.items() if not m.is_internal]

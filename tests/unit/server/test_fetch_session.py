@@ -2,7 +2,13 @@ import pytest
 
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
-from odradek.server.fetch_session import CachedPartition, FetchSessionCache, SessionError, apply_incremental, has_news
+from odradek.server.fetch_session import (
+    CachedPartition,
+    FetchSessionCache,
+    SessionError,
+    apply_incremental,
+    has_news,
+)
 
 
 def cp(offset: int = 0) -> CachedPartition:

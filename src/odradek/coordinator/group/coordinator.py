@@ -52,6 +52,18 @@ Records = list[tuple[bytes, bytes | None]]
 Writer = Callable[[int, Records], None]
 
 
+class ModernGroups(Protocol):
+    """Consumer-protocol (KIP-848) groups, whose committed offsets live here too: the offsets of
+    such a group are held by an empty :class:`ClassicGroup` that listing, describing and
+    expiry leave to the owner of the group (odradek.coordinator.group.consumer_group)."""
+
+    def owns(self, group_id: str) -> bool: ...
+    def is_empty(self, group_id: str) -> bool: ...
+    def delete(self, group_id: str) -> None: ...
+    def subscribed_topics(self, group_id: str) -> set[str]: ...
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int: ...
+
+
 @dataclass
 class GroupConfig:
     num_partitions: int = 50
@@ -99,6 +111,10 @@ class GroupCoordinator:
         self._join_timers: dict[str, Cancellable] = {}
         self._hb_timers: dict[tuple[str, str], Cancellable] = {}
         self._initial_delay: set[str] = set()  # groups inside group.initial.rebalance.delay.ms
+        self.modern: ModernGroups | None = None
+
+    def _modern_owns(self, group_id: str) -> bool:
+        return self.modern is not None and self.modern.owns(group_id)
 
     # ------------------------------------------------------------------ helpers
     def partition_for(self, group_id: str) -> int:
@@ -331,6 +347,10 @@ class GroupCoordinator:
             return fail(errors.INVALID_SESSION_TIMEOUT)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if self.modern is not None and self.modern.owns(group_id):
+            if not self.modern.is_empty(group_id):
+                return fail(errors.INCONSISTENT_GROUP_PROTOCOL)
+            self.modern.delete(group_id)  # an empty consumer-protocol group becomes a classic one
         g = self.groups.get(group_id)
         if g is None:
             if member_id:
@@ -585,7 +605,13 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if not group_id:
             return errors.INVALID_GROUP_ID, {}
-        if g is None:
+        if self.modern is not None and self.modern.owns(group_id):
+            code = self.modern.validate_offset_commit(group_id, member_id, generation_id)
+            if code:
+                return code, {}
+            if g is None:
+                g = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.scheduler.now_ms())
+        elif g is None:
             if generation_id >= 0:
                 return errors.ILLEGAL_GENERATION, {}
             g = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.scheduler.now_ms())
@@ -594,17 +620,21 @@ class GroupCoordinator:
         elif generation_id < 0 and g.is_in(E):
             pass  # a standalone consumer or an admin tool
         else:
-            static_id = g.static_member_id(group_instance_id)
-            if group_instance_id is not None and static_id is not None and static_id != member_id:
-                return errors.FENCED_INSTANCE_ID, {}
+            # Kafka's validateOffsetCommit order: member, generation, then the rebalance state
+            if generation_id >= 0 or member_id or group_instance_id is not None:
+                static_id = g.static_member_id(group_instance_id)
+                if group_instance_id is not None and static_id is not None and static_id != member_id:
+                    return errors.FENCED_INSTANCE_ID, {}
+                m = g.members.get(member_id)
+                if m is None:
+                    return errors.UNKNOWN_MEMBER_ID, {}
+                if generation_id != g.generation_id:
+                    return errors.ILLEGAL_GENERATION, {}
+                self._schedule_heartbeat(g, m)
+            elif not g.is_in(E):
+                return errors.UNKNOWN_MEMBER_ID, {}
             if g.is_in(CR):
                 return errors.REBALANCE_IN_PROGRESS, {}
-            m = g.members.get(member_id)
-            if m is None:
-                return errors.UNKNOWN_MEMBER_ID, {}
-            if generation_id != g.generation_id:
-                return errors.ILLEGAL_GENERATION, {}
-            self._schedule_heartbeat(g, m)
         now = self.scheduler.now_ms()
         results: dict[tuple[str, int], int] = {}
         to_write: Records = []
@@ -648,7 +678,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ admin
     def list_groups(self, states: set[str] | None = None) -> list[ClassicGroup]:
-        out = [g for g in self.groups.values() if not g.is_in(DEAD)]
+        out = [g for g in self.groups.values() if not g.is_in(DEAD) and not self._modern_owns(g.group_id)]
         if states:
             lowered = {s.lower() for s in states}
             out = [g for g in out if g.state.value.lower() in lowered]
@@ -657,6 +687,14 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for gid in group_ids:
+            if self.modern is not None and self.modern.owns(gid):
+                if not self.modern.is_empty(gid):
+                    out[gid] = errors.NON_EMPTY_GROUP
+                    continue
+                self.modern.delete(gid)
+                if gid not in self.groups:  # no committed offsets
+                    out[gid] = errors.NONE
+                    continue
             g = self.groups.get(gid)
             if g is None or g.is_in(DEAD):
                 out[gid] = errors.GROUP_ID_NOT_FOUND
@@ -682,6 +720,8 @@ class GroupCoordinator:
         if g is None or g.is_in(DEAD):
             return errors.GROUP_ID_NOT_FOUND, {}
         subscribed = g.subscribed_topics() if not g.is_in(E) else set()
+        if self.modern is not None and self.modern.owns(group_id):
+            subscribed = self.modern.subscribed_topics(group_id)
         if subscribed is None and not g.is_in(E):
             return errors.NON_EMPTY_GROUP, {}
         out: dict[tuple[str, int], int] = {}
@@ -708,7 +748,7 @@ class GroupCoordinator:
         group became empty; a group left with no offsets is deleted."""
         removed = 0
         for g in list(self.groups.values()):
-            if not g.is_in(E):
+            if not g.is_in(E) or (self.modern is not None and not self.modern.is_empty(g.group_id)):
                 continue
             expired = [
                 tp for tp, om in g.offsets.items()
@@ -730,6 +770,8 @@ class GroupCoordinator:
             if delete_group:
                 g.transition(DEAD, now_ms)
                 del self.groups[g.group_id]
+                if self.modern is not None and self.modern.owns(g.group_id):
+                    self.modern.delete(g.group_id)
                 log.info("group %s expired (no members and no unexpired offsets)", g.group_id)
         return removed
 
@@ -794,7 +836,7 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
-        return g if g is not None and not g.is_in(DEAD) else None
+        return g if g is not None and not g.is_in(DEAD) and not self._modern_owns(group_id) else None
 
 
 def make_scheduler(loop: Any, now_ms: Callable[[], int]) -> Scheduler:

@@ -82,6 +82,8 @@ _MODULES = [
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

@@ -1,7 +1,15 @@
-"""DescribeGroups (15): a missing group is reported as Dead (Kafka's behaviour up to v5)."""
+"""DescribeGroups (15): a missing group is reported as Dead (Kafka's behaviour up to v5).
+
+A consumer-protocol (KIP-848) group is described too, with its state, protocol type
+``consumer``, its server assignor as the protocol, and per member a ConsumerProtocolSubscription
+v0 (subscribed topics) and ConsumerProtocolAssignment v0 (current partitions, by topic name),
+so tools written for classic groups can read it; ConsumerGroupDescribe (69) gives the details.
+"""
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Iterable
 from typing import Any
 
 from odradek.coordinator.group.classic import GroupState
@@ -17,7 +25,12 @@ def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     coord = ctx.broker.groups.coordinator
     out = []
+    consumer = ctx.broker.groups.consumer
     for gid in request.groups:
+        cg = consumer.describe(gid)
+        if cg is not None:
+            out.append(_consumer_group(m, consumer, cg))
+            continue
         g = coord.describe(gid)
         if g is None:
             out.append(
@@ -51,3 +64,52 @@ def handle(ctx: Any, request: Any) -> Any:
             )
         )
     return make(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(out))
+
+
+def _string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _subscription(topics: Iterable[str]) -> bytes:
+    names = sorted(topics)
+    return struct.pack(">hi", 0, len(names)) + b"".join(_string(t) for t in names) + struct.pack(">i", -1)
+
+
+def _assignment(parts: dict[str, list[int]]) -> bytes:
+    out = struct.pack(">hi", 0, len(parts))
+    for t in sorted(parts):
+        ps = sorted(parts[t])
+        out += _string(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out + struct.pack(">i", -1)
+
+
+def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
+    members = []
+    for mm in g.members.values():
+        by_name: dict[str, list[int]] = {}
+        for t, ps in mm.assigned.items():
+            name = consumer.topics.name_of(t)
+            if name is not None:
+                by_name[name] = sorted(ps)
+        members.append(
+            make(
+                m.DescribedGroupMember,
+                member_id=mm.member_id,
+                group_instance_id=mm.instance_id,
+                client_id=mm.client_id,
+                client_host=mm.client_host,
+                member_metadata=_subscription(consumer.member_topics(mm)),
+                member_assignment=_assignment(by_name),
+            )
+        )
+    return make(
+        m.DescribedGroup,
+        error_code=errors.NONE,
+        group_id=g.group_id,
+        group_state=g.state.value,
+        protocol_type="consumer",
+        protocol_data=g.assignor_name or consumer.preferred_assignor(g),
+        members=tuple(members),
+        authorized_operations=-(2**31),
+    )

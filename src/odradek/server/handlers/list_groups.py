@@ -19,8 +19,13 @@ def handle(ctx: Any, request: Any) -> Any:
     groups = ctx.broker.groups.coordinator.list_groups(states or None)
     if types and "classic" not in types:
         groups = []
-    out = tuple(
+    out = [
         make(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value, group_type="classic")
         for g in groups
-    )
-    return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=out)
+    ]
+    if not types or "consumer" in types:
+        out += [
+            make(m.ListedGroup, group_id=g.group_id, protocol_type="consumer", group_state=g.state.value, group_type="consumer")
+            for g in ctx.broker.groups.consumer.list_groups(states or None)
+        ]
+    return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=tuple(out))

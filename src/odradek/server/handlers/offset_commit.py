@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import errors
 from odradek.protocol.codec import make
 
 API_KEY = 8
@@ -25,19 +26,25 @@ def handle(ctx: Any, request: Any) -> Any:
             )
             parts.append(p.partition_index)
         order.append((t.name, parts))
+    # partitions of unknown topics are answered first, as Kafka's request layer does
+    exists = ctx.broker.groups.partition_exists
+    known = {tp: v for tp, v in offsets.items() if exists(*tp)}
     code, results = ctx.broker.groups.coordinator.commit_offsets(
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
         getattr(request, "group_instance_id", None),
-        offsets,
+        known,
     )
+    for tp in offsets:
+        if tp not in known:
+            results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
     topics = tuple(
         make(
             m.OffsetCommitResponseTopic,
             name=name,
             partitions=tuple(
-                make(m.OffsetCommitResponsePartition, partition_index=p, error_code=code or results.get((name, p), 0))
+                make(m.OffsetCommitResponsePartition, partition_index=p, error_code=results.get((name, p)) or code)
                 for p in parts
             ),
         )

@@ -40,6 +40,13 @@ def handle(ctx: Any, request: Any) -> Any:
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
+            # v9: a member of a consumer-protocol group fetches with its member id and epoch
+            code = ctx.broker.groups.consumer.validate_offset_fetch(
+                g.group_id, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
+            )
+            if code:
+                groups.append(make(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=(), error_code=code))
+                continue
             code, topics = _topics(ctx, m, g.group_id, g.topics, m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions)
             groups.append(make(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=code))
         return make(m.OffsetFetchResponse, throttle_time=0, groups=tuple(groups))

@@ -1,0 +1,71 @@
+"""ConsumerGroupDescribe (69): consumer-protocol groups with epochs, assignor, and each member's
+current and target assignment. Groups unknown here (or classic ones) get GROUP_ID_NOT_FOUND."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+_NO_OPS = -(2**31)
+
+
+def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) -> Any:
+    tps = []
+    for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])):
+        tps.append(make(m.TopicPartitions, topic_id=t, topic_name=view.name_of(t) or "", partitions=tuple(sorted(ps))))
+    return make(m.Assignment, topic_partitions=tuple(tps))
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    consumer = ctx.broker.groups.consumer
+    out = []
+    for gid in request.group_ids:
+        g = consumer.describe(gid) if gid else None
+        if g is None:
+            code = errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND
+            out.append(
+                make(m.DescribedGroup, error_code=code, error_message=f"Group {gid} not found." if gid else None,
+                     group_id=gid, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                     members=(), authorized_operations=_NO_OPS)
+            )
+            continue
+        members = tuple(
+            make(
+                m.Member,
+                member_id=mm.member_id,
+                instance_id=mm.instance_id,
+                rack_id=mm.rack_id,
+                member_epoch=mm.member_epoch,
+                client_id=mm.client_id,
+                client_host=mm.client_host,
+                subscribed_topic_names=tuple(mm.subscribed_topic_names),
+                subscribed_topic_regex=mm.subscribed_topic_regex,
+                assignment=_assignment(m, consumer.topics, mm.assigned),
+                target_assignment=_assignment(m, consumer.topics, g.target.get(mm.member_id, {})),
+                member_type=1,
+            )
+            for mm in g.members.values()
+        )
+        out.append(
+            make(
+                m.DescribedGroup,
+                error_code=errors.NONE,
+                group_id=gid,
+                group_state=g.state.value,
+                group_epoch=g.group_epoch,
+                assignment_epoch=g.assignment_epoch,
+                assignor_name=g.assignor_name or consumer.preferred_assignor(g),
+                members=members,
+                authorized_operations=_NO_OPS,
+            )
+        )
+    return make(m.ConsumerGroupDescribeResponse, throttle_time=0, groups=tuple(out))

@@ -1,0 +1,57 @@
+"""ConsumerGroupHeartbeat (68): the consumer group protocol of KIP-848 (v0: the coordinator may
+assign the member id; v1: the client generates it and may subscribe with a regex)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.coordinator.group.consumer_group import HeartbeatRequest
+from odradek.protocol.codec import make
+
+API_KEY = 68
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    m = ctx.response_module
+    rebalance = request.rebalance_timeout
+    owned = request.topic_partitions
+    names = request.subscribed_topic_names
+    req = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=int(request.member_epoch),
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=int(rebalance.total_seconds() * 1000) if rebalance is not None else -1,
+        subscribed_topic_names=list(names) if names is not None else None,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor,
+        topic_partitions=(
+            [(tp.topic_id, [int(p) for p in tp.partitions]) for tp in owned if tp.topic_id is not None]
+            if owned is not None
+            else None
+        ),
+    )
+    r = ctx.broker.groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
+    assignment = None
+    if r.assignment is not None:
+        assignment = make(
+            m.Assignment,
+            topic_partitions=tuple(
+                make(m.TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))
+            ),
+        )
+    return make(
+        m.ConsumerGroupHeartbeatResponse,
+        throttle_time=0,
+        error_code=r.error_code,
+        error_message=r.error_message,
+        member_id=r.member_id,
+        member_epoch=r.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms),
+        assignment=assignment,
+    )
