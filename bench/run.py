@@ -1,0 +1,451 @@
+"""Side-by-side broker benchmark: Odradek (and, with --peer tansu, Tansu 0.6) on the standard workloads.
+
+    python bench/run.py [--peer tansu] [--workloads W1,W2,...] [--repeat 3] [--quick] [--w6-gb 5]
+                        [--json-out results.json]
+
+Every workload runs in a fresh broker (W3 consumes what W2 wrote, on W2's broker), as a subprocess
+`odradek perf ... --json`; with a peer, the brokers alternate per repetition (Odradek first in odd
+repetitions, the peer first in even ones). For each run the broker's CPU seconds (utime+stime from
+/proc/<pid>/stat) and peak RSS (VmHWM, reset per workload) are recorded; loopback TCP bandwidth is
+measured in the same run. The table shows medians over the repetitions and the issue's targets.
+
+Units: MB = 2**20 bytes and GB = 2**30 bytes (as Kafka's perf tools), latencies in ms.
+
+Workloads (issue 4):
+  W1  1,000,000 x 100 B, acks=1, 1 partition                       records/s
+  W2  200,000 x 1 KB, acks=all, 6 partitions                        MB/s, CPU s/GB
+  W3  consume W2's records (assign, from the beginning)             MB/s
+  W4  e2e latency, 5,000 msg/s of 1 KB, linger.ms=5, fetch.wait.max.ms=100 (50,000 records)   p99 ms
+  W5  100,000 x 1 KB over 1,000 partitions (acks=all)               MB/s, peak RSS
+  W6  start time with 1,000 partitions and --w6-gb GB on disk, after a clean stop and after kill -9
+      (Odradek only: Tansu's memory storage keeps nothing across restarts)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brokers import BenchBroker, OdradekBroker, TansuBroker, fetch_tansu  # noqa: E402
+from loopback import loopback_mb_per_sec  # noqa: E402
+from w6 import run_w6  # noqa: E402
+
+MB = 1024.0 * 1024.0
+GB = 1024.0 * MB
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
+
+
+@dataclass
+class Workload:
+    name: str
+    title: str
+    mode: str  # produce | consume | e2e
+    records: int
+    record_size: int
+    args: list[str] = field(default_factory=list)
+    partitions: int = 1
+    metric: str = "mb_per_sec"  # key of the perf result, dotted for nested
+    unit: str = "MB/s"
+    higher_is_better: bool = True
+    topic_from: str | None = None  # consume the topic another workload produced
+
+
+def workloads(quick: bool) -> dict[str, Workload]:
+    def n(full: int, small: int) -> int:
+        return small if quick else full
+
+    return {
+        "W1": Workload("W1", "1M x 100 B acks=1, 1 partition", "produce", n(1_000_000, 100_000), 100,
+                       ["--acks", "1"], 1, "records_per_sec", "rec/s"),
+        "W2": Workload("W2", "200k x 1 KB acks=all, 6 partitions", "produce", n(200_000, 20_000), 1024,
+                       ["--acks", "all"], 6),
+        "W3": Workload("W3", "consume W2 (assign, from beginning)", "consume", n(200_000, 20_000), 1024,
+                       [], 6, topic_from="W2"),
+        "W4": Workload("W4", "e2e 5,000 msg/s x 1 KB, linger 5, fetch wait 100", "e2e", n(50_000, 2_500), 1024,
+                       ["--throughput", "5000", "--acks", "1", "--producer-props", "linger.ms=5",
+                        "--consumer-props", "fetch.wait.max.ms=100"], 1, "latency_ms.p99", "p99 ms", False),
+        "W5": Workload("W5", "100k x 1 KB over 1,000 partitions, acks=all", "produce", n(100_000, 10_000), 1024,
+                       ["--acks", "all"], 1000),
+    }
+
+
+def metric_of(result: dict[str, Any], key: str) -> float | None:
+    value: Any = result
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return float(value) if isinstance(value, int | float) else None
+
+
+def median(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.quick: bool = args.quick
+        self.defs = workloads(self.quick)
+        self.workdir = Path(tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir))
+        self.tansu_binary: Path | None = None
+        self.runs: list[dict[str, Any]] = []
+        self.run_id = uuid.uuid4().hex[:6]
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    def new_broker(self, kind: str, tag: str) -> BenchBroker:
+        d = self.workdir / f"{tag}-{kind}"
+        if kind == "odradek":
+            return OdradekBroker(d)
+        assert self.tansu_binary is not None
+        return TansuBroker(d, self.tansu_binary)
+
+    def create_topic(self, broker: BenchBroker, topic: str, partitions: int) -> None:
+        from odradek.perf.common import PerfOptions, check_reachable, ensure_topic
+
+        opts = PerfOptions(bootstrap=broker.bootstrap, topic=topic, num_records=0, record_size=0,
+                           partitions=partitions)
+        t0 = time.monotonic()
+        ensure_topic(check_reachable(opts), opts, timeout=120.0)
+        if partitions > 100:
+            self.log(f"created {topic} with {partitions} partitions on {broker.kind} in {time.monotonic() - t0:.1f} s")
+
+    def perf(self, w: Workload, broker: BenchBroker, topic: str) -> tuple[dict[str, Any], float]:
+        """Run `odradek perf` for ``w``; returns its JSON result and the client's CPU seconds."""
+        cmd = [sys.executable, "-m", "odradek", "perf", w.mode, "--bootstrap-server", broker.bootstrap,
+               "--topic", topic, "--num-records", str(w.records), "--record-size", str(w.record_size),
+               "--partitions", str(w.partitions), "--json", "--timeout", str(self.args.timeout), *w.args]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        killer = threading.Timer(self.args.timeout + 60, proc.kill)
+        killer.start()
+        err_chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read() if proc.stderr else b""))
+        reader.start()
+        out = proc.stdout.read() if proc.stdout else b""
+        reader.join()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        killer.cancel()
+        client_cpu = usage.ru_utime + usage.ru_stime
+        lines = out.decode(errors="replace").strip().splitlines()
+        try:
+            result: dict[str, Any] = json.loads(lines[-1])
+        except (ValueError, IndexError):
+            result = {"error": f"no JSON from perf (exit {proc.returncode})"}
+        if proc.returncode != 0:
+            stderr_tail = b"".join(err_chunks).decode(errors="replace")[-800:]
+            result.setdefault("error", f"exit code {proc.returncode}")
+            result["stderr_tail"] = stderr_tail
+        return result, client_cpu
+
+    def measure(self, w: Workload, broker: BenchBroker, kind: str, rep: int, topic: str,
+                record: bool = True) -> dict[str, Any]:
+        peak_reset = broker.reset_peak_rss()
+        cpu0 = broker.cpu_seconds()
+        t0 = time.monotonic()
+        result, client_cpu = self.perf(w, broker, topic)
+        wall = time.monotonic() - t0
+        cpu = broker.cpu_seconds() - cpu0
+        nbytes = float(result.get("bytes") or result.get("records", 0) * w.record_size)
+        run = {
+            "workload": w.name, "broker": kind, "rep": rep, "topic": topic, "records": w.records,
+            "record_size": w.record_size, "wall_s": round(wall, 3),
+            "metric": metric_of(result, w.metric),
+            "broker_cpu_s": round(cpu, 3),
+            "broker_cpu_s_per_gb": round(cpu / (nbytes / GB), 3) if nbytes else None,
+            "broker_cores": round(cpu / wall, 3) if wall > 0 else None,
+            "broker_peak_rss_mb": round(broker.peak_rss_mb(), 1),
+            "peak_rss_is_per_workload": peak_reset,
+            "client_cpu_s": round(client_cpu, 3),
+            "loadavg": loadavg(),
+            "perf": result,
+        }
+        if record:
+            self.runs.append(run)
+        m = run["metric"]
+        shown = f"{m:,.1f} {w.unit}" if m is not None else "n/a"
+        err = f"  ERROR: {result.get('error')}" if "error" in result else ""
+        self.log(f"{w.name} {kind:8s} rep {rep}: {shown}; broker {cpu:.2f} CPU s ({run['broker_cores']} cores), "
+                 f"peak RSS {run['broker_peak_rss_mb']:.0f} MB; client {client_cpu:.2f} CPU s{err}")
+        return run
+
+    def session(self, names: list[str], kind: str, rep: int) -> None:
+        """Run workloads that share one fresh broker (W2 then W3), or a single workload."""
+        tag = f"r{rep}-{'-'.join(names)}"
+        broker = self.new_broker(kind, tag)
+        try:
+            broker.start()
+        except Exception as e:
+            self.log(f"{kind} failed to start: {e}")
+            for name in names:
+                self.runs.append({"workload": name, "broker": kind, "rep": rep, "metric": None,
+                                  "perf": {"error": f"broker start failed: {e}"}})
+            return
+        topics: dict[str, str] = {}
+        try:
+            for name in names:
+                w = self.defs[name]
+                key = w.topic_from or name
+                try:
+                    if key not in topics:
+                        topics[key] = f"bench-{key.lower()}-{self.run_id}-{rep}"
+                        # created before the clock (and the CPU count) starts: W5's 1,000 partitions take a while
+                        self.create_topic(broker, topics[key], w.partitions)
+                        if w.topic_from:  # W3 without W2: fill the topic W2 would have written, unmeasured
+                            self.measure(self.defs[w.topic_from], broker, kind, rep, topics[key], record=False)
+                    self.measure(w, broker, kind, rep, topics[key])
+                except Exception as e:  # recorded; the other workloads go on
+                    self.log(f"{name} {kind} rep {rep} failed: {type(e).__name__}: {e}")
+                    self.runs.append({"workload": name, "broker": kind, "rep": rep, "metric": None,
+                                      "perf": {"error": f"{type(e).__name__}: {e}"}})
+        finally:
+            rc = broker.stop()
+            if rc not in (0, None) and kind == "odradek":
+                self.log(f"odradek exited with code {rc} after SIGTERM; log: {broker.log_path}")
+            if not self.args.keep:
+                shutil.rmtree(broker.workdir, ignore_errors=True)
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        selected = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+        unknown = [w for w in selected if w not in ALL_WORKLOADS]
+        if unknown:
+            raise SystemExit(f"unknown workloads: {', '.join(unknown)} (known: {', '.join(ALL_WORKLOADS)})")
+        kinds = ["odradek"]
+        if args.peer:
+            self.tansu_binary = fetch_tansu()
+            kinds.append(args.peer)
+        meta: dict[str, Any] = {
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "quick": self.quick, "repeat": args.repeat, "workloads": selected, "peer": args.peer,
+            "loadavg_start": loadavg(),
+        }
+        self.log(f"workdir {self.workdir}; measuring loopback bandwidth")
+        loop_before = loopback_mb_per_sec()
+        self.log(f"loopback {loop_before:.0f} MB/s")
+        sessions: list[list[str]] = []
+        for name in ALL_WORKLOADS[:5]:
+            if name not in selected:
+                continue
+            if name == "W3" and sessions and sessions[-1][0] == "W2":
+                sessions[-1].append("W3")
+            else:
+                sessions.append([name])
+        try:
+            for rep in range(1, args.repeat + 1):
+                order = kinds if rep % 2 == 1 else list(reversed(kinds))
+                for names in sessions:
+                    for kind in order:
+                        self.session(names, kind, rep)
+            w6: dict[str, Any] | None = None
+            if "W6" in selected:
+                w6 = run_w6(self.workdir, args.w6_gb, args.w6_partitions, args.repeat,
+                            crash_records=args.w6_crash_records, log=self.log)
+        finally:
+            if not args.keep:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        loop_after = loopback_mb_per_sec()
+        meta["loopback_mb_per_sec"] = [round(loop_before, 1), round(loop_after, 1)]
+        meta["loadavg_end"] = loadavg()
+        meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        return {"meta": meta, "runs": self.runs, "w6": w6}
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def fmt(v: float | None, spec: str = ",.1f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def summarise(data: dict[str, Any], quick: bool) -> tuple[str, list[dict[str, Any]]]:
+    runs = data["runs"]
+    defs = workloads(quick)
+    peer = data["meta"].get("peer")
+    kinds = ["odradek"] + ([peer] if peer else [])
+
+    def med(w: str, kind: str, key: str) -> float | None:
+        return median([r.get(key) for r in runs if r["workload"] == w and r["broker"] == kind])
+
+    rows = []
+    summary: dict[str, dict[str, dict[str, float | None]]] = {}
+    for name, w in defs.items():
+        if not any(r["workload"] == name for r in runs):
+            continue
+        summary[name] = {}
+        for kind in kinds:
+            summary[name][kind] = {k: med(name, kind, k) for k in
+                                   ("metric", "broker_cpu_s", "broker_cpu_s_per_gb", "broker_peak_rss_mb",
+                                    "broker_cores", "client_cpu_s")}
+        o = summary[name]["odradek"]
+        t = summary[name].get(peer or "", {})
+        om, tm = o.get("metric"), t.get("metric")
+        ratio = om / tm if om is not None and tm else None
+        n_ok = {k: sum(1 for r in runs if r["workload"] == name and r["broker"] == k and r.get("metric") is not None)
+                for k in kinds}
+        rows.append([
+            name, w.title, w.unit,
+            fmt(o["metric"]), fmt(t.get("metric")), fmt(ratio, ".2f"),
+            fmt(o["broker_cpu_s"], ".2f"), fmt(o["broker_cpu_s_per_gb"], ".2f"),
+            fmt(t.get("broker_cpu_s"), ".2f"), fmt(t.get("broker_cpu_s_per_gb"), ".2f"),
+            fmt(o["broker_peak_rss_mb"], ".0f"), fmt(t.get("broker_peak_rss_mb"), ".0f"),
+            "/".join(str(n_ok[k]) for k in kinds),
+        ])
+    headers = ["W", "workload", "unit", "Odradek", peer or "peer", "ratio O/T", "O CPU s", "O CPU s/GB",
+               "T CPU s", "T CPU s/GB", "O RSS MB", "T RSS MB", "n ok"]
+    lines = [_table(headers, rows)]
+
+    w6 = data.get("w6")
+    if w6 is not None:
+        if "error" in w6 and not w6.get("runs"):
+            lines.append(f"\nW6: failed: {w6['error']}")
+        else:
+            clean = median([r["clean_start_s"] for r in w6["runs"]])
+            kill = median([r["kill9_start_s"] for r in w6["runs"]])
+            rclean = median([r.get("clean_start_reported_s") for r in w6["runs"]])
+            rkill = median([r.get("kill9_start_reported_s") for r in w6["runs"]])
+            summary["W6"] = {"odradek": {"clean_start_s": clean, "kill9_start_s": kill}}
+            gb = w6.get("bytes_on_disk", 0) / GB
+            lines.append(
+                f"\nW6 start time, {w6['partitions']} partitions, {gb:.2f} GB on disk (median of {len(w6['runs'])}; "
+                f"process start to first ApiVersions answer; broker's own log figure in brackets):\n"
+                f"  after clean stop: {fmt(clean, '.2f')} s [{fmt(rclean, '.2f')} s]   "
+                f"after kill -9: {fmt(kill, '.2f')} s [{fmt(rkill, '.2f')} s]   {peer or 'peer'}: n/a "
+                f"(memory storage)" + (f"\n  error: {w6['error']}" if "error" in w6 else ""))
+
+    loop = max(data["meta"].get("loopback_mb_per_sec") or [0.0])
+    lines.append(f"\nloopback TCP {fmt(loop, ',.0f')} MB/s (max of before/after); load average "
+                 f"{data['meta'].get('loadavg_start')} -> {data['meta'].get('loadavg_end')}")
+    checks = targets(summary, peer, loop)
+    lines.append("\nTargets (issue 4):")
+    for c in checks:
+        mark = {True: "PASS", False: "FAIL", None: "n/a "}[c["pass"]]
+        lines.append(f"  [{mark}] {c['target']}: {c['value']}")
+    data["summary"] = summary
+    data["targets"] = checks
+    return "\n".join(lines), checks
+
+
+def targets(s: dict[str, Any], peer: str | None, loopback: float) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def get(w: str, kind: str | None, key: str) -> float | None:
+        if kind is None:
+            return None
+        v = s.get(w, {}).get(kind, {}).get(key)
+        return float(v) if v is not None else None
+
+    def check(target: str, value: float | None, ok: Callable[[float], bool], shown: str) -> None:
+        out.append({"target": target, "value": shown if value is not None else "n/a",
+                    "pass": None if value is None else bool(ok(value))})
+
+    def ratio(w: str, key: str) -> float | None:
+        o, t = get(w, "odradek", key), get(w, peer, key)
+        return o / t if o is not None and t else None
+
+    r = ratio("W2", "metric")
+    check("W2 produce MB/s >= 1.5x peer", r, lambda v: v >= 1.5, f"{fmt(r, '.2f')}x")
+    r = ratio("W2", "broker_cpu_s_per_gb")
+    check("W2 broker CPU s/GB <= 0.7x peer", r, lambda v: v <= 0.7, f"{fmt(r, '.2f')}x")
+    r = ratio("W3", "metric")
+    check("W3 consume MB/s >= 2.0x peer", r, lambda v: v >= 2.0, f"{fmt(r, '.2f')}x")
+    o3 = get("W3", "odradek", "metric")
+    frac = o3 / loopback if o3 is not None and loopback else None
+    check("W3 consume MB/s >= 25% of loopback", frac, lambda v: v >= 0.25,
+          f"{fmt(o3)} of {fmt(loopback, ',.0f')} MB/s = {fmt(None if frac is None else frac * 100, '.1f')}%")
+    r = ratio("W1", "metric")
+    check("W1 records/s >= 1.0x peer", r, lambda v: v >= 1.0, f"{fmt(r, '.2f')}x")
+    r = ratio("W4", "metric")
+    check("W4 p99 <= 0.5x peer", r, lambda v: v <= 0.5,
+          f"{fmt(r, '.2f')}x ({fmt(get('W4', 'odradek', 'metric'), '.2f')} vs {fmt(get('W4', peer, 'metric'), '.2f')} ms)")
+    rss = get("W5", "odradek", "broker_peak_rss_mb")
+    check("W5 broker peak RSS < 300 MB", rss, lambda v: v < 300, f"{fmt(rss, '.0f')} MB")
+    o5, o2 = get("W5", "odradek", "metric"), get("W2", "odradek", "metric")
+    r = o5 / o2 if o5 is not None and o2 else None
+    check("W5 produce MB/s >= 0.7x W2's", r, lambda v: v >= 0.7, f"{fmt(r, '.2f')}x ({fmt(o5)} vs {fmt(o2)} MB/s)")
+    c = get("W6", "odradek", "clean_start_s")
+    check("W6 start after clean stop < 3 s", c, lambda v: v < 3, f"{fmt(c, '.2f')} s")
+    k = get("W6", "odradek", "kill9_start_s")
+    check("W6 start after kill -9 < 10 s", k, lambda v: v < 10, f"{fmt(k, '.2f')} s")
+    return out
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    def line(cells: list[str]) -> str:
+        return " | ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+    return "\n".join([line(headers), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peer", choices=["tansu"], default=None, help="also run the workloads against this broker")
+    ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help="comma-separated (default all)")
+    ap.add_argument("--repeat", type=int, default=None, help="repetitions per workload and broker (default 3; 1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes for a smoke check")
+    ap.add_argument("--w6-gb", type=float, default=None, help="GB on disk for W6 (default 5; 0.05 with --quick)")
+    ap.add_argument("--w6-partitions", type=int, default=1000)
+    ap.add_argument("--w6-crash-records", type=int, default=None,
+                    help="1 KB records produced before the kill -9 in W6 (default 100,000; 5,000 with --quick)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="bound on each perf run in seconds")
+    ap.add_argument("--json-out", type=Path, default=None, help="write the raw results here")
+    ap.add_argument("--dir", default=None, help="parent directory for the brokers' data (default: system temp)")
+    ap.add_argument("--keep", action="store_true", help="keep broker directories and logs")
+    args = ap.parse_args(argv)
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    if args.w6_gb is None:
+        args.w6_gb = 0.05 if args.quick else 5.0
+    if args.w6_crash_records is None:
+        args.w6_crash_records = 5_000 if args.quick else 100_000
+
+    bench = Bench(args)
+    data = bench.run()
+    report, checks = summarise(data, args.quick)
+    title = (f"odradek bench ({'quick, ' if args.quick else ''}median of {args.repeat}; "
+             f"MB = 2^20 B; {data['meta']['cpus']} CPUs)")
+    print(f"\n{title}\ncommand: {data['meta']['command']}\n")
+    print(report)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(data, indent=1, default=str) + "\n")
+        print(f"\nraw results: {args.json_out}")
+    failed_runs = [r for r in data["runs"] if "error" in r.get("perf", {})]
+    if failed_runs:
+        print(f"\n{len(failed_runs)} run(s) reported errors: "
+              + "; ".join(f"{r['workload']}/{r['broker']}/rep{r['rep']}: {r['perf']['error']}" for r in failed_runs))
+    return 1 if failed_runs or (data.get("w6") or {}).get("error") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""W6: broker start time with 1,000 partitions and N GB on disk, after a clean stop and after kill -9.
+
+The data is written fast and directly through odradek.log (valid v2 batches of 16 x 1 KB records,
+appended through Log.append_as_leader as the broker would, then a clean LogManager shutdown) into the
+log directory of a broker that created the topic and was stopped. Each repetition then:
+  1. starts the broker (after a clean stop) and times it until ApiVersions is answered;
+  2. produces ``crash_records`` 1 KB records over all partitions (acks=1) and kills the broker with -9;
+  3. starts it again and times the recovery;
+  4. stops it cleanly for the next repetition.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from brokers import OdradekBroker
+
+TOPIC = "w6"
+BATCH_RECORDS = 16
+RECORD_SIZE = 1024
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                        request_timeout=timeout)[topic].result(timeout)
+
+
+def fill(logdir: Path, topic: str, partitions: int, total_bytes: int) -> dict[str, float]:
+    """Append ``total_bytes`` of record batches spread evenly over the topic's partitions."""
+    from odradek.log import LogConfig, LogManager
+    from odradek.protocol.records import build_batch, validate_batches
+
+    now = int(time.time() * 1000)
+    value = os.urandom(RECORD_SIZE)
+    batch = build_batch([(None, value)] * BATCH_RECORDS, timestamp=now)
+    headers = validate_batches(batch)
+    per_partition = max(1, total_bytes // partitions // len(batch))
+    mgr = LogManager([logdir], lambda _t: LogConfig())
+    mgr.startup()
+    t0 = time.monotonic()
+    written = 0
+    try:
+        for p in range(partitions):
+            lg = mgr.get_log(topic, p)
+            if lg is None:
+                raise RuntimeError(f"log {topic}-{p} missing in {logdir}: was the topic created?")
+            for _ in range(per_partition):
+                lg.append_as_leader(bytearray(batch), headers, 0, now)
+            lg.update_high_watermark(lg.log_end_offset)
+            written += per_partition * len(batch)
+    finally:
+        mgr.shutdown()
+    return {"bytes": written, "fill_s": time.monotonic() - t0}
+
+
+def crash_load(bootstrap: str, records: int, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "odradek", "perf", "produce", "--bootstrap-server", bootstrap, "--topic", TOPIC,
+           "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--acks", "1", "--json",
+           "--timeout", str(timeout)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+    import json
+
+    try:
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        result = {"error": f"perf produce exited {out.returncode}: {out.stderr[-500:]}"}
+    return result
+
+
+def run_w6(workdir: Path, gb: float, partitions: int, repeat: int, crash_records: int,
+           log: Any = print) -> dict[str, Any]:
+    broker = OdradekBroker(workdir / "w6-odradek")
+    out: dict[str, Any] = {"partitions": partitions, "gb_requested": gb, "runs": []}
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, TOPIC, partitions)
+        rc = broker.stop()
+        if rc != 0:
+            raise RuntimeError(f"broker exited {rc} after SIGTERM")
+        log(f"W6: writing {gb:g} GB over {partitions} partitions into {broker.logdir}")
+        info = fill(broker.logdir, TOPIC, partitions, int(gb * (1 << 30)))
+        out["bytes_on_disk"] = info["bytes"]
+        out["fill_s"] = round(info["fill_s"], 2)
+        log(f"W6: wrote {info['bytes'] / (1 << 30):.2f} GB in {info['fill_s']:.1f} s")
+        for rep in range(repeat):
+            run: dict[str, Any] = {"rep": rep + 1}
+            run["clean_start_s"] = round(broker.start(), 3)
+            run["clean_start_reported_s"] = broker.reported_start_s()
+            run["clean_start_rss_mb"] = round(broker.peak_rss_mb(), 1)
+            crash = crash_load(broker.bootstrap, crash_records, timeout=120)
+            run["crash_load"] = {k: crash.get(k) for k in ("records", "mb_per_sec", "error") if k in crash}
+            broker.kill()
+            run["kill9_start_s"] = round(broker.start(), 3)
+            run["kill9_start_reported_s"] = broker.reported_start_s()
+            run["kill9_start_rss_mb"] = round(broker.peak_rss_mb(), 1)
+            rc = broker.stop()
+            run["clean_stop_rc"] = rc
+            log(f"W6 rep {rep + 1}: start after clean stop {run['clean_start_s']:.2f} s, "
+                f"after kill -9 {run['kill9_start_s']:.2f} s (broker's own figures "
+                f"{run['clean_start_reported_s']} / {run['kill9_start_reported_s']} s)")
+            out["runs"].append(run)
+    except Exception as e:  # reported in the table, the rest of the benchmark goes on
+        out["error"] = f"{type(e).__name__}: {e}"
+        log(f"W6 failed: {out['error']}\n{broker.log_tail(20)}")
+    finally:
+        broker.kill()
+    return out
