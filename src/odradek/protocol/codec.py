@@ -77,7 +77,7 @@ def response_header_flexible(api_key: int, version: int) -> bool:
     return bool(response_class(api_key, version).__header_schema__.__version__ >= 1)
 
 
-def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
+def decode_request(api_key: int, version: int, frame: bytes | bytearray | memoryview, offset: int) -> Any:
     cls = request_class(api_key, version)
     if cls is None:
         raise DecodeError(f"no schema for api {api_key} v{version}")

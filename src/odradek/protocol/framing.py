@@ -40,7 +40,7 @@ class RequestHeader(NamedTuple):
     body_offset: int  # where the body starts within the frame
 
 
-def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     value = 0
     while True:
@@ -56,7 +56,7 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise FrameError("varint too long")
 
 
-def parse_request_header(frame: bytes | memoryview, flexible_header: bool | None) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray | memoryview, flexible_header: bool | None) -> RequestHeader:
     """Parse a request header. ``flexible_header`` says whether header v2 (with tagged
     fields) is used; ``None`` means unknown (api/version not supported): tagged fields
     are then not parsed and ``body_offset`` points just after the client id."""
@@ -86,7 +86,7 @@ def parse_request_header(frame: bytes | memoryview, flexible_header: bool | None
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a frame with at least 8 bytes."""
     if len(frame) < 8:
         raise FrameError("frame shorter than a request header")
@@ -104,24 +104,53 @@ def size_prefix(n: int) -> bytes:
     return _SIZE.pack(n)
 
 
+LARGE_FRAME = 64 * 1024
+
+
 class FrameDecoder:
     """Accumulates bytes and yields complete request frames (without the size prefix).
+
+    Small frames are cut out of an accumulation buffer. A large frame (≥ 64 KiB, e.g. a
+    produce request) gets a buffer of its exact size as soon as its size is known, and
+    :meth:`recv_target` exposes the unfilled rest so the socket can ``recv_into`` it
+    directly: the payload is copied once, from the kernel.
 
     Raises :class:`FrameError` on a negative size or one above ``max_size``
     (Kafka's socket.request.max.bytes): the caller closes the connection.
     """
 
-    __slots__ = ("_buf", "max_size", "_need")
+    __slots__ = ("_buf", "max_size", "_need", "_big", "_big_filled")
 
     def __init__(self, max_size: int = 104857600) -> None:
         self._buf = bytearray()
         self.max_size = max_size
         self._need = -1  # size of the frame being read, -1 = reading the size field
+        self._big: bytearray | None = None
+        self._big_filled = 0
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def recv_target(self) -> memoryview | None:
+        """Where the next bytes should be received, when a large frame is being filled."""
+        if self._big is None:
+            return None
+        return memoryview(self._big)[self._big_filled :]
+
+    def advance(self, n: int) -> list[bytes | memoryview]:
+        """``n`` bytes were received into :meth:`recv_target`. A finished frame is handed
+        out as a read-only view (kio's decoder insists on immutable buffers)."""
+        assert self._big is not None
+        self._big_filled += n
+        if self._big_filled < len(self._big):
+            return []
+        frame = self._big
+        self._big = None
+        self._big_filled = 0
+        self._need = -1
+        return [memoryview(frame).toreadonly()]
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
         buf = self._buf
         buf += data
-        frames: list[bytes] = []
+        frames: list[bytes | memoryview] = []
         while True:
             if self._need < 0:
                 if len(buf) < 4:
@@ -133,9 +162,16 @@ class FrameDecoder:
                     raise FrameError(f"request size {size} smaller than a request header")
                 self._need = size
                 del buf[:4]
-            if len(buf) < self._need:
-                break
             n = self._need
+            if len(buf) < n:
+                if n >= LARGE_FRAME:
+                    big = bytearray(n)
+                    have = len(buf)
+                    big[:have] = buf
+                    buf.clear()
+                    self._big = big
+                    self._big_filled = have
+                break
             frames.append(bytes(buf[:n]))
             del buf[:n]
             self._need = -1
@@ -143,4 +179,4 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._buf) + self._big_filled

@@ -70,6 +70,7 @@ class Connection:
         self.reading = False
         self.writing = False
         self.on_close: list[Callable[[], None]] = []
+        self._batching = False
 
     # -- lifecycle
     def start(self) -> None:
@@ -118,30 +119,43 @@ class Connection:
 
     # -- reading
     def _on_readable(self) -> None:
+        target = self.decoder.recv_target()
         try:
-            data = self.sock.recv(_RECV_SIZE)
+            if target is not None:
+                n = self.sock.recv_into(target)
+                data = None
+            else:
+                data = self.sock.recv(_RECV_SIZE)
+                n = len(data)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             self.close(f"read error: {e}")
             return
-        if not data:
+        if not n:
             self.close()
             return
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.feed(data) if data is not None else self.decoder.advance(n)
         except FrameError as e:
             log.warning("bad frame from %s: %s", self.peer, e)
             self.close()
             return
-        for frame in frames:
-            if self.closed:
-                return
-            self._on_frame(frame)
+        # responses finished while handling this burst go out in one write
+        self._batching = True
+        try:
+            for frame in frames:
+                if self.closed:
+                    return
+                self._on_frame(frame)
+        finally:
+            self._batching = False
+        if self.out and not self.writing and not self.closed:
+            self._flush()
         if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
             self._pause_reading()
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytes | memoryview) -> None:
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except FrameError as e:
@@ -227,7 +241,7 @@ class Connection:
             self.out.extend(s.parts)
             self.out_bytes += s.size + 4
             queued = True
-        if queued and not self.writing:
+        if queued and not self.writing and not self._batching:
             self._flush()
         self._maybe_resume()
 

@@ -60,3 +60,25 @@ def test_header_truncated() -> None:
 def test_response_header() -> None:
     assert response_header(5, False) == b"\x00\x00\x00\x05"
     assert response_header(5, True) == b"\x00\x00\x00\x05\x00"
+
+
+def test_large_frame_is_received_in_place() -> None:
+    d = FrameDecoder()
+    body = header_v1(0, 9, 1, "c") + bytes(range(256)) * 1024  # > 64 KiB
+    data = frame(body)
+    assert d.feed(data[:1000]) == []
+    target = d.recv_target()
+    assert target is not None and len(target) == len(body) - 996
+    out = []
+    pos = 1000
+    while pos < len(data):  # the socket fills the target in pieces
+        t = d.recv_target()
+        assert t is not None
+        n = min(len(t), 70000)
+        t[:n] = data[pos : pos + n]
+        pos += n
+        out += d.advance(n)
+    assert [bytes(f) for f in out] == [body] and d.recv_target() is None
+    assert out[0].readonly
+    small = frame(header_v1(18, 0, 2, None))
+    assert d.feed(small) == [small[4:]]
