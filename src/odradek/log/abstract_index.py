@@ -35,6 +35,7 @@ class AbstractIndex:
         self._mm: mmap.mmap | None = None
         self._entries = 0
         self._max_entries = 0
+        self._allocated = 0  # bytes of the file known to be backed by written blocks
         self._closed = False
         self._open()
 
@@ -49,6 +50,7 @@ class AbstractIndex:
             if size % es:
                 raise CorruptIndexError(f"{self.KIND} file {self.path} has size {size}, not a multiple of {es}")
             self._entries = size // es
+            self._allocated = size
             if self._writable:
                 target = max(self._max_index_size // es * es, size)
                 if target != size:
@@ -172,7 +174,27 @@ class AbstractIndex:
             raise CorruptIndexError(f"{self.KIND} {self.path} is not writable")
         if self._entries >= self._max_entries:
             raise CorruptIndexError(f"attempt to append to a full {self.KIND} {self.path}")
+        end = (self._entries + 1) * self.ENTRY_SIZE
+        if end > self._allocated:
+            self._allocate(end)
         return self._mm
+
+    _ALLOCATE_CHUNK = 64 * 1024
+
+    def _allocate(self, end: int) -> None:
+        """Back the preallocated (sparse) file with written zeros before the mapping
+        touches it: a first write through the mapping into a hole costs ~2.6 ms here (the
+        page fault allocates blocks), a pwrite of the same page ~10 µs. Without this,
+        creating or recovering 1,000 partitions spends seconds in page faults."""
+        assert self._mm is not None
+        chunk = self._ALLOCATE_CHUNK
+        new = min(-(-end // chunk) * chunk, len(self._mm))
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.pwrite(fd, bytes(new - self._allocated), self._allocated)
+        finally:
+            os.close(fd)
+        self._allocated = new
 
     def _slot_key(self, mm: mmap.mmap, slot: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -95,6 +95,9 @@ class TimeIndex(AbstractIndex):
             raise CorruptIndexError(f"attempt to append to a full {self.KIND} {self.path}")
         if not self._writable or self._mm is None or self._entries >= self._max_entries:
             raise CorruptIndexError(f"{self.KIND} {self.path} has no room for an entry")
+        end = (self._entries + 1) * 12
+        if end > self._allocated:
+            self._allocate(end)
         _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
         self._entries += 1
         return True
