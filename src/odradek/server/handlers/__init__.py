@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
-from odradek.protocol.codec import request_class
 from odradek.protocol.fetch_response import FileRegion
 
 
@@ -90,15 +89,11 @@ registry: dict[int, _ModuleHandler] = {}
 
 
 def _register() -> None:
+    # Versions are declared by each module; tests/unit/server/test_handlers.py checks kio
+    # decodes every one of them. Loading kio's schema modules here would cost ~1 s of start-up.
     for name in _MODULES:
         mod = importlib.import_module(f"odradek.server.handlers.{name}")
-        lo, hi = mod.MIN_VERSION, mod.MAX_VERSION
-        # advertise only versions kio can decode
-        while lo <= hi and request_class(mod.API_KEY, lo) is None:
-            lo += 1
-        while hi >= lo and request_class(mod.API_KEY, hi) is None:
-            hi -= 1
-        registry[mod.API_KEY] = _ModuleHandler(mod.API_KEY, lo, hi, mod)
+        registry[mod.API_KEY] = _ModuleHandler(mod.API_KEY, mod.MIN_VERSION, mod.MAX_VERSION, mod)
 
 
 _register()

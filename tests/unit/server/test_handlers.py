@@ -1,0 +1,20 @@
+from odradek.protocol.codec import request_class, response_class
+from odradek.server.handlers import registry
+
+
+def test_every_advertised_version_decodes_with_kio() -> None:
+    for key, h in registry.items():
+        assert h.min_version <= h.max_version, key
+        for v in range(h.min_version, h.max_version + 1):
+            assert request_class(key, v) is not None, (key, v)
+            assert response_class(key, v) is not None, (key, v)
+
+
+def test_the_clients_versions_are_covered() -> None:
+    # notes/protocol.md: the highest versions librdkafka 2.16, kafka-python 3.0 and aiokafka 0.14 send
+    needs = {18: 4, 3: 13, 0: 10, 1: 16, 2: 7, 10: 6, 11: 7, 14: 5, 12: 4, 9: 9, 8: 9, 13: 5, 22: 4, 15: 5, 16: 5, 19: 4, 32: 1}
+    for key, v in needs.items():
+        h = registry[key]
+        assert h.min_version <= min(v, h.max_version), key
+    for key, lo in {3: 0, 0: 3, 1: 4, 2: 1}.items():  # aiokafka's oldest
+        assert registry[key].min_version <= lo
