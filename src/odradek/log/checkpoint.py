@@ -101,9 +101,9 @@ def decode_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
     body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}\n"
-    write_atomic(partition_dir / PARTITION_METADATA_FILE, body.encode())
+    write_atomic(partition_dir / PARTITION_METADATA_FILE, body.encode(), sync=sync)
 
 
 def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:

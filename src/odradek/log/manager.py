@@ -24,6 +24,7 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,10 +141,11 @@ class LogManager:
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
             return lg
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        parent = min(self.log_dirs, key=lambda d: counts[d])
+        if len(self.log_dirs) == 1:
+            parent = self.log_dirs[0]
+        else:  # the log dir holding the fewest partitions (Kafka's default placement)
+            counts = Counter(self._dir_of.values())
+            parent = min(self.log_dirs, key=lambda d: counts[d])
         lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id)
         self._logs[tp] = lg
         self._dir_of[tp] = parent
