@@ -51,13 +51,16 @@ class Op:
     path: str
     data: bytes = b""
     version: int = -1
+    ephemeral: bool = False
 
 
 Watcher = Callable[[str], None]
 
 
 class MetadataStore(Protocol):
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str: ...
+    def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
+    ) -> str: ...
     def get(self, path: str) -> tuple[bytes, int]: ...
     def set(self, path: str, data: bytes, version: int = -1) -> int: ...
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
@@ -80,6 +83,7 @@ class LocalStore:
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
         self._ephemeral: set[str] = set()
         self._watchers: dict[str, list[Watcher]] = {}
+        self._sequence = 0
         if file is not None and file.exists():
             doc = json.loads(file.read_text(encoding="utf-8"))
             for path, node in doc.get("nodes", {}).items():
@@ -148,7 +152,12 @@ class LocalStore:
         return {path, _parent(path), *kids}
 
     # -- MetadataStore
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
+    def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
+    ) -> str:
+        if sequential:
+            self._sequence += 1
+            path = f"{path}{self._sequence:010d}"
         touched = self._create(path, data, ephemeral, makepath)
         if not ephemeral:
             self._persist()
@@ -189,7 +198,7 @@ class LocalStore:
         try:
             for op in ops:
                 if op.kind == "create":
-                    touched |= self._create(op.path, op.data, False, True)
+                    touched |= self._create(op.path, op.data, op.ephemeral, True)
                 elif op.kind == "set":
                     touched |= self._set(op.path, op.data, op.version)
                 elif op.kind == "delete":

@@ -126,8 +126,14 @@ class ZkStore:
         except Exception as e:
             raise _translate(e, path) from e
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
-        return str(self._wait(self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath), path))
+    def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
+    ) -> str:
+        return str(
+            self._wait(
+                self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequential, makepath=makepath), path
+            )
+        )
 
     def get(self, path: str) -> tuple[bytes, int]:
         data, stat = self._wait(self.client.get_async(path), path)
@@ -158,7 +164,7 @@ class ZkStore:
         tx = self.client.transaction()
         for op in ops:
             if op.kind == "create":
-                tx.create(op.path, op.data)
+                tx.create(op.path, op.data, ephemeral=op.ephemeral)
             elif op.kind == "set":
                 tx.set_data(op.path, op.data, op.version)
             elif op.kind == "delete":

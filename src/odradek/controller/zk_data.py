@@ -1,0 +1,254 @@
+"""Cluster state in the metadata store, in Kafka's ZooKeeper-mode paths and JSON
+(what Kafka's KafkaZkClient reads and writes), over any MetadataStore.
+
+    /brokers/ids/<id>         ephemeral {"version":5,"host","port","endpoints":["PLAINTEXT://h:p"],
+                              "listener_security_protocol_map":{...},"rack","jmx_port":-1,
+                              "features":{},"timestamp"}; the broker epoch is the node's czxid
+    /controller               ephemeral {"version":1,"brokerid":N,"timestamp":"ms"}
+    /controller_epoch         "N" (a decimal number)
+    /brokers/topics/<t>/partitions/<p>/state
+                              {"version":1,"controller_epoch","leader","leader_epoch","isr":[...]}
+    /isr_change_notification/isr_change_<seq>
+                              {"version":1,"partitions":[{"topic","partition"}]}
+    /admin/reassign_partitions, /admin/preferred_replica_election
+                              {"version":1,"partitions":[{"topic","partition"[,"replicas"]}]}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.controller.store import MetadataStore, NodeExistsError, NoNodeError, Op
+
+BROKER_IDS = "/brokers/ids"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ISR_CHANGE = "/isr_change_notification"
+ISR_CHANGE_PREFIX = ISR_CHANGE + "/isr_change_"
+REASSIGN = "/admin/reassign_partitions"
+PREFERRED = "/admin/preferred_replica_election"
+DELETE_TOPICS = "/admin/delete_topics"
+
+PERSISTENT_PATHS = (
+    "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/brokers",
+    "/config/changes", "/admin/delete_topics", ISR_CHANGE, "/latest_producer_id_block",
+)
+
+
+def _j(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    endpoints: tuple[str, ...] = ()
+    epoch: int = -1  # czxid of the registration (ZooKeeper); -1 with the local store
+
+    def to_json(self) -> bytes:
+        return _j(
+            {
+                "version": 5,
+                "host": self.host,
+                "port": self.port,
+                "endpoints": list(self.endpoints) or [f"PLAINTEXT://{self.host}:{self.port}"],
+                "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                "rack": self.rack,
+                "jmx_port": -1,
+                "features": {},
+                "timestamp": str(int(time.time() * 1000)),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, broker_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
+        doc = json.loads(data)
+        return cls(broker_id, doc.get("host") or "", int(doc.get("port", -1)), doc.get("rack"),
+                   tuple(doc.get("endpoints", ())), epoch)
+
+
+@dataclass
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def to_json(self) -> bytes:
+        return _j({"version": 1, "controller_epoch": self.controller_epoch, "leader": self.leader,
+                   "leader_epoch": self.leader_epoch, "isr": self.isr})
+
+
+@dataclass
+class ControllerClaim:
+    epoch: int
+    epoch_zk_version: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ensure_paths(store: MetadataStore) -> None:
+    for p in PERSISTENT_PATHS:
+        if store.exists(p) is None:
+            with contextlib.suppress(NodeExistsError):
+                store.create(p, b"", makepath=True)
+
+
+# -- brokers
+def register_broker(store: MetadataStore, info: BrokerInfo) -> int:
+    """Create /brokers/ids/<id> (ephemeral); returns the broker epoch (czxid, or -1)."""
+    path = f"{BROKER_IDS}/{info.broker_id}"
+    store.create(path, info.to_json(), ephemeral=True, makepath=True)
+    return broker_epoch(store, info.broker_id)
+
+
+def broker_epoch(store: MetadataStore, broker_id: int) -> int:
+    getter = getattr(store, "get_with_stat", None)
+    if getter is None:
+        return -1
+    _, stat = getter(f"{BROKER_IDS}/{broker_id}")
+    return int(stat.czxid)
+
+
+def live_brokers(store: MetadataStore) -> dict[int, BrokerInfo]:
+    out: dict[int, BrokerInfo] = {}
+    try:
+        ids = store.children(BROKER_IDS)
+    except NoNodeError:
+        return out
+    getter = getattr(store, "get_with_stat", None)
+    for child in ids:
+        try:
+            if getter is not None:
+                data, stat = getter(f"{BROKER_IDS}/{child}")
+                out[int(child)] = BrokerInfo.from_json(int(child), data, int(stat.czxid))
+            else:
+                data, _ = store.get(f"{BROKER_IDS}/{child}")
+                out[int(child)] = BrokerInfo.from_json(int(child), data)
+        except (NoNodeError, ValueError):
+            continue
+    return out
+
+
+# -- controller
+def read_controller(store: MetadataStore) -> int | None:
+    try:
+        data, _ = store.get(CONTROLLER)
+    except NoNodeError:
+        return None
+    return int(json.loads(data)["brokerid"])
+
+
+def read_controller_epoch(store: MetadataStore) -> tuple[int, int]:
+    """(epoch, znode version); (0, -1) when the node does not exist yet."""
+    try:
+        data, version = store.get(CONTROLLER_EPOCH)
+    except NoNodeError:
+        return 0, -1
+    return int(data.decode() or 0), version
+
+
+def try_become_controller(store: MetadataStore, broker_id: int) -> ControllerClaim | None:
+    """Create /controller and bump /controller_epoch in one atomic multi, like Kafka's
+    registerControllerAndIncrementControllerEpoch. None when another broker holds it."""
+    epoch, version = read_controller_epoch(store)
+    if version < 0:
+        with contextlib.suppress(NodeExistsError):
+            store.create(CONTROLLER_EPOCH, b"0")
+        epoch, version = read_controller_epoch(store)
+    claim = _j({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))})
+    try:
+        store.multi(
+            [
+                Op("create", CONTROLLER, claim, ephemeral=True),
+                Op("set", CONTROLLER_EPOCH, str(epoch + 1).encode(), version),
+            ]
+        )
+    except NodeExistsError:
+        return None
+    except Exception:
+        # lost a race on /controller_epoch, or the store is unreachable: not the controller
+        if read_controller(store) == broker_id:
+            e, v = read_controller_epoch(store)
+            return ControllerClaim(e, v)
+        return None
+    return ControllerClaim(epoch + 1, version + 1)
+
+
+# -- partition state
+def state_path(topic: str, partition: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
+def read_partition_state(store: MetadataStore, topic: str, partition: int) -> LeaderAndIsr | None:
+    try:
+        data, version = store.get(state_path(topic, partition))
+    except NoNodeError:
+        return None
+    doc = json.loads(data)
+    return LeaderAndIsr(int(doc["leader"]), int(doc["leader_epoch"]), [int(b) for b in doc["isr"]],
+                        int(doc["controller_epoch"]), version)
+
+
+def create_partition_states(store: MetadataStore, topic: str, states: dict[int, LeaderAndIsr]) -> None:
+    """All partitions' state znodes in one multi (ZooKeeper's multi does not create
+    parents, so the intermediate nodes are part of it)."""
+    ops: list[Op] = []
+    base = f"/brokers/topics/{topic}/partitions"
+    if store.exists(base) is None:
+        ops.append(Op("create", base))
+    for p, s in sorted(states.items()):
+        if store.exists(f"{base}/{p}") is None:
+            ops.append(Op("create", f"{base}/{p}"))
+        ops.append(Op("create", state_path(topic, p), s.to_json()))
+    store.multi(ops)
+
+
+def update_partition_state(store: MetadataStore, topic: str, partition: int, state: LeaderAndIsr) -> int:
+    """Conditional write on the znode version the caller read; returns the new version.
+    Raises BadVersionError when someone else changed it (controller or leader)."""
+    return store.set(state_path(topic, partition), state.to_json(), state.zk_version)
+
+
+# -- notifications
+def notify_isr_change(store: MetadataStore, partitions: list[tuple[str, int]]) -> str:
+    body = _j({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+    return store.create(ISR_CHANGE_PREFIX, body, sequential=True, makepath=True)
+
+
+def read_isr_changes(store: MetadataStore) -> tuple[list[str], set[tuple[str, int]]]:
+    """(notification node names, partitions they mention)."""
+    try:
+        names = store.children(ISR_CHANGE)
+    except NoNodeError:
+        return [], set()
+    out: set[tuple[str, int]] = set()
+    for n in names:
+        try:
+            data, _ = store.get(f"{ISR_CHANGE}/{n}")
+        except NoNodeError:
+            continue
+        for item in json.loads(data).get("partitions", []):
+            out.add((str(item["topic"]), int(item["partition"])))
+    return names, out
+
+
+def delete_isr_changes(store: MetadataStore, names: list[str]) -> None:
+    for n in names:
+        with contextlib.suppress(NoNodeError):
+            store.delete(f"{ISR_CHANGE}/{n}")
+
+
+def read_admin_partitions(store: MetadataStore, path: str) -> list[dict[str, Any]]:
+    try:
+        data, _ = store.get(path)
+    except NoNodeError:
+        return []
+    return list(json.loads(data).get("partitions", []))
