@@ -36,6 +36,7 @@ from odradek.log.errors import (
     OffsetOutOfRangeError,
 )
 from odradek.log.file_records import FetchData
+from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.log_loader import load_segments
 from odradek.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.log.segment import LogSegment
@@ -115,6 +116,8 @@ class Log:
         self.recovery_point = min(recovery_point, log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), log_end_offset)
         self.producer_state = ProducerStateManager(dir, self.name)
+        self.leader_epoch_cache = LeaderEpochCache(dir)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # a crash may have cut the log
         self._ps_loaded = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._last_flush_ms = _clock() if time_ms is None else time_ms
@@ -355,6 +358,8 @@ class Log:
         if self.active_segment.should_roll(total, max_ts, last_offset, now_ms):
             self.roll(now_ms)
         self.active_segment.append(buf, out)
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self.log_end_offset = offset
         ps.commit(updates, offset)
 
@@ -560,6 +565,7 @@ class Log:
         if self._segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self._segments[0].base_offset
         self.producer_state.delete_snapshots_before(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.process_pending_deletes(now_ms)
         return len(doomed)
 
@@ -635,6 +641,7 @@ class Log:
                 "log start offset breach", t,
             )
             self.producer_state.delete_snapshots_before(self.log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
     # ------------------------------------------------------------------ truncation
@@ -665,12 +672,14 @@ class Log:
         self._segments.append(seg)
         self._bases.append(offset)
         self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
         self.producer_state.producers.clear()
         self.producer_state.delete_snapshots_after(-1)
         self._set_end_after_truncation(offset)
         self.process_pending_deletes(t)
 
     def _set_end_after_truncation(self, offset: int) -> None:
+        self.leader_epoch_cache.truncate_from_end(offset)
         self.log_end_offset = offset
         self.recovery_point = min(self.recovery_point, offset)
         self.high_watermark = min(self.high_watermark, offset)

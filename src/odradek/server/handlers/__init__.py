@@ -83,6 +83,7 @@ _MODULES = [
     "offset_delete",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "offset_for_leader_epoch",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

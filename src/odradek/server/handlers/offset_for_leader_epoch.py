@@ -1,0 +1,43 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch (KIP-101/279, KIP-320).
+
+A follower (or a consumer validating its position) asks for the end offset of its
+latest epoch; the answer is the start offset of the next larger epoch this leader
+knows, or the log end offset for the current epoch. The caller truncates there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 23
+MIN_VERSION = 2
+MAX_VERSION = 4
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    topics_out = []
+    for t in request.topics:
+        meta = broker.topics.get(t.topic)
+        parts = []
+        for p in t.partitions:
+            code, epoch, end = errors.NONE, -1, -1
+            if meta is None or not 0 <= p.partition < len(meta.partitions):
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                leader_epoch = meta.partitions[p.partition].leader_epoch
+                cur = p.current_leader_epoch
+                plog = broker.replica_manager.get_log(t.topic, p.partition)
+                if cur is not None and cur >= 0 and cur != leader_epoch:
+                    code = errors.FENCED_LEADER_EPOCH if cur < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
+                elif plog is None:
+                    code = errors.NOT_LEADER_OR_FOLLOWER
+                else:
+                    epoch, end = plog.leader_epoch_cache.end_offset_for(int(p.leader_epoch), plog.log_end_offset)
+            parts.append(make(m.EpochEndOffset, error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
+        topics_out.append(make(m.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(parts)))
+    return make(m.OffsetForLeaderEpochResponse, throttle_time=0, topics=tuple(topics_out))
