@@ -371,6 +371,49 @@ class Log:
             first_offset, last_offset, now_ms if log_append_time else -1, self.log_start_offset, count, False
         )
 
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int
+    ) -> int:
+        """Append batches fetched from the leader as they are: offsets, leader epochs and
+        producer fields untouched (replication). Batches wholly below the log end offset
+        are skipped; a batch straddling it, or a gap, raises :class:`LogError` (the caller
+        truncates and fetches again). Producer state and the leader epoch cache follow
+        the batches. Returns the new log end offset."""
+        view = memoryview(records)
+        pos = 0
+        start_pos = -1
+        kept: list[BatchHeader] = []
+        expected = self.log_end_offset
+        for h in headers:
+            size = h.batch_length + LOG_OVERHEAD
+            if h.last_offset < self.log_end_offset:
+                pos += size
+                continue
+            if h.base_offset != expected:
+                raise LogError(
+                    f"follower append to {self.name}: batch at {h.base_offset} does not continue the log at {expected}"
+                )
+            if start_pos < 0:
+                start_pos = pos
+            kept.append(h)
+            expected = h.last_offset + 1
+            pos += size
+        if not kept:
+            return self.log_end_offset
+        data = view[start_pos:pos]
+        max_ts = max(h.max_timestamp for h in kept)
+        if self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms):
+            self.roll(now_ms)
+        self.active_segment.append(bytes(data) if isinstance(records, memoryview) else data, kept)
+        cache = self.leader_epoch_cache
+        for h in kept:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+        ps = self._ensure_producer_state()
+        ps.replay(kept)
+        self.log_end_offset = expected
+        return expected
+
     def _duplicate_info(self, dup: BatchMetadata) -> AppendInfo:
         lat = dup.timestamp if self.config.log_append_time else -1
         count = dup.last_offset - dup.first_offset + 1
