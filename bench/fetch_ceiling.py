@@ -16,8 +16,9 @@ import time
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_writer
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from odradek.client.wire import WireClient
 
@@ -27,9 +28,9 @@ def fetch_frame(corr: int, topic: str, offsets: dict[int, int], max_bytes: int) 
     entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(1), request_api_version=i16(12),
                                                      correlation_id=i32(corr), client_id="ceiling"))
     req = FetchRequest(
-        cluster_id=None, replica_id=i32(-1), max_wait=datetime.timedelta(milliseconds=100), min_bytes=i32(1),
+        cluster_id=None, replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)), min_bytes=i32(1),
         max_bytes=i32(max_bytes), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
-        topics=(FetchTopic(topic=topic, partitions=tuple(
+        topics=(FetchTopic(topic=TopicName(topic), partitions=tuple(
             FetchPartition(partition=i32(p), current_leader_epoch=i32(-1), fetch_offset=i64(o),
                            last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20))
             for p, o in offsets.items())),),
