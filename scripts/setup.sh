@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat zookeeper)
+APT_PACKAGES=(kcat zookeeper openjdk-17-jre-headless)  # Java: Spark for the pipeline tests
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -12,12 +12,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a Kafka-compatible broker in Python")
     parser.add_argument("--version", action="version", version=f"odradek {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from odradek.cli import broker_cmd, configs_cmd, groups_cmd, perf_cmd, topics_cmd
+    from odradek.cli import broker_cmd, configs_cmd, groups_cmd, perf_cmd, pipeline_cmd, topics_cmd
 
     broker_cmd.add_parser(sub)
     topics_cmd.add_parser(sub)
     configs_cmd.add_parser(sub)
     groups_cmd.add_parser(sub)
+    pipeline_cmd.add_parser(sub)
     perf_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

@@ -1,0 +1,94 @@
+"""``odradek pipeline``: the Spark CDC → ODS → warehouse job and SQL on its ClickHouse (chDB) warehouse.
+
+    odradek pipeline run --config pipeline.toml [--available-now] [--master local[4]]
+    odradek pipeline query --config pipeline.toml [--format table|jsonl|csv] "SELECT * FROM ods.customers"
+    odradek pipeline demo [--dir odradek-demo] [--bootstrap-server HOST:PORT]
+
+chDB allows one process per warehouse directory. While ``run`` holds it, ``query`` is answered by the
+running job over a Unix socket (``<warehouse>/.odradek-owner.json`` says where); otherwise ``query``
+opens the warehouse itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("pipeline", help="Spark CDC → ODS → warehouse pipeline on ClickHouse (chDB)")
+    psub = p.add_subparsers(dest="pipeline_command", required=True)
+
+    run = psub.add_parser("run", help="run the streaming job")
+    run.add_argument("--config", required=True, metavar="FILE", help="the pipeline's TOML file")
+    run.add_argument("--available-now", action="store_true",
+                     help="process what is in the topics now, then exit 0 (Trigger.AvailableNow)")
+    run.add_argument("--master", help="Spark master (default: the config's [spark] master, else local[*])")
+    run.add_argument("--spark-log-level", default="ERROR", help="Spark's log level (default ERROR)")
+    run.set_defaults(func=_run)
+
+    query = psub.add_parser("query", help="run SQL on the warehouse")
+    query.add_argument("--config", required=True, metavar="FILE")
+    query.add_argument("--format", choices=("table", "jsonl", "csv", "tsv"), default="table")
+    query.add_argument("sql")
+    query.set_defaults(func=_query)
+
+    demo = psub.add_parser("demo", help="a small shop's CDC streams through the whole pipeline, with a summary")
+    demo.add_argument("--dir", default="odradek-demo", help="working directory (default ./odradek-demo)")
+    demo.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                      help="use this broker (default: start an embedded one)")
+    demo.add_argument("--events", type=int, default=3000, help="changes to generate (default 3000)")
+    demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    demo.set_defaults(func=_demo)
+
+
+def _fail(msg: str) -> int:
+    print(f"Error: {msg}", file=sys.stderr)
+    return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from odradek.pipeline.config import ConfigError, load
+
+    try:
+        cfg = load(args.config)
+    except ConfigError as e:
+        return _fail(str(e))
+    from odradek.pipeline.job import Job
+    from odradek.pipeline.sink import SinkError
+    from odradek.pipeline.spark import JavaMissing
+
+    try:
+        return Job(cfg, master=args.master, available_now=args.available_now,
+                   log_level=args.spark_log_level).run()
+    except (SinkError, JavaMissing) as e:
+        return _fail(str(e))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from odradek.pipeline.demo import run_demo
+    from odradek.pipeline.sink import SinkError
+    from odradek.pipeline.spark import JavaMissing
+
+    try:
+        return run_demo(Path(args.dir).resolve(), args.bootstrap_server, args.events, args.master)
+    except (SinkError, JavaMissing, RuntimeError) as e:
+        return _fail(str(e))
+
+
+def _query(args: argparse.Namespace) -> int:
+    from odradek.pipeline.config import ConfigError, load
+    from odradek.pipeline.server import run_query
+    from odradek.pipeline.sink import SinkError
+
+    try:
+        cfg = load(args.config)
+        out = run_query(cfg.warehouse_path, args.sql, args.format)
+    except (ConfigError, SinkError) as e:
+        return _fail(str(e))
+    sys.stdout.buffer.write(out)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,66 @@
+"""Fixtures for the pipeline tests: one local Spark (local[2]) for the whole test session, and one real
+broker process (tests/integration/broker.py) shared by the pipeline tests.
+
+Spark needs Java: when it is missing these tests fail (they never skip); scripts/setup.sh installs
+openjdk-17-jre-headless.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration.broker import Broker, BrokerFactory
+
+
+@pytest.fixture(scope="session")
+def spark(pipeline_broker: Broker) -> Iterator[Any]:
+    # depends on the broker so that Spark (and the consumers its Python workers pool) stops first
+    from odradek.pipeline.spark import JavaMissing, build_session
+
+    try:
+        session = build_session("local[2]", "odradek-tests", {"spark.sql.shuffle.partitions": "2"},
+                                log_level="ERROR")
+    except JavaMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def pipeline_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    factory = BrokerFactory(tmp_path_factory.mktemp("pipeline-broker"))
+    b = factory({"num.partitions": 3, "log.retention.check.interval.ms": 500})
+    yield b
+    factory.close()
+
+
+@pytest.fixture
+def new_topic(pipeline_broker: Broker) -> Callable[..., str]:
+    """``new_topic(partitions=3, config=None)`` creates a uniquely named topic and returns its name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": pipeline_broker.bootstrap})
+
+    def make(partitions: int = 3, config: dict[str, str] | None = None, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        fut = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
+        fut.result(30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            md = admin.list_topics(name, timeout=5).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == partitions:
+                return name
+            time.sleep(0.05)
+        raise AssertionError(f"topic {name} not visible in metadata")
+
+    return make
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"

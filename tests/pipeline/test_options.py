@@ -1,0 +1,99 @@
+"""Option parsing of the ``odradek`` source and the job's config (no Spark, no broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.pipeline import config, options
+from odradek.pipeline.options import OptionError, SourceOptions, rate_limit
+
+BASE = {"kafka.bootstrap.servers": "h:1"}
+
+
+def test_topics_exactly_one() -> None:
+    with pytest.raises(OptionError, match="exactly one"):
+        SourceOptions.parse(BASE, streaming=False)
+    with pytest.raises(OptionError, match="exactly one"):
+        SourceOptions.parse({**BASE, "subscribe": "a", "assign": '{"a": [0]}'}, streaming=False)
+    o = SourceOptions.parse({**BASE, "subscribe": "a, b"}, streaming=False)
+    assert o.topics.select({"a": [0, 1], "b": [0], "c": [0]}) == [("a", 0), ("a", 1), ("b", 0)]
+    o = SourceOptions.parse({**BASE, "subscribepattern": "shop\\..*"}, streaming=False)  # case-insensitive
+    assert o.topics.select({"shop.x": [0], "shopx": [0], "__consumer_offsets": [0]}) == [("shop.x", 0)]
+    o = SourceOptions.parse({**BASE, "assign": '{"a": [1, 0]}'}, streaming=False)
+    assert o.topics.select({}) == [("a", 0), ("a", 1)]
+
+
+def test_offset_specs() -> None:
+    o = SourceOptions.parse({**BASE, "subscribe": "t"}, streaming=True)
+    assert o.starting.kind == "latest" and o.max_offsets_per_trigger is None
+    o = SourceOptions.parse({**BASE, "subscribe": "t"}, streaming=False)
+    assert (o.starting.kind, o.ending.kind) == ("earliest", "latest")
+    o = SourceOptions.parse({**BASE, "subscribe": "t", "startingOffsets": '{"t": {"0": 23, "1": -2}}',
+                             "endingOffsets": '{"t": {"0": 50, "1": -1}}'}, streaming=False)
+    assert o.starting.offsets == {("t", 0): 23, ("t", 1): -2}
+    assert o.ending.offsets == {("t", 0): 50, ("t", 1): -1}
+    with pytest.raises(OptionError, match="earliest"):
+        SourceOptions.parse({**BASE, "subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, streaming=False)
+    with pytest.raises(OptionError, match="streaming"):
+        SourceOptions.parse({**BASE, "subscribe": "t", "endingOffsets": "latest"}, streaming=True)
+    o = SourceOptions.parse({**BASE, "subscribe": "t", "startingTimestamp": "1000", "startingOffsets": "latest"},
+                            streaming=True)
+    assert (o.starting.kind, o.starting.timestamp) == ("timestamp", 1000)
+    with pytest.raises(OptionError, match="not supported"):
+        SourceOptions.parse({**BASE, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, streaming=True)
+    with pytest.raises(OptionError, match="bootstrap"):
+        SourceOptions.parse({"subscribe": "t"}, streaming=True)
+    with pytest.raises(OptionError, match="true or false"):
+        SourceOptions.parse({**BASE, "subscribe": "t", "failOnDataLoss": "maybe"}, streaming=True)
+
+
+def test_offsets_json_round_trip() -> None:
+    offs = {("b", 1): 5, ("a", 10): 7, ("a", 2): 3}
+    js = options.offsets_to_json(offs)
+    assert list(js) == ["a:2", "a:10", "b:1"]  # canonical order: equal offsets, equal JSON
+    assert options.offsets_from_json(js) == offs
+    assert options.parse_tp_key("my.topic-x:12") == ("my.topic-x", 12)
+
+
+def test_rate_limit_is_proportional_and_bounded() -> None:
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
+    latest = {("t", 0): 1000, ("t", 1): 200, ("t", 2): 50}
+    end = rate_limit(start, latest, 110)
+    assert end == {("t", 0): 100, ("t", 1): 110, ("t", 2): 50}
+    assert sum(end[tp] - start[tp] for tp in start) <= 110
+    assert rate_limit(start, latest, 10_000) == latest
+    # a tiny share still moves a partition (Spark rounds shares below one up)
+    assert rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 1000, ("t", 1): 1}, 10)[("t", 1)] == 1
+
+
+def test_config(tmp_path: Path) -> None:
+    text = """
+[broker]
+bootstrap_servers = "127.0.0.1:9092"
+[warehouse]
+path = "./wh"
+checkpoint_dir = "./ck"
+[[ods]]
+table = "customers"
+topics = ["crm.customers"]
+key = ["id"]
+version = "source.lsn"
+[ods.columns]
+id = "Int64"
+name = "String"
+city = "Nullable(String)"
+"""
+    f = tmp_path / "p.toml"
+    f.write_text(text)
+    cfg = config.load(f)
+    assert cfg.warehouse_path == (tmp_path / "wh").resolve()
+    t = cfg.ods[0]
+    assert t.key == ("id",) and t.columns["city"].nullable and t.columns["city"].base == "String"
+    f.write_text(text.replace('city = "Nullable(String)"', 'city = "Map(String, String)"'))
+    with pytest.raises(config.ConfigError, match="unsupported type"):
+        config.load(f)
+    f.write_text(text.replace('key = ["id"]', 'key = ["nope"]'))
+    with pytest.raises(config.ConfigError, match="key column"):
+        config.load(f)
