@@ -1,6 +1,6 @@
 """Profile a fresh Odradek broker under one benchmark workload with py-spy and list the hotspots.
 
-    python bench/profile.py [--workload W1] [--records N] [--native] [--top 25] [--out DIR]
+    python bench/broker_profile.py [--workload W1] [--records N] [--native] [--top 25] [--out DIR]
 
 py-spy (``pip install py-spy``) attaches to the broker by pid (``record --pid``; its ``dump`` cannot
 identify pyenv's interpreter here, ``record`` can), samples the threads that are running (not idle
