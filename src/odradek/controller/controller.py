@@ -1,0 +1,453 @@
+"""The controller: one event queue that alone owns the cluster's controller state
+(seed 002, Kafka's KafkaController + ControllerEventManager), written against the
+MetadataStore interface and an injected request channel, with no threads or sockets
+of its own.
+
+Events (processed strictly one at a time, in order)::
+
+    Startup / ControllerChange   try to become controller; on success load everything and
+                                 elect leaders for new and offline partitions
+    BrokerChange                 brokers joined/left /brokers/ids: offline elections,
+                                 ISR shrinks, metadata to everyone, roles to the new ones
+    TopicChange                  new topics: initial leaders and ISRs, then roles + metadata
+    IsrChangeNotification        leaders changed ISRs in the store: metadata to everyone
+    PreferredReplicaElection     move leadership back to preferred replicas
+    AutoLeaderBalance            the same, where a broker's imbalance > the configured %
+    ControlledShutdown           move leadership off a broker that is stopping
+    Resign                       stop acting (session SUSPENDED/LOST, or shutdown)
+
+Every LeaderAndIsr / UpdateMetadata / StopReplica carries the controller epoch and the
+receiving broker's epoch, so a stale controller or an earlier incarnation of the
+broker is fenced (protocol/interbroker.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.controller import election
+from odradek.controller import zk_data as zd
+from odradek.controller.states import PartitionState
+from odradek.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
+from odradek.protocol import interbroker as ib
+
+log = logging.getLogger("odradek.controller")
+
+TP = tuple[str, int]
+# channel(broker_id, api_key, body) queues a request to that broker (fire and forget;
+# the response handler, if any, is the channel's business)
+Channel = Callable[[int, int, dict[str, Any]], None]
+
+
+@dataclass
+class Event:
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    brokers: dict[int, zd.BrokerInfo] = field(default_factory=dict)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    states: dict[TP, zd.LeaderAndIsr] = field(default_factory=dict)
+    partition_states: dict[TP, PartitionState] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+
+    @property
+    def live(self) -> set[int]:
+        return set(self.brokers) - self.shutting_down
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        store: MetadataStore,
+        channel: Channel,
+        *,
+        unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+        imbalance_percentage: int = 10,
+    ) -> None:
+        self.broker_id = broker_id
+        self.store = store
+        self.channel = channel
+        self.unclean = unclean_leader_election
+        self.imbalance_percentage = imbalance_percentage
+        self.ctx = ControllerContext()
+        self.active = False
+        self.queue: deque[Event] = deque()
+
+    # ------------------------------------------------------------------ event queue
+    def put(self, kind: str, **args: Any) -> None:
+        self.queue.append(Event(kind, args))
+
+    def process_all(self) -> int:
+        """Run queued events one by one (the caller's single controller thread/task)."""
+        n = 0
+        while self.queue:
+            ev = self.queue.popleft()
+            try:
+                self._dispatch(ev)
+            except StoreError as e:
+                log.error("controller event %s failed on the metadata store: %s; resigning", ev.kind, e)
+                self._resign()
+            n += 1
+        return n
+
+    def _dispatch(self, ev: Event) -> None:
+        if ev.kind in ("Startup", "ControllerChange"):
+            self._elect()
+            return
+        if ev.kind == "Resign":
+            self._resign()
+            return
+        if not self.active:
+            if ev.kind == "ControlledShutdown":
+                ev.args["reply"](errors_not_controller(), [])
+            return
+        handler = getattr(self, f"_on_{ev.kind}", None)
+        if handler is None:
+            log.warning("unknown controller event %s", ev.kind)
+            return
+        handler(**ev.args)
+
+    # ------------------------------------------------------------------ election / failover
+    def _elect(self) -> None:
+        if self.active and zd.read_controller(self.store) == self.broker_id:
+            return
+        self.active = False
+        claim = zd.try_become_controller(self.store, self.broker_id)
+        if claim is None:
+            log.info("broker %d is not the controller (controller is %s)", self.broker_id, zd.read_controller(self.store))
+            return
+        self.ctx = ControllerContext(epoch=claim.epoch, epoch_zk_version=claim.epoch_zk_version)
+        self.active = True
+        log.info("broker %d became the controller with epoch %d", self.broker_id, claim.epoch)
+        self._load()
+        self._elect_for(self._partitions_needing_leaders())
+        self._send_metadata_to(set(self.ctx.brokers))
+        self._send_leader_and_isr(set(self.ctx.states), to_all_replicas=True)
+
+    def _resign(self) -> None:
+        if self.active:
+            log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.active = False
+
+    def _load(self) -> None:
+        ctx = self.ctx
+        ctx.brokers = zd.live_brokers(self.store)
+        try:
+            topics = self.store.children("/brokers/topics")
+        except NoNodeError:
+            topics = []
+        for t in topics:
+            self._load_topic(t)
+
+    def _load_topic(self, topic: str) -> None:
+        try:
+            data, _ = self.store.get(f"/brokers/topics/{topic}")
+        except NoNodeError:
+            return
+        doc = json.loads(data)
+        assignment = {int(p): [int(b) for b in r] for p, r in doc["partitions"].items()}
+        self.ctx.assignments[topic] = assignment
+        if doc.get("topic_id"):
+            self.ctx.topic_ids[topic] = doc["topic_id"]
+        for p in assignment:
+            st = zd.read_partition_state(self.store, topic, p)
+            tp = (topic, p)
+            if st is None:
+                self.ctx.partition_states[tp] = PartitionState.NEW
+                continue
+            self.ctx.states[tp] = st
+            online = st.leader in self.ctx.live
+            self.ctx.partition_states[tp] = PartitionState.ONLINE if online else PartitionState.OFFLINE
+
+    def _partitions_needing_leaders(self) -> list[TP]:
+        return sorted(
+            tp for tp, s in self.ctx.partition_states.items() if s in (PartitionState.NEW, PartitionState.OFFLINE)
+        )
+
+    # ------------------------------------------------------------------ leader election
+    def _elect_for(self, tps: list[TP], rule: str = "offline") -> list[TP]:
+        """Elect leaders; returns the partitions whose state changed."""
+        ctx = self.ctx
+        changed: list[TP] = []
+        new_states: dict[str, dict[int, zd.LeaderAndIsr]] = {}
+        for tp in tps:
+            topic, p = tp
+            replicas = ctx.assignments.get(topic, {}).get(p)
+            if not replicas:
+                continue
+            live = ctx.live
+            cur = ctx.states.get(tp)
+            if cur is None:  # a new partition: the live replicas form the ISR
+                isr = [r for r in replicas if r in live]
+                if not isr:
+                    log.warning("no live replica for new partition %s-%d; it stays offline", topic, p)
+                    ctx.partition_states[tp] = PartitionState.OFFLINE
+                    continue
+                st = zd.LeaderAndIsr(isr[0], 0, isr, ctx.epoch)
+                new_states.setdefault(topic, {})[p] = st
+                continue
+            if rule == "offline":
+                result = election.offline(replicas, cur.isr, live, self.unclean(topic))
+            elif rule == "preferred":
+                result = election.preferred(replicas, cur.isr, live)
+            elif rule == "controlled":
+                result = election.controlled_shutdown(replicas, cur.isr, set(ctx.brokers), ctx.shutting_down)
+            else:
+                raise ValueError(rule)
+            if result is None:
+                if rule == "offline":
+                    log.error("no eligible leader for %s-%d (isr %s, live %s); partition offline", topic, p, cur.isr, sorted(live))
+                    ctx.partition_states[tp] = PartitionState.OFFLINE
+                continue
+            leader, isr = result
+            if leader == cur.leader and isr == cur.isr:
+                ctx.partition_states[tp] = PartitionState.ONLINE
+                continue
+            st = zd.LeaderAndIsr(leader, cur.leader_epoch + 1, isr, ctx.epoch, cur.zk_version)
+            if self._write_state(tp, st):
+                changed.append(tp)
+        for topic, states in new_states.items():
+            try:
+                zd.create_partition_states(self.store, topic, states)
+            except StoreError as e:
+                log.error("could not create partition states of %s: %s", topic, e)
+                continue
+            for p, st in states.items():
+                st.zk_version = 0
+                ctx.states[(topic, p)] = st
+                ctx.partition_states[(topic, p)] = PartitionState.ONLINE
+                changed.append((topic, p))
+        return changed
+
+    def _write_state(self, tp: TP, st: zd.LeaderAndIsr) -> bool:
+        try:
+            st.zk_version = zd.update_partition_state(self.store, tp[0], tp[1], st)
+        except BadVersionError:
+            # the leader changed the ISR meanwhile: re-read and let the next event retry
+            fresh = zd.read_partition_state(self.store, *tp)
+            if fresh is not None:
+                self.ctx.states[tp] = fresh
+            return False
+        self.ctx.states[tp] = st
+        self.ctx.partition_states[tp] = PartitionState.ONLINE
+        log.info("partition %s-%d: leader %d, epoch %d, isr %s", tp[0], tp[1], st.leader, st.leader_epoch, st.isr)
+        return True
+
+    # ------------------------------------------------------------------ events
+    def _on_BrokerChange(self) -> None:
+        ctx = self.ctx
+        current = zd.live_brokers(self.store)
+        old = ctx.brokers
+        new_ids = {b for b, info in current.items() if b not in old or old[b].epoch != info.epoch}
+        dead = set(old) - set(current)
+        ctx.brokers = current
+        ctx.shutting_down -= dead
+        if dead:
+            log.info("brokers %s left", sorted(dead))
+            offline = sorted(tp for tp, st in ctx.states.items() if st.leader in dead)
+            changed = self._elect_for(offline)
+            # followers on dead brokers leave the ISR of partitions whose leader survived
+            for tp, st in list(ctx.states.items()):
+                if tp in changed or st.leader in dead:
+                    continue
+                isr = [b for b in st.isr if b not in dead]
+                shrunk = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)
+                if isr and isr != st.isr and self._write_state(tp, shrunk):
+                    changed.append(tp)
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        if new_ids:
+            log.info("brokers %s joined", sorted(new_ids))
+            self._send_metadata_to(set(ctx.brokers))
+            hosted = {tp for tp in ctx.states if any(b in ctx.assignments[tp[0]][tp[1]] for b in new_ids)}
+            self._send_leader_and_isr(hosted, only=new_ids)
+            # partitions that were offline may have a leader now
+            changed = self._elect_for(self._partitions_needing_leaders())
+            if changed:
+                self._send_metadata_to(set(ctx.brokers))
+                self._send_leader_and_isr(set(changed), to_all_replicas=True)
+
+    def _on_TopicChange(self) -> None:
+        try:
+            topics = set(self.store.children("/brokers/topics"))
+        except NoNodeError:
+            topics = set()
+        ctx = self.ctx
+        gone = set(ctx.assignments) - topics
+        for t in gone:
+            self._forget_topic(t)
+        added = sorted(topics - set(ctx.assignments))
+        for t in added:
+            self._load_topic(t)
+        # partitions added to existing topics
+        for t in topics - set(added):
+            try:
+                data, _ = self.store.get(f"/brokers/topics/{t}")
+            except NoNodeError:
+                continue
+            assignment = {int(p): [int(b) for b in r] for p, r in json.loads(data)["partitions"].items()}
+            for p in set(assignment) - set(ctx.assignments.get(t, {})):
+                ctx.partition_states[(t, p)] = PartitionState.NEW
+            ctx.assignments[t] = assignment
+        changed = self._elect_for(self._partitions_needing_leaders())
+        if changed:
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+
+    def _forget_topic(self, topic: str) -> None:
+        ctx = self.ctx
+        replicas = {b for r in ctx.assignments.get(topic, {}).values() for b in r}
+        parts = [tp for tp in ctx.states if tp[0] == topic]
+        for b in replicas & set(ctx.brokers):
+            self._send(b, ib.STOP_REPLICA, {
+                "partitions": [{"topic": t, "partition": p, "leader_epoch": ctx.states[(t, p)].leader_epoch, "delete": True}
+                               for t, p in parts],
+            })
+        for tp in parts:
+            ctx.states.pop(tp, None)
+            ctx.partition_states.pop(tp, None)
+        ctx.assignments.pop(topic, None)
+        ctx.topic_ids.pop(topic, None)
+        self._send_metadata_to(set(ctx.brokers))
+
+    def _on_IsrChangeNotification(self) -> None:
+        names, parts = zd.read_isr_changes(self.store)
+        for tp in parts:
+            st = zd.read_partition_state(self.store, *tp)
+            if st is not None and tp in self.ctx.states:
+                self.ctx.states[tp] = st
+        if parts:
+            self._send_metadata_to(set(self.ctx.brokers), only_partitions=parts)
+        zd.delete_isr_changes(self.store, names)
+
+    def _on_PreferredReplicaElection(self, partitions: list[TP] | None = None) -> dict[TP, int]:
+        """Returns an error code per partition (ElectLeaders semantics)."""
+        from odradek.protocol import errors
+
+        ctx = self.ctx
+        wanted = partitions if partitions is not None else sorted(ctx.states)
+        results: dict[TP, int] = {}
+        todo = []
+        for tp in wanted:
+            st = ctx.states.get(tp)
+            replicas = ctx.assignments.get(tp[0], {}).get(tp[1])
+            if st is None or not replicas:
+                results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif st.leader == replicas[0]:
+                results[tp] = errors.ELECTION_NOT_NEEDED
+            elif replicas[0] not in ctx.live or replicas[0] not in st.isr:
+                results[tp] = errors.PREFERRED_LEADER_NOT_AVAILABLE
+            else:
+                todo.append(tp)
+        changed = self._elect_for(todo, rule="preferred")
+        for tp in todo:
+            results[tp] = errors.NONE if tp in changed else errors.PREFERRED_LEADER_NOT_AVAILABLE
+        if changed:
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        return results
+
+    def _on_AutoLeaderBalance(self) -> None:
+        ctx = self.ctx
+        leaders = {tp: st.leader for tp, st in ctx.states.items()}
+        preferred = {tp: ctx.assignments[tp[0]][tp[1]][0] for tp in ctx.states if ctx.assignments.get(tp[0])}
+        todo: list[TP] = []
+        for b in sorted(ctx.live):
+            ratio = election.imbalance_ratio(leaders, preferred, b)
+            if ratio * 100 > self.imbalance_percentage:
+                todo += [tp for tp, pb in preferred.items() if pb == b and leaders.get(tp) != b]
+        if todo:
+            self._on_PreferredReplicaElection(sorted(todo))
+
+    def _on_ControlledShutdown(self, broker_id: int, broker_epoch: int, reply: Callable[[int, list[TP]], None]) -> None:
+        from odradek.protocol import errors
+
+        ctx = self.ctx
+        info = ctx.brokers.get(broker_id)
+        if info is None:
+            reply(errors.BROKER_NOT_AVAILABLE, [])
+            return
+        if info.epoch >= 0 and broker_epoch != info.epoch:
+            reply(ib.STALE_BROKER_EPOCH, [])
+            return
+        ctx.shutting_down.add(broker_id)
+        led = sorted(tp for tp, st in ctx.states.items() if st.leader == broker_id and len(ctx.assignments[tp[0]][tp[1]]) > 1)
+        changed = self._elect_for(led, rule="controlled")
+        # as a follower it leaves the ISR
+        for tp, st in list(ctx.states.items()):
+            if tp in changed or st.leader == broker_id or broker_id not in st.isr or len(st.isr) <= 1:
+                continue
+            isr = [b for b in st.isr if b != broker_id]
+            if self._write_state(tp, zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)):
+                changed.append(tp)
+        if changed:
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        remaining = sorted(tp for tp, st in ctx.states.items() if st.leader == broker_id)
+        reply(errors.NONE, remaining)
+
+    # ------------------------------------------------------------------ requests to brokers
+    def _send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        info = self.ctx.brokers.get(broker_id)
+        if info is None:
+            return
+        body = {"controller_id": self.broker_id, "controller_epoch": self.ctx.epoch, "broker_epoch": info.epoch, **body}
+        self.channel(broker_id, api_key, body)
+
+    def _partition_state_json(self, tp: TP, is_new: bool = False) -> dict[str, Any]:
+        st = self.ctx.states[tp]
+        replicas = self.ctx.assignments[tp[0]][tp[1]]
+        return {
+            "topic": tp[0], "partition": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
+            "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
+            "replicas": list(replicas), "adding_replicas": [], "removing_replicas": [], "is_new": is_new,
+        }
+
+    def _nodes(self, ids: set[int]) -> list[dict[str, Any]]:
+        return [
+            {"id": b, "host": i.host, "port": i.port, "rack": i.rack}
+            for b, i in sorted(self.ctx.brokers.items()) if b in ids
+        ]
+
+    def _send_leader_and_isr(self, tps: set[TP], *, to_all_replicas: bool = False, only: set[int] | None = None) -> None:
+        by_broker: dict[int, list[TP]] = {}
+        for tp in tps:
+            if tp not in self.ctx.states:
+                continue
+            for b in self.ctx.assignments[tp[0]][tp[1]]:
+                if b in self.ctx.brokers and (only is None or b in only):
+                    by_broker.setdefault(b, []).append(tp)
+        for b, parts in sorted(by_broker.items()):
+            leaders = {self.ctx.states[tp].leader for tp in parts}
+            self._send(b, ib.LEADER_AND_ISR, {
+                "partitions": [self._partition_state_json(tp) for tp in sorted(parts)],
+                "live_leaders": self._nodes(leaders),
+            })
+
+    def _send_metadata_to(self, brokers: set[int], only_partitions: set[TP] | None = None) -> None:
+        tps = sorted(self.ctx.states) if only_partitions is None else sorted(only_partitions & set(self.ctx.states))
+        body = {
+            "partitions": [self._partition_state_json(tp) for tp in tps],
+            "live_brokers": self._nodes(set(self.ctx.brokers)),
+            "topic_ids": dict(self.ctx.topic_ids),
+        }
+        for b in sorted(brokers):
+            self._send(b, ib.UPDATE_METADATA, body)
+
+
+def errors_not_controller() -> int:
+    from odradek.protocol import errors
+
+    return errors.NOT_CONTROLLER

@@ -1,0 +1,148 @@
+"""The controller's event handling over a LocalStore with a recording request channel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from odradek.controller import zk_data as zd
+from odradek.controller.controller import Controller
+from odradek.controller.store import LocalStore
+from odradek.protocol import errors
+from odradek.protocol import interbroker as ib
+
+
+class Channel:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int, dict[str, Any]]] = []
+
+    def __call__(self, broker: int, api: int, body: dict[str, Any]) -> None:
+        ib.encode(api, body)  # every request must satisfy the channel's schema
+        self.sent.append((broker, api, body))
+
+    def take(self, api: int) -> list[tuple[int, dict[str, Any]]]:
+        out = [(b, body) for b, a, body in self.sent if a == api]
+        self.sent = [x for x in self.sent if x[1] != api]
+        return out
+
+
+def cluster(brokers=(1, 2, 3, 9)) -> tuple[LocalStore, Controller, Channel]:
+    store = LocalStore(None)
+    zd.ensure_paths(store)
+    for b in brokers:
+        zd.register_broker(store, zd.BrokerInfo(b, "127.0.0.1", 9000 + b))
+    store.create("/brokers/topics/t", json.dumps(
+        {"version": 3, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"}).encode())
+    ch = Channel()
+    c = Controller(9, store, ch)
+    c.put("Startup")
+    c.process_all()
+    return store, c, ch
+
+
+def state(store: LocalStore, p: int) -> zd.LeaderAndIsr:
+    st = zd.read_partition_state(store, "t", p)
+    assert st is not None
+    return st
+
+
+def test_startup_elects_initial_leaders_and_informs_brokers() -> None:
+    store, c, ch = cluster()
+    assert c.active and c.ctx.epoch == 1 and zd.read_controller(store) == 9
+    assert (state(store, 0).leader, state(store, 0).isr) == (1, [1, 2, 3])
+    assert state(store, 1).leader == 2
+    um = ch.take(ib.UPDATE_METADATA)
+    assert sorted(b for b, _ in um) == [1, 2, 3, 9]
+    assert all(body["controller_epoch"] == 1 for _, body in um)
+    lai = ch.take(ib.LEADER_AND_ISR)
+    assert sorted(b for b, _ in lai) == [1, 2, 3]  # the replicas, not broker 9
+    second = Controller(1, store, Channel())
+    second.put("Startup")
+    second.process_all()
+    assert not second.active
+
+
+def test_leader_failure_elects_from_isr_and_shrinks_followers() -> None:
+    store, c, ch = cluster()
+    ch.sent.clear()
+    store.delete("/brokers/ids/1")
+    c.put("BrokerChange")
+    c.process_all()
+    s0, s1 = state(store, 0), state(store, 1)
+    assert (s0.leader, s0.leader_epoch, s0.isr) == (2, 1, [2, 3])
+    assert (s1.leader, s1.isr) == (2, [2, 3])
+    lai = ch.take(ib.LEADER_AND_ISR)
+    assert {b for b, _ in lai} == {2, 3}
+
+
+def test_all_isr_dead_stays_offline_unless_unclean() -> None:
+    store, c, ch = cluster()
+    # shrink p0's ISR to broker 1 only, then kill it
+    st = state(store, 0)
+    zd.update_partition_state(store, "t", 0, zd.LeaderAndIsr(1, st.leader_epoch, [1], 1, st.zk_version))
+    c.ctx.states[("t", 0)] = state(store, 0)
+    store.delete("/brokers/ids/1")
+    c.put("BrokerChange")
+    c.process_all()
+    assert state(store, 0).leader == 1  # no eligible leader: unchanged, offline
+    c.unclean = lambda topic: True
+    c.put("BrokerChange")
+    store.delete("/brokers/ids/2")
+    zd.register_broker(store, zd.BrokerInfo(2, "127.0.0.1", 9002))
+    c.process_all()
+    c.put("TopicChange")  # any event re-runs elections for offline partitions
+    c.process_all()
+    st = state(store, 0)
+    assert (st.leader, st.isr) == (2, [2])  # unclean: a live replica outside the ISR, ISR = just it
+
+
+def test_controlled_shutdown_moves_leadership() -> None:
+    store, c, ch = cluster()
+    replies: list[tuple[int, list]] = []
+    c.put("ControlledShutdown", broker_id=2, broker_epoch=-1, reply=lambda code, rem: replies.append((code, rem)))
+    c.process_all()
+    assert replies == [(errors.NONE, [])]
+    assert state(store, 1).leader == 3 and 2 not in state(store, 1).isr
+    assert 2 not in state(store, 0).isr and state(store, 0).leader == 1
+
+
+def test_preferred_election_after_isr_change() -> None:
+    store, c, ch = cluster()
+    store.delete("/brokers/ids/1")
+    c.put("BrokerChange")
+    c.process_all()
+    zd.register_broker(store, zd.BrokerInfo(1, "127.0.0.1", 9001))
+    c.put("BrokerChange")
+    c.process_all()
+    # broker 1 caught up: its leader (2) adds it back to the ISR and notifies
+    st = state(store, 0)
+    zd.update_partition_state(store, "t", 0, zd.LeaderAndIsr(st.leader, st.leader_epoch, [2, 3, 1], st.controller_epoch, st.zk_version))
+    zd.notify_isr_change(store, [("t", 0)])
+    c.put("IsrChangeNotification")
+    c.process_all()
+    assert zd.read_isr_changes(store) == ([], set())
+    results: dict = {}
+    c.put("PreferredReplicaElection")
+    c.process_all()
+    assert state(store, 0).leader == 1
+    results = c._on_PreferredReplicaElection([("t", 0), ("t", 7)])
+    assert results == {("t", 0): errors.ELECTION_NOT_NEEDED, ("t", 7): errors.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_new_topic_and_new_partitions() -> None:
+    store, c, ch = cluster()
+    store.create("/brokers/topics/u", json.dumps({"version": 3, "partitions": {"0": [3, 1]}}).encode())
+    c.put("TopicChange")
+    c.process_all()
+    assert zd.read_partition_state(store, "u", 0) is not None
+    store.set("/brokers/topics/u", json.dumps({"version": 3, "partitions": {"0": [3, 1], "1": [1, 2]}}).encode())
+    c.put("TopicChange")
+    c.process_all()
+    st = zd.read_partition_state(store, "u", 1)
+    assert st is not None and st.leader == 1
+    store.delete("/brokers/topics/u", recursive=True)
+    ch.sent.clear()
+    c.put("TopicChange")
+    c.process_all()
+    stops = ch.take(ib.STOP_REPLICA)
+    assert {b for b, _ in stops} == {1, 2, 3}
