@@ -1,0 +1,134 @@
+"""Controller-to-broker request channel (Kafka's ControllerChannelManager): one queue and
+one sender task per broker, requests sent one at a time in order, reconnecting with
+back-off when the broker is unreachable; a broker removed from the cluster has its
+queue dropped.
+
+Wire format: request header v1 (int16 api key, int16 version 0, int32 correlation id,
+string client id "controller-<id>") + the JSON body of protocol/interbroker.py; response
+header v0 (int32 correlation id) + a JSON body with at least ``error_code``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.protocol import interbroker as ib
+
+log = logging.getLogger("odradek.controller.channel")
+
+ResponseCallback = Callable[[int, int, dict[str, Any] | None], None]  # (broker, api, response or None)
+
+
+@dataclass
+class _Request:
+    api_key: int
+    body: dict[str, Any]
+    callback: ResponseCallback | None
+
+
+class _BrokerSender:
+    def __init__(self, owner: ControllerChannel, broker_id: int, host: str, port: int) -> None:
+        self.owner = owner
+        self.broker_id = broker_id
+        self.address = (host, port)
+        self.queue: asyncio.Queue[_Request] = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-send-{broker_id}")
+        self._corr = itertools.count(1)
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        backoff = 0.1
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.open_connection(*self.address), timeout=self.owner.timeout_s)
+            except (TimeoutError, OSError) as e:
+                log.info("controller cannot reach broker %d at %s:%d (%s); retrying", self.broker_id, *self.address, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    async def _run(self) -> None:
+        reader: asyncio.StreamReader | None = None
+        writer: asyncio.StreamWriter | None = None
+        try:
+            while True:
+                req = await self.queue.get()
+                while True:
+                    if writer is None:
+                        reader, writer = await self._connect()
+                    assert reader is not None
+                    try:
+                        resp = await asyncio.wait_for(self._round_trip(reader, writer, req), self.owner.timeout_s)
+                        break
+                    except (TimeoutError, OSError, asyncio.IncompleteReadError, ib.InterBrokerDecodeError) as e:
+                        log.info("request %d to broker %d failed (%s); reconnecting", req.api_key, self.broker_id, e)
+                        writer.close()
+                        reader = writer = None
+                        await asyncio.sleep(0.1)
+                if req.callback is not None:
+                    try:
+                        req.callback(self.broker_id, req.api_key, resp)
+                    except Exception:
+                        log.exception("controller response callback failed")
+        except asyncio.CancelledError:
+            if writer is not None:
+                writer.close()
+            raise
+
+    async def _round_trip(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: _Request
+    ) -> dict[str, Any]:
+        corr = next(self._corr)
+        client = f"controller-{self.owner.controller_id}".encode()
+        body = ib.encode(req.api_key, req.body)
+        head = struct.pack(">hhih", req.api_key, ib.VERSION, corr, len(client)) + client
+        writer.write(struct.pack(">i", len(head) + len(body)) + head + body)
+        await writer.drain()
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        if not 4 <= size <= 64 << 20:
+            raise ib.InterBrokerDecodeError(f"response size {size}")
+        frame = await reader.readexactly(size)
+        if struct.unpack(">i", frame[:4])[0] != corr:
+            raise ib.InterBrokerDecodeError("correlation id mismatch")
+        return ib.decode_response(frame[4:])
+
+
+class ControllerChannel:
+    """Call ``send(broker, api, body)`` from the controller; requests go out in order per broker."""
+
+    def __init__(self, controller_id: int, timeout_s: float = 30.0) -> None:
+        self.controller_id = controller_id
+        self.timeout_s = timeout_s
+        self.senders: dict[int, _BrokerSender] = {}
+        self.on_response: ResponseCallback | None = None
+
+    def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
+        for b in list(self.senders):
+            if b not in brokers or self.senders[b].address != brokers[b]:
+                self.senders.pop(b).task.cancel()
+        for b, (host, port) in brokers.items():
+            if b not in self.senders:
+                self.senders[b] = _BrokerSender(self, b, host, port)
+
+    def send(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        sender = self.senders.get(broker_id)
+        if sender is None:
+            log.warning("no channel to broker %d; dropping request %d", broker_id, api_key)
+            return
+        sender.queue.put_nowait(_Request(api_key, body, self.on_response))
+
+    __call__ = send
+
+    async def close(self) -> None:
+        tasks = [s.task for s in self.senders.values()]
+        self.senders.clear()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
