@@ -59,8 +59,25 @@ async def serve(config: BrokerConfig) -> None:
         await broker.stop()
 
 
+def raise_fd_limit() -> None:
+    """Segments keep their file open once read (as Kafka's do) and every connection is a
+    descriptor: lift the soft RLIMIT_NOFILE to the hard limit, as Kafka's docs ask of
+    operators (ulimit -n 100000)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            log.info("raised the open-file limit from %d to %d", soft, want)
+        except (ValueError, OSError) as e:
+            log.warning("could not raise the open-file limit (%d): %s", soft, e)
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
+    raise_fd_limit()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps stacks to stderr
     try:
         config = load_config(args)

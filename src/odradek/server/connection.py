@@ -228,7 +228,13 @@ class Connection:
             slot.parts = [head, *result.parts]
             slot.size = len(head) + result.size
         else:
-            body = result if isinstance(result, bytes) else codec.encode(result)
+            try:
+                body = result if isinstance(result, bytes) else codec.encode(result)
+            except Exception:
+                # a response we cannot encode must not leave the client waiting forever
+                log.exception("could not encode a %s for %s; closing the connection", type(result).__name__, self.peer)
+                self.close()
+                return
             slot.parts = [head, body]
             slot.size = len(head) + len(body)
         slot.done = True

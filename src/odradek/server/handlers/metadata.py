@@ -77,7 +77,8 @@ def handle(ctx: Any, request: Any) -> Any:
                 tid = getattr(t, "topic_id", None)
                 meta = reg.by_id.get(tid) if tid is not None else None
                 if meta is None:
-                    out.append(_error_topic(m, None, errors.UNKNOWN_TOPIC_ID, tid))
+                    # the name is non-nullable before v12: an unknown id is answered with ""
+                    out.append(_error_topic(m, None if version >= 12 else "", errors.UNKNOWN_TOPIC_ID, tid))
                 else:
                     out.append(_topic_response(m, meta, version))
                 continue
