@@ -197,6 +197,9 @@ class Broker:
             try:
                 rc = self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):  # the broker dumps its threads' stacks on SIGUSR1
+                    self.proc.send_signal(signal.SIGUSR1)
+                    time.sleep(1.0)
                 self._kill_quietly()
                 raise BrokerError(
                     f"broker did not exit within {timeout:.0f}s of SIGTERM\n{self.log_tail()}"

@@ -112,6 +112,8 @@ class Controller:
         if not self.active:
             if ev.kind == "ControlledShutdown":
                 ev.args["reply"](errors_not_controller(), [])
+            elif ev.kind == "ElectLeaders":
+                ev.args["reply"](None)
             return
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is None:
@@ -359,6 +361,43 @@ class Controller:
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
         return results
 
+    def _on_ElectLeaders(
+        self, election_type: int, partitions: list[TP] | None, reply: Callable[[dict[TP, int]], None]
+    ) -> None:
+        """The ElectLeaders API: preferred (0) or unclean (1) elections; an error code per partition."""
+        from odradek.protocol import errors
+
+        if election_type == 0:
+            reply(self._on_PreferredReplicaElection(partitions))
+            return
+        ctx = self.ctx
+        wanted = partitions if partitions is not None else sorted(ctx.states)
+        results: dict[TP, int] = {}
+        changed: list[TP] = []
+        for tp in wanted:
+            st = ctx.states.get(tp)
+            replicas = ctx.assignments.get(tp[0], {}).get(tp[1])
+            if st is None or not replicas:
+                results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if st.leader in ctx.live:
+                results[tp] = errors.ELECTION_NOT_NEEDED
+                continue
+            result = election.offline(replicas, st.isr, ctx.live, True)
+            if result is None:
+                results[tp] = errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                continue
+            leader, isr = result
+            if self._write_state(tp, zd.LeaderAndIsr(leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)):
+                changed.append(tp)
+                results[tp] = errors.NONE
+            else:
+                results[tp] = errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        if changed:
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        reply(results)
+
     def _on_AutoLeaderBalance(self) -> None:
         ctx = self.ctx
         leaders = {tp: st.leader for tp, st in ctx.states.items()}
@@ -442,6 +481,7 @@ class Controller:
             "partitions": [self._partition_state_json(tp) for tp in tps],
             "live_brokers": self._nodes(set(self.ctx.brokers)),
             "topic_ids": dict(self.ctx.topic_ids),
+            "full": only_partitions is None,  # a full update also says which topics are gone
         }
         for b in sorted(brokers):
             self._send(b, ib.UPDATE_METADATA, body)

@@ -13,6 +13,12 @@ Znodes (Kafka's ZooKeeper mode)::
 The embedded default decides everything here synchronously (the single broker is its
 own controller). Listeners are told of every change so the broker can create or
 delete logs.
+
+In cluster mode (``controller_managed``) mutations only write what Kafka's admin client
+writes in ZooKeeper (the assignment, configs, a deletion marker, a config change
+notification); the controller elects leaders and tells every broker, and this
+registry is the broker's metadata cache, kept by the controller's UpdateMetadata
+(:meth:`apply_partition_states`).
 """
 
 from __future__ import annotations
@@ -106,6 +112,8 @@ class TopicRegistry:
         self.by_id: dict[uuid.UUID, TopicMeta] = {}
         self.listeners: list[TopicListener] = []
         self.controller_epoch = 1
+        self.controller_managed = False
+        self.config_changed: Callable[[str], None] = lambda entity_path: None
 
     # -- loading
     def load(self) -> None:
@@ -117,6 +125,8 @@ class TopicRegistry:
             if meta is not None:
                 self.topics[name] = meta
                 self.by_id[meta.topic_id] = meta
+        if self.controller_managed:
+            return  # deletions are the controller's
         # finish deletions interrupted by a crash
         for name in self.store.children("/admin/delete_topics"):
             if name in self.topics:
@@ -240,6 +250,14 @@ class TopicRegistry:
             Op("create", f"/config/topics/{name}", _j({"version": 1, "config": config_strs})),
             Op("create", f"/brokers/topics/{name}", self._topic_doc(meta)),
         ]
+        if self.controller_managed:
+            from odradek.controller.store import NodeExistsError
+
+            try:
+                self.store.multi(ops)
+            except NodeExistsError:
+                raise TopicError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+            return meta  # the controller elects leaders; UpdateMetadata brings it into the cache
         ops += [Op("create", self._state_path(name, p.index), self._state_doc(p)) for p in meta.partitions]
         self.store.multi(ops)
         self.topics[name] = meta
@@ -254,6 +272,8 @@ class TopicRegistry:
         marker = f"/admin/delete_topics/{name}"
         if self.store.exists(marker) is None:
             self.store.create(marker, b"", makepath=True)
+        if self.controller_managed:
+            return meta  # the controller deletes replicas and znodes
         # logs go first (the listener deletes them), then the metadata, then the marker
         self._notify("deleted", meta)
         ops = [Op("delete", f"/brokers/topics/{name}")]
@@ -294,6 +314,9 @@ class TopicRegistry:
         new_parts = [PartitionMeta(p, r, r[0], 0, list(r)) for p, r in sorted(plan.items())]
         updated = TopicMeta(meta.name, meta.topic_id, meta.partitions + new_parts, meta.configs)
         ops = [Op("set", f"/brokers/topics/{name}", self._topic_doc(updated))]
+        if self.controller_managed:
+            self.store.multi(ops)
+            return updated
         ops += [Op("create", self._state_path(name, p.index), self._state_doc(p)) for p in new_parts]
         self.store.multi(ops)
         meta.partitions = updated.partitions
@@ -320,6 +343,8 @@ class TopicRegistry:
         else:
             self.store.set(path, doc)
         meta.configs = dict(configs)
+        if self.controller_managed:
+            self.config_changed(f"topics/{name}")
         self._notify("config", meta)
 
     def broker_configs(self, entity: str) -> dict[str, str]:
@@ -338,6 +363,68 @@ class TopicRegistry:
             self.store.create(path, doc, makepath=True)
         else:
             self.store.set(path, doc)
+        if self.controller_managed:
+            self.config_changed(f"brokers/{entity or '<default>'}")
+
+    # -- cluster mode: the metadata cache
+    def apply_partition_states(
+        self, by_topic: Mapping[str, list[dict[str, object]]], topic_ids: Mapping[str, str], *, full: bool
+    ) -> None:
+        """Apply the controller's UpdateMetadata. ``full``: topics not named are gone."""
+        for name, states in by_topic.items():
+            meta = self.topics.get(name)
+            created = False
+            if meta is None:
+                tid_str = topic_ids.get(name)
+                tid = topic_id_from_str(tid_str) if tid_str else self.topic_id_from_store(name) or uuid.uuid4()
+                meta = TopicMeta(name, tid, [], self._read_configs(name))
+                created = True
+            parts = {p.index: p for p in meta.partitions}
+            for ps in states:
+                idx = int(ps["partition"])  # type: ignore[call-overload]
+                parts[idx] = PartitionMeta(
+                    idx, [int(b) for b in ps["replicas"]], int(ps["leader"]),  # type: ignore[attr-defined, call-overload]
+                    int(ps["leader_epoch"]), [int(b) for b in ps["isr"]],  # type: ignore[attr-defined, call-overload]
+                )
+            grew = len(parts) > len(meta.partitions)
+            meta.partitions = [parts[i] for i in sorted(parts)]
+            if created:
+                self.topics[name] = meta
+                self.by_id[meta.topic_id] = meta
+                self._notify("created", meta)
+            elif grew:
+                self._notify("partitions", meta)
+        if full:
+            for name in [n for n in self.topics if n not in by_topic]:
+                gone = self.topics.pop(name)
+                self.by_id.pop(gone.topic_id, None)
+                self._notify("deleted", gone)
+
+    def topic_id_from_store(self, name: str) -> uuid.UUID | None:
+        try:
+            data, _ = self.store.get(f"/brokers/topics/{name}")
+        except NoNodeError:
+            return None
+        tid = json.loads(data).get("topic_id")
+        return topic_id_from_str(tid) if tid else None
+
+    def _read_configs(self, name: str) -> dict[str, str]:
+        try:
+            cdata, _ = self.store.get(f"/config/topics/{name}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(cdata).get("config", {}))
+
+    def reload_configs(self) -> list[TopicMeta]:
+        """Re-read every cached topic's configs; returns the topics whose configs changed."""
+        changed = []
+        for meta in list(self.topics.values()):
+            fresh = self._read_configs(meta.name)
+            if fresh != meta.configs:
+                meta.configs = fresh
+                changed.append(meta)
+                self._notify("config", meta)
+        return changed
 
     # -- cluster id
     def cluster_id(self) -> str:
@@ -346,7 +433,12 @@ class TopicRegistry:
             return str(json.loads(data)["id"])
         except NoNodeError:
             cid = topic_id_to_str(uuid.uuid4())
-            self.store.create("/cluster/id", _j({"version": "1", "id": cid}), makepath=True)
+            from odradek.controller.store import NodeExistsError
+
+            try:
+                self.store.create("/cluster/id", _j({"version": "1", "id": cid}), makepath=True)
+            except NodeExistsError:  # another broker of the cluster was first
+                return self.cluster_id()
             return cid
 
     # -- encoding helpers

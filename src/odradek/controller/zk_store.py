@@ -186,6 +186,13 @@ class ZkStore:
         if first:
             self._arm(path)
 
+    def rearm_watches(self) -> None:
+        """Arm every watch again (after a new session: the old session's watches are gone)."""
+        with self._lock:
+            paths = list(self._watchers)
+        for path in paths:
+            self._arm(path)
+
     def _arm(self, path: str) -> None:
         fire = self._fires.get(path)
         if fire is None:

@@ -176,6 +176,11 @@ class GroupCoordinatorRuntime:
             len(self.coordinator.groups), count, OFFSETS_TOPIC, (time.monotonic() - t0) * 1000,
         )
 
+    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
+        """Cluster mode: leadership of a __consumer_offsets partition moved (groups follow it)."""
+        if topic != OFFSETS_TOPIC:
+            return
+
     def shutdown(self) -> None:
         self.coordinator.unload()
         self.consumer.unload()

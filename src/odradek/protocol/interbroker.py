@@ -14,7 +14,8 @@ fields are checked against the schemas below (version 0)::
                            partitions: [{topic, partition, leader_epoch, delete}]}
         response          {error_code, partitions: [{topic, partition, error_code}]}
     UpdateMetadata (6)    {controller_id, controller_epoch, broker_epoch, partitions: [PartitionState],
-                           live_brokers: [Node], topic_ids: {topic: base64 id}}
+                           live_brokers: [Node], topic_ids: {topic: base64 id}, full: bool}
+                          (full: every partition is listed, so unlisted topics are gone)
         response          {error_code}
     ControlledShutdown (7) {broker_id, broker_epoch}
         response          {error_code, remaining_partitions: [{topic, partition}]}
@@ -62,7 +63,8 @@ SCHEMAS: dict[int, dict[str, Any]] = {
     STOP_REPLICA: {"controller_id": _INT, "controller_epoch": _INT, "broker_epoch": _INT,
                    "partitions": [{"topic": str, "partition": _INT, "leader_epoch": _INT, "delete": bool}]},
     UPDATE_METADATA: {"controller_id": _INT, "controller_epoch": _INT, "broker_epoch": _INT,
-                      "partitions": [_PARTITION_STATE], "live_brokers": [_NODE], "topic_ids": dict},
+                      "partitions": [_PARTITION_STATE], "live_brokers": [_NODE], "topic_ids": dict,
+                      "full": bool},
     CONTROLLED_SHUTDOWN: {"broker_id": _INT, "broker_epoch": _INT},
 }
 

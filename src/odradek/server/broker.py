@@ -1,4 +1,10 @@
-"""The broker process: metadata, logs, listeners and the periodic tasks, on one event loop."""
+"""The broker process: metadata, logs, listeners and the periodic tasks, on one event loop.
+
+Embedded default: one broker with its metadata in a LocalStore file, deciding topic
+changes itself. Cluster mode (``zookeeper.connect`` set): the metadata lives in
+ZooKeeper, a controller elected there assigns roles, and server.cluster.ClusterLink
+connects this broker to both.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,10 @@ import logging
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
-from odradek.controller.store import LocalStore, NoNodeError
+from odradek.controller.store import BadVersionError, LocalStore, MetadataStore, NodeExistsError, NoNodeError
 from odradek.controller.topics import TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
@@ -19,6 +25,9 @@ from odradek.log.manager import LogManager
 from odradek.server.connection import Connection
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from odradek.server.cluster import ClusterLink
 
 log = logging.getLogger("odradek.broker")
 
@@ -31,28 +40,34 @@ class ProducerIdManager:
 
     PATH = "/latest_producer_id_block"
 
-    def __init__(self, store: LocalStore, broker_id: int) -> None:
+    def __init__(self, store: MetadataStore, broker_id: int) -> None:
         self.store = store
         self.broker_id = broker_id
         self._next = 0
         self._end = 0
 
     def _reserve(self) -> None:
-        try:
-            data, version = self.store.get(self.PATH)
-            last_end = int(json.loads(data)["block_end"])
-        except NoNodeError:
-            data, version, last_end = b"", -1, -1
-        start = last_end + 1
-        end = start + PRODUCER_ID_BLOCK - 1
-        doc = json.dumps(
-            {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
-        ).encode()
-        if version < 0:
-            self.store.create(self.PATH, doc, makepath=True)
-        else:
-            self.store.set(self.PATH, doc, version)
-        self._next, self._end = start, end
+        for _ in range(100):  # brokers of a cluster race for blocks: conditional writes, retried
+            try:
+                data, version = self.store.get(self.PATH)
+                last_end = int(json.loads(data)["block_end"]) if data else -1
+            except NoNodeError:
+                data, version, last_end = b"", -1, -1
+            start = last_end + 1
+            end = start + PRODUCER_ID_BLOCK - 1
+            doc = json.dumps(
+                {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
+            ).encode()
+            try:
+                if version < 0:
+                    self.store.create(self.PATH, doc, makepath=True)
+                else:
+                    self.store.set(self.PATH, doc, version)
+            except (BadVersionError, NodeExistsError):
+                continue
+            self._next, self._end = start, end
+            return
+        raise RuntimeError("could not reserve a producer id block")
 
     def next_id(self) -> int:
         if self._next > self._end or self._end == 0:
@@ -72,11 +87,27 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self._check_meta_properties()
-        self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
-        self.topics = TopicRegistry(self.store, lambda: [self.node_id])
+        self.cluster: ClusterLink | None = None
+        self.store: MetadataStore
+        if config.raw("zookeeper.connect")[0]:
+            from odradek.server.cluster import ClusterLink
+
+            if config.get("node.id") < 0 and config.get("broker.id") < 0:
+                raise ConfigError("broker.id must be set in cluster mode (zookeeper.connect is set)")
+            self.cluster = ClusterLink(self)
+            self.store = self.cluster.store
+            self.topics = TopicRegistry(self.store, self._live_broker_ids)
+            self.topics.controller_managed = True
+            self.topics.broker_racks = self._broker_racks
+            self.topics.config_changed = self.cluster.notify_config_change
+        else:
+            self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
+            self.topics = TopicRegistry(self.store, lambda: [self.node_id])
         self.topics.listeners.append(self._on_topic_event)
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
+        if self.cluster is not None:
+            self.replica_manager.partitions = {}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -110,6 +141,37 @@ class Broker:
                 p.write_text(
                     f"#\n#{time.ctime()}\nversion=0\nbroker.id={self.node_id}\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n"
                 )
+
+    @property
+    def inter_broker_listener(self) -> str:
+        name = self.config.raw("inter.broker.listener.name")[0]
+        return name or self.config.listeners[0][0]
+
+    def _live_broker_ids(self) -> list[int]:
+        from odradek.controller import zk_data as zd
+
+        return sorted(zd.live_brokers(self.store))
+
+    def _broker_racks(self) -> dict[int, str | None]:
+        from odradek.controller import zk_data as zd
+
+        return {b: i.rack for b, i in zd.live_brokers(self.store).items()}
+
+    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
+        """Cluster mode: this broker became leader or follower of a replica."""
+        if self.groups is not None:
+            self.groups.on_leadership(topic, partition, leader)
+
+    def reload_configs_from_store(self) -> None:
+        """A /config/changes notification: re-read dynamic broker and topic configs."""
+        try:
+            self._load_dynamic_broker_configs()
+            self.topics.reload_configs()
+        except Exception:
+            log.exception("reloading configs from the metadata store failed")
+            return
+        for plog in self.log_manager.logs():
+            plog.update_config(self.log_config_for(plog.topic))
 
     def log_config_for(self, topic: str) -> LogConfig:
         meta = self.topics.get(topic)
@@ -188,6 +250,11 @@ class Broker:
         self.config.set_dynamic(True, self.topics.broker_configs(str(self.node_id)))
 
     def _on_topic_event(self, event: str, meta: TopicMeta) -> None:
+        if self.cluster is not None and event in ("created", "partitions", "deleted"):
+            # cluster mode: replicas come and go with LeaderAndIsr / StopReplica
+            if event == "created":
+                log.info("learned of topic %s with %d partitions", meta.name, len(meta.partitions))
+            return
         if event in ("created", "partitions"):
             for p in meta.partitions:
                 if self.node_id in p.replicas and self.log_manager.get_log(meta.name, p.index) is None:
@@ -213,6 +280,8 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopping = asyncio.Event()
+        if self.cluster is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.cluster.connect_store)
         self.topics.load()
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
@@ -229,11 +298,16 @@ class Broker:
             if current is None or (plog.topic_id is not None and current.topic_id != plog.topic_id):
                 log.info("deleting stray log %s-%d (topic no longer exists)", plog.topic, plog.partition)
                 self.log_manager.delete_log(plog.topic, plog.partition)
-        for plog in self.log_manager.logs():
-            plog.update_high_watermark(plog.log_end_offset)
+        if self.cluster is None:
+            for plog in self.log_manager.logs():
+                plog.update_high_watermark(plog.log_end_offset)
+        # (cluster mode: high watermarks come from replication-offset-checkpoint and replication)
         self.groups = GroupCoordinatorRuntime(self)
-        self.groups.load()
+        if self.cluster is None:
+            self.groups.load()
         await self._start_listeners()
+        if self.cluster is not None:
+            await self.cluster.start()
         self._schedule_periodic()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
@@ -296,6 +370,23 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        if self.cluster is not None:
+            lag = int(self.config.get("replica.lag.time.max.ms"))
+            self._every(
+                max(lag // 2, 100), lambda: self.replica_manager.check_isr(self.now_ms(), lag), "isr-expiration"
+            )
+            self._every(
+                int(self.config.get("replica.high.watermark.checkpoint.interval.ms")),
+                self.log_manager.checkpoint,
+                "high-watermark-checkpoint",
+            )
+            if self.config.get("auto.leader.rebalance.enable"):
+                cluster = self.cluster
+                self._every(
+                    int(self.config.get("leader.imbalance.check.interval.seconds")) * 1000,
+                    lambda: cluster.put("AutoLeaderBalance"),
+                    "auto-leader-balance",
+                )
         self._every(
             int(self.config.get("offsets.retention.check.interval.ms")),
             lambda: self.groups.coordinator.expire_offsets(self.now_ms()),
@@ -355,6 +446,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down broker %d", self.node_id)
+        if self.cluster is not None:
+            await self.cluster.shutdown()
         if self._stopping is not None:
             self._stopping.set()
         loop = asyncio.get_running_loop()
@@ -372,6 +465,7 @@ class Broker:
         if self.groups is not None:
             self.groups.shutdown()
         self.log_manager.shutdown()
-        self.store.close()
+        if self.cluster is None:
+            self.store.close()
         log.info("broker %d shut down cleanly", self.node_id)
 

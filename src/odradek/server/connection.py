@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import codec
+from odradek.protocol import interbroker as ib
 from odradek.protocol.fetch_response import FileRegion
 from odradek.protocol.framing import (
     FrameDecoder,
@@ -163,6 +164,9 @@ class Connection:
             self.close()
             return
         handler = registry.get(api_key)
+        if handler is None and api_key in ib.SCHEMAS and self.broker.cluster is not None:
+            self._on_interbroker(frame, api_key, api_version, correlation_id)
+            return
         if handler is None:
             log.warning("unknown api key %d from %s; closing", api_key, self.peer)
             self.close()
@@ -206,6 +210,37 @@ class Connection:
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
             return
         self._complete(slot, result)
+
+    def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
+        """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
+        response header v0."""
+        cluster = self.broker.cluster
+        assert cluster is not None
+        try:
+            header = parse_request_header(frame, False)
+            body = ib.decode(api_key, api_version, frame[header.body_offset :])
+        except (FrameError, ib.InterBrokerDecodeError) as e:
+            log.warning("malformed inter-broker request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
+            self.close()
+            return
+        slot = _Slot(correlation_id, False)
+        self.pending.append(slot)
+        try:
+            result = cluster.handle_request(api_key, body)
+        except Exception:
+            log.exception("inter-broker request %d from %s failed; closing", api_key, self.peer)
+            self.close()
+            return
+        if isinstance(result, asyncio.Future):
+            def done(f: asyncio.Future[Any], s: _Slot = slot) -> None:
+                if f.cancelled() or f.exception() is not None:
+                    self.close("inter-broker request failed")
+                    return
+                self._complete(s, ib.encode_response(f.result()))
+
+            result.add_done_callback(done)
+            return
+        self._complete(slot, ib.encode_response(result))
 
     def _on_future(self, slot: _Slot, fut: asyncio.Future[Any]) -> None:
         if self.closed:

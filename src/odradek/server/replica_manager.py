@@ -1,10 +1,18 @@
 """ReplicaManager: appends to and reads from the partitions this broker leads, and
 parks fetches that wait for data (Kafka's DelayedFetch purgatory).
 
-Single-node: this broker is the only replica, so the high watermark follows the log
-end offset on every append. Waiting fetches are woken the moment data lands on any
-partition they read (notes/protocol.md: a late wake-up spreads e2e latency over the
+Single-node (embedded): this broker is the only replica, so the high watermark follows
+the log end offset on every append. Waiting fetches are woken the moment data lands on
+any partition they read (notes/protocol.md: a late wake-up spreads e2e latency over the
 whole max_wait).
+
+Cluster mode (``partitions`` is not None): the controller's LeaderAndIsr makes this
+broker leader or follower of each replica it hosts. As leader it appends (with its
+leader epoch), tracks followers' fetch offsets, moves the high watermark to the
+smallest log end offset in the ISR, shrinks/expands the ISR through the metadata store
+and answers acks=all produces from the DelayedProduce purgatory; as follower its
+replica fetcher (replication.fetcher) copies the leader's log. Requests for partitions
+it does not lead get NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
 from odradek.protocol import errors
 from odradek.protocol.records import InvalidRecordError, validate_batches
+from odradek.replication.delayed_produce import DelayedProduce
+from odradek.replication.isr import LeaderState
+from odradek.replication.partition import Partition
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -35,6 +46,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    last_offset: int = -1
 
 
 class DelayedFetch:
@@ -99,25 +111,47 @@ class ReplicaManager:
         self.broker = broker
         self.waiters: dict[TopicPartition, set[DelayedFetch]] = {}
         self._wake_scheduled: set[TopicPartition] = set()
+        # cluster mode: the replicas this broker hosts, with their roles (None when embedded)
+        self.partitions: dict[TopicPartition, Partition] | None = None
+        self.produce_waiters: dict[TopicPartition, set[DelayedProduce]] = {}
 
     # -- lookup
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.broker.log_manager.get_log(topic, partition)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
+        if self.partitions is not None:
+            part = self.partitions.get((topic, partition))
+            return part.leader_epoch if part is not None else -1
         meta = self.broker.topics.get(topic)
         if meta is None or partition >= len(meta.partitions):
             return -1
         return meta.partitions[partition].leader_epoch
 
     # -- produce
-    def append(self, topic: str, partition: int, records: bytes | None, now_ms: int) -> AppendResult:
+    def append(
+        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int = 1
+    ) -> AppendResult:
         meta = self.broker.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             return AppendResult(errors.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
+        part: Partition | None = None
+        leader_epoch = meta.partitions[partition].leader_epoch
+        if self.partitions is not None:
+            part = self.partitions.get((topic, partition))
+            if part is None or not part.is_leader(self.broker.node_id):
+                return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
+            leader_epoch = part.leader_epoch
+            if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
+                return AppendResult(
+                    errors.NOT_ENOUGH_REPLICAS,
+                    error_message=f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
+                    f"requirement of {plog.config.min_insync_replicas} for partition {topic}-{partition}",
+                    log_start_offset=plog.log_start_offset,
+                )
         if not records:
             return AppendResult(errors.CORRUPT_MESSAGE, error_message="empty records")
         try:
@@ -132,17 +166,22 @@ class ReplicaManager:
                         errors.INVALID_TXN_STATE,
                         error_message="transactional produce is not supported by this broker yet",
                     )
-            info = plog.append_as_leader(records, headers, meta.partitions[partition].leader_epoch, now_ms)
+            info = plog.append_as_leader(records, headers, leader_epoch, now_ms)
         except InvalidRecordError as e:
             log.info("rejected produce to %s-%d: %s", topic, partition, e.message)
             return AppendResult(e.error_code, error_message=e.message, log_start_offset=plog.log_start_offset)
         except ProducerStateError as e:
             return AppendResult(e.error_code, error_message=str(e), log_start_offset=plog.log_start_offset)
         if not info.duplicate:
-            # single replica: the high watermark follows the log end offset
-            plog.update_high_watermark(plog.log_end_offset)
-            self.notify(topic, partition)
-        return AppendResult(errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset)
+            if part is None:
+                # single replica: the high watermark follows the log end offset
+                plog.update_high_watermark(plog.log_end_offset)
+            else:
+                self._maybe_advance_high_watermark(part, plog)
+            self.notify(topic, partition)  # consumers, and followers waiting at the log end
+        return AppendResult(
+            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset
+        )
 
     def notify(self, topic: str, partition: int) -> None:
         """Wake fetches waiting on this partition (after the current request batch)."""
@@ -165,12 +204,18 @@ class ReplicaManager:
         max_bytes: int,
         read_committed: bool,
         min_one_message: bool,
+        replica_id: int = -1,
     ) -> tuple[int, Log | None, Any]:
-        """(error code, log, FetchData | None)."""
+        """(error code, log, FetchData | None). Consumers read below the high watermark,
+        followers (``replica_id`` ≥ 0) up to the log end offset."""
         plog = self.get_log(topic, partition)
         if plog is None:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, None, None
-        max_offset = plog.high_watermark  # no transactions yet: LSO == HW
+        if self.partitions is not None:
+            part = self.partitions.get((topic, partition))
+            if part is None or not part.is_leader(self.broker.node_id):
+                return errors.NOT_LEADER_OR_FOLLOWER, None, None
+        max_offset = plog.log_end_offset if replica_id >= 0 else plog.high_watermark  # no transactions: LSO == HW
         try:
             data = plog.read(fetch_offset, max_bytes, max_offset, min_one_message)
         except OffsetOutOfRangeError:
@@ -182,3 +227,116 @@ class ReplicaManager:
             for w in list(ws):
                 w.cancel()
         self.waiters.clear()
+        for pws in list(self.produce_waiters.values()):
+            for pw in list(pws):
+                pw.cancel()
+        self.produce_waiters.clear()
+
+    # ------------------------------------------------------------------ cluster mode: acks=all
+    def wait_for_replication(
+        self, required: dict[TopicPartition, int], timeout_ms: int, respond: Callable[[dict[TopicPartition, int]], Any]
+    ) -> DelayedProduce:
+        """Park an acks=all produce until each partition's high watermark reaches its offset."""
+        return DelayedProduce(self.produce_waiters, required, self._replication_check, timeout_ms, respond)
+
+    def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
+        part = self.partitions.get(tp) if self.partitions is not None else None
+        plog = self.get_log(*tp)
+        if part is None or plog is None or not part.is_leader(self.broker.node_id):
+            return errors.NOT_LEADER_OR_FOLLOWER
+        if plog.high_watermark >= required_offset:
+            if len(part.isr) < plog.config.min_insync_replicas:
+                return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return errors.NONE
+        return None
+
+    def _complete_produces(self, tp: TopicPartition) -> None:
+        for w in list(self.produce_waiters.get(tp, ())):
+            w.try_complete(tp)
+
+    # ------------------------------------------------------------------ cluster mode: leader side
+    def _maybe_advance_high_watermark(self, part: Partition, plog: Log) -> None:
+        ls = part.leader_state
+        if ls is None:
+            return
+        if ls.maybe_advance_high_watermark(plog.log_end_offset):
+            plog.update_high_watermark(ls.high_watermark)
+            self.notify(part.topic, part.index)
+            self._complete_produces(part.tp)
+
+    def on_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset``: that is its log end offset now."""
+        part = self.partitions.get((topic, partition)) if self.partitions is not None else None
+        plog = self.get_log(topic, partition)
+        if part is None or plog is None or part.leader_state is None:
+            return
+        ls = part.leader_state
+        ls.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms)
+        if not part.isr_write_in_flight:
+            grow = ls.isr_to_expand()
+            if grow:
+                new_isr = part.isr + [b for b in grow if b not in part.isr]
+                ls.isr = list(new_isr)  # maximal ISR: counts for the high watermark at once
+                self._write_isr(part, new_isr)
+        self._maybe_advance_high_watermark(part, plog)
+
+    def check_isr(self, now_ms: int, lag_time_max_ms: int) -> None:
+        """Followers that fell behind for replica.lag.time.max.ms leave the ISR."""
+        if self.partitions is None:
+            return
+        for part in list(self.partitions.values()):
+            ls = part.leader_state
+            if ls is None or part.isr_write_in_flight:
+                continue
+            out = ls.isr_to_shrink(now_ms, lag_time_max_ms)
+            if out:
+                log.info(
+                    "shrinking ISR of %s-%d from %s: %s not caught up within %d ms",
+                    part.topic, part.index, part.isr, out, lag_time_max_ms,
+                )
+                self._write_isr(part, [b for b in part.isr if b not in out])
+
+    def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        part.isr_write_in_flight = True
+        epoch = part.leader_epoch
+
+        def done(result: tuple[list[int], int, int] | None) -> None:
+            part.isr_write_in_flight = False
+            current = self.partitions.get(part.tp) if self.partitions is not None else None
+            if current is not part or part.leader_epoch != epoch or part.leader_state is None:
+                return  # leadership moved on meanwhile; the controller has the last word
+            ls = part.leader_state
+            if result is None:
+                ls.isr = list(part.isr)  # failed: back to the committed ISR
+                return
+            isr, zk_version, leader_epoch = result
+            if leader_epoch != part.leader_epoch:
+                return
+            part.isr, part.zk_version = list(isr), zk_version
+            ls.isr = list(isr)
+            log.info("ISR of %s-%d is now %s", part.topic, part.index, isr)
+            plog = self.get_log(*part.tp)
+            if plog is not None:
+                self._maybe_advance_high_watermark(part, plog)
+            self._complete_produces(part.tp)
+
+        cluster.write_isr(part, new_isr, done)
+
+    # ------------------------------------------------------------------ cluster mode: roles
+    def make_leader(self, part: Partition, plog: Log, now_ms: int) -> None:
+        plog.leader_epoch_cache.assign(part.leader_epoch, plog.log_end_offset)
+        ls = LeaderState(
+            self.broker.node_id, part.leader_epoch, list(part.replicas), list(part.isr),
+            plog.log_end_offset, plog.high_watermark,
+        )
+        ls.start(now_ms)
+        part.leader_state = ls
+        self._maybe_advance_high_watermark(part, plog)
+
+    def make_follower(self, part: Partition) -> None:
+        part.leader_state = None
+        self._complete_produces(part.tp)  # NOT_LEADER_OR_FOLLOWER for whoever waited here
+        self.notify(part.topic, part.index)  # waiting fetches learn it too

@@ -46,7 +46,7 @@ def test_in_order_delivery_and_reconnect() -> None:
         ch.on_response = lambda b, api, resp: responses.append((b, api, resp))
         ch.update_brokers({1: ("127.0.0.1", port)})
         body = {"controller_id": 9, "controller_epoch": 1, "broker_epoch": 5, "partitions": [],
-                "live_brokers": [], "topic_ids": {}}
+                "live_brokers": [], "topic_ids": {}, "full": True}
         for i in range(5):
             ch.send(1, ib.UPDATE_METADATA, dict(body, controller_epoch=i))
         fb.drop_next = True  # the next request to arrive is cut off: it must be resent, in order

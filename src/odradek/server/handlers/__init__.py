@@ -84,6 +84,7 @@ _MODULES = [
     "consumer_group_heartbeat",
     "consumer_group_describe",
     "offset_for_leader_epoch",
+    "elect_leaders",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

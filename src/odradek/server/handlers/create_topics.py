@@ -1,7 +1,12 @@
-"""CreateTopics (19): validate_only, configs, explicit assignments."""
+"""CreateTopics (19): validate_only, configs, explicit assignments.
+
+In cluster mode the answer waits (up to the request's timeout, REQUEST_TIMED_OUT after)
+until the controller has elected leaders for every new partition and this broker's
+metadata cache shows them, as Kafka's DelayedCreatePartitions does."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.controller.topics import TopicError
@@ -71,4 +76,29 @@ def handle(ctx: Any, request: Any) -> Any:
                 configs=cfgs if code == errors.NONE else (),
             )
         )
-    return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+    cluster = broker.cluster
+    created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
+    if cluster is None or not created:
+        return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+
+    def ready(name: str) -> bool:
+        meta = broker.topics.get(name)
+        return meta is not None and bool(meta.partitions) and all(p.leader in cluster.live_brokers for p in meta.partitions)
+
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    waited = cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms)
+    out: Any = asyncio.get_running_loop().create_future()
+
+    def finish(f: Any) -> None:
+        final = []
+        for r in results:
+            if r.name in created and not ready(r.name):
+                r = make(m.CreatableTopicResult, name=r.name, topic_id=r.topic_id, error_code=errors.REQUEST_TIMED_OUT,
+                         error_message="The controller did not elect leaders in time", topic_config_error_code=errors.NONE,
+                         num_partitions=r.num_partitions, replication_factor=r.replication_factor, configs=())
+            final.append(r)
+        if not out.done():
+            out.set_result(make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(final)))
+
+    waited.add_done_callback(finish)
+    return out

@@ -1,7 +1,9 @@
-"""DeleteTopics (20): by name, or by topic id (v6)."""
+"""DeleteTopics (20): by name, or by topic id (v6). In cluster mode the answer waits until
+the controller has deleted the topics (REQUEST_TIMED_OUT after the request's timeout)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.controller.topics import TopicError
@@ -48,4 +50,24 @@ def handle(ctx: Any, request: Any) -> Any:
                 error_message=msg,
             )
         )
-    return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))
+    cluster = broker.cluster
+    deleted = [r.name for r in out if r.error_code == errors.NONE]
+    if cluster is None or not deleted:
+        return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    waited = cluster.wait_for_metadata(lambda: all(reg.get(n) is None for n in deleted), timeout_ms)
+    fut: Any = asyncio.get_running_loop().create_future()
+
+    def finish(f: Any) -> None:
+        final = [
+            r if r.name not in deleted or reg.get(r.name) is None else make(
+                m.DeletableTopicResult, name=r.name, topic_id=r.topic_id, error_code=errors.REQUEST_TIMED_OUT,
+                error_message="The controller did not delete the topic in time",
+            )
+            for r in out
+        ]
+        if not fut.done():
+            fut.set_result(make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(final)))
+
+    waited.add_done_callback(finish)
+    return fut

@@ -72,6 +72,13 @@ def handle(ctx: Any, request: Any) -> Any:
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
     read_committed = getattr(request, "isolation_level", 0) == 1
     requested, forgotten = _requested(version, request, reg)
+    replica_state = getattr(request, "replica_state", None)
+    replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
+    follower = replica_id >= 0 and rm.partitions is not None
+    if follower:
+        now_ms = broker.now_ms()
+        for (name, p), cp in requested:
+            rm.on_follower_fetch(name, p, replica_id, cp.fetch_offset, now_ms)
 
     session: FetchSession | None = None
     incremental = False
@@ -117,7 +124,7 @@ def handle(ctx: Any, request: Any) -> Any:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            leader_epoch = meta.partitions[p].leader_epoch
+            leader_epoch = rm.leader_epoch(name, p) if rm.partitions is not None else meta.partitions[p].leader_epoch
             if cp.current_leader_epoch >= 0 and cp.current_leader_epoch != leader_epoch:
                 pr.error_code = (
                     errors.FENCED_LEADER_EPOCH if cp.current_leader_epoch < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
@@ -125,7 +132,10 @@ def handle(ctx: Any, request: Any) -> Any:
                 has_error = True
                 continue
             limit = max(min(cp.max_bytes, remaining), 0)
-            code, plog, data = rm.read(name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0))
+            code, plog, data = rm.read(
+                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0),
+                replica_id=replica_id if follower else -1,
+            )
             pr.error_code = code
             if plog is not None:
                 pr.high_watermark = plog.high_watermark

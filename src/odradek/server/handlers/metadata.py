@@ -19,17 +19,19 @@ _NO_OPS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_response(m: Any, meta: Any, version: int) -> Any:
+def _topic_response(m: Any, meta: Any, version: int, live: Any = None) -> Any:
+    """``live``: the live broker ids in cluster mode (a partition whose leader is not
+    among them has no leader: LEADER_NOT_AVAILABLE), None when embedded."""
     parts = tuple(
         make(
             m.MetadataResponsePartition,
-            error_code=errors.NONE,
+            error_code=errors.NONE if live is None or p.leader in live else errors.LEADER_NOT_AVAILABLE,
             partition_index=p.index,
-            leader_id=p.leader,
+            leader_id=p.leader if live is None or p.leader in live else -1,
             leader_epoch=p.leader_epoch,
             replica_nodes=tuple(p.replicas),
             isr_nodes=tuple(p.isr),
-            offline_replicas=(),
+            offline_replicas=() if live is None else tuple(b for b in p.replicas if b not in live),
         )
         for p in meta.partitions
     )
@@ -68,8 +70,10 @@ def handle(ctx: Any, request: Any) -> Any:
         "auto.create.topics.enable"
     )
     out = []
+    cluster = broker.cluster
+    live = set(cluster.live_brokers) if cluster is not None else None
     if requested is None:
-        out = [_topic_response(m, meta, version) for meta in reg.topics.values()]
+        out = [_topic_response(m, meta, version, live) for meta in reg.topics.values()]
     else:
         for t in requested:
             name = t.name
@@ -80,7 +84,7 @@ def handle(ctx: Any, request: Any) -> Any:
                     # the name is non-nullable before v12: an unknown id is answered with ""
                     out.append(_error_topic(m, None if version >= 12 else "", errors.UNKNOWN_TOPIC_ID, tid))
                 else:
-                    out.append(_topic_response(m, meta, version))
+                    out.append(_topic_response(m, meta, version, live))
                 continue
             meta = reg.get(name)
             if meta is None:
@@ -95,6 +99,9 @@ def handle(ctx: Any, request: Any) -> Any:
                 try:
                     meta = broker.create_topic(name, -1, -1)
                     log.info("auto-created topic %s", name)
+                    if cluster is not None:  # the controller has yet to elect its leaders
+                        out.append(_error_topic(m, name, errors.LEADER_NOT_AVAILABLE))
+                        continue
                 except TopicError as e:
                     code = e.error_code
                     if code == errors.TOPIC_ALREADY_EXISTS:
@@ -102,15 +109,23 @@ def handle(ctx: Any, request: Any) -> Any:
                     if meta is None:
                         out.append(_error_topic(m, name, code))
                         continue
-            out.append(_topic_response(m, meta, version))
-    host, port = broker.advertised_endpoint(ctx.connection.listener)
-    brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
+            out.append(_topic_response(m, meta, version, live))
+    if cluster is not None:
+        brokers = tuple(
+            make(m.MetadataResponseBroker, node_id=b, host=n["host"], port=n["port"], rack=n.get("rack"))
+            for b, n in sorted(cluster.live_brokers.items())
+        )
+        controller_id = cluster.controller_id
+    else:
+        host, port = broker.advertised_endpoint(ctx.connection.listener)
+        brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
+        controller_id = broker.node_id
     return make(
         m.MetadataResponse,
         throttle_time=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id,
         topics=tuple(out),
         cluster_authorized_operations=_NO_OPS,
         error_code=errors.NONE,

@@ -29,10 +29,17 @@ def handle(ctx: Any, request: Any) -> Any:
             if meta is None or not 0 <= p.partition < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
+                rm = broker.replica_manager
                 leader_epoch = meta.partitions[p.partition].leader_epoch
                 cur = p.current_leader_epoch
-                plog = broker.replica_manager.get_log(t.topic, p.partition)
-                if cur is not None and cur >= 0 and cur != leader_epoch:
+                plog = rm.get_log(t.topic, p.partition)
+                if rm.partitions is not None:  # cluster mode: only the leader answers, at its own epoch
+                    part = rm.partitions.get((t.topic, p.partition))
+                    if part is None or not part.is_leader(broker.node_id):
+                        plog = None
+                    else:
+                        leader_epoch = part.leader_epoch
+                if cur is not None and cur >= 0 and cur != leader_epoch and plog is not None:
                     code = errors.FENCED_LEADER_EPOCH if cur < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
                 elif plog is None:
                     code = errors.NOT_LEADER_OR_FOLLOWER

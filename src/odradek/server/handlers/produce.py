@@ -1,4 +1,8 @@
-"""Produce (0): validate batches, append, answer per partition (acks 0, 1, -1)."""
+"""Produce (0): validate batches, append, answer per partition (acks 0, 1, -1).
+
+In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
+each partition passes what was appended, up to the request's timeout
+(replication.delayed_produce)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ def handle(ctx: Any, request: Any) -> Any:
     now_ms = broker.now_ms()
     m = ctx.response_module
     rm = broker.replica_manager
+    wait = acks == -1 and rm.partitions is not None
+    required: dict[tuple[str, int], int] = {}
     topics_out = []
     for td in request.topic_data:
         name = td.name
@@ -46,10 +52,12 @@ def handle(ctx: Any, request: Any) -> Any:
                     "transactions are not supported by this broker yet",
                 )
             else:
-                r = rm.append(name, pd.index, pd.records, now_ms)
+                r = rm.append(name, pd.index, pd.records, now_ms, acks)
                 res_code, base, lat, lso, msg = (
                     r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
                 )
+                if wait and res_code == errors.NONE:
+                    required[(name, pd.index)] = r.last_offset + 1
             parts_out.append(
                 make(
                     m.PartitionProduceResponse,
@@ -68,4 +76,29 @@ def handle(ctx: Any, request: Any) -> Any:
         if any(p.error_code for t in topics_out for p in t.partition_responses):
             ctx.connection.close("acks=0 produce failed")
         return NO_RESPONSE
-    return make(m.ProduceResponse, responses=tuple(topics_out), throttle_time=0)
+    if not required:
+        return make(m.ProduceResponse, responses=tuple(topics_out), throttle_time=0)
+
+    def respond(results: dict[tuple[str, int], int]) -> Any:
+        out = []
+        for t in topics_out:
+            parts = []
+            for pr in t.partition_responses:
+                code = results.get((t.name, pr.index))
+                if code is None or code == errors.NONE:
+                    parts.append(pr)
+                else:
+                    parts.append(make(
+                        m.PartitionProduceResponse, index=pr.index, error_code=code, base_offset=-1,
+                        log_append_time=None, log_start_offset=pr.log_start_offset, record_errors=(),
+                        error_message=None,
+                    ))
+            out.append(make(m.TopicProduceResponse, name=t.name, partition_responses=tuple(parts)))
+        return make(m.ProduceResponse, responses=tuple(out), throttle_time=0)
+
+    timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request.timeout, "total_seconds") else int(
+        request.timeout
+    )
+    delayed = rm.wait_for_replication(required, timeout_ms, respond)
+    ctx.connection.on_close.append(delayed.cancel)
+    return delayed.future

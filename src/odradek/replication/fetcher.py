@@ -1,0 +1,289 @@
+"""Follower side of replication (Kafka's ReplicaFetcherManager / ReplicaFetcherThread):
+one asyncio task per leader broker pulls every partition this broker follows from that
+leader into the local logs.
+
+For each partition the fetcher first *truncates* (KIP-101/279): it asks the leader
+(OffsetForLeaderEpoch, replica id = this broker) for the end offset of the latest
+leader epoch in its own leader-epoch cache and cuts its log there, so a tail written
+under an old leader and never replicated is dropped rather than kept. With no epoch
+known it truncates to its high watermark. Then it fetches (Fetch v12 with replica id and
+current leader epoch) from its log end offset, appends the leader's batches unchanged
+(append_as_follower keeps offsets, epochs and producer state), and takes the leader's
+high watermark, capped at its own log end offset.
+
+Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
+UNKNOWN_TOPIC_OR_PARTITION back off and retry (the controller's next LeaderAndIsr moves
+the partition if leadership changed); OFFSET_OUT_OF_RANGE below the leader's log start
+restarts the log there, above its end truncates again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.client.async_wire import AsyncWireClient, WireError
+from odradek.log.errors import LogError
+from odradek.protocol import errors
+from odradek.protocol.records import InvalidRecordError, validate_batches
+
+if TYPE_CHECKING:
+    from odradek.log.log import Log
+
+log = logging.getLogger("odradek.replica.fetcher")
+
+TP = tuple[str, int]
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+_RETRIABLE = {
+    errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
+    errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE, errors.REQUEST_TIMED_OUT,
+}
+
+
+@dataclass
+class FetcherConfig:
+    broker_id: int
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 1 << 20
+    response_max_bytes: int = 10 << 20
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30000
+
+
+@dataclass
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    retry_at: float = 0.0
+
+
+class ReplicaFetcher:
+    """Fetches the partitions led by one broker."""
+
+    def __init__(
+        self, cfg: FetcherConfig, leader_id: int, host: str, port: int, get_log: Callable[[str, int], Log | None]
+    ) -> None:
+        self.cfg = cfg
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self.get_log = get_log
+        self.partitions: dict[TP, FetchState] = {}
+        self.wake = asyncio.Event()
+        self.client = AsyncWireClient(host, port, f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0)
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def add(self, tp: TP, leader_epoch: int) -> None:
+        self.partitions[tp] = FetchState(leader_epoch)
+        self.wake.set()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+        self.client.close()
+
+    # ------------------------------------------------------------------ loop
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            now = time.monotonic()
+            try:
+                trunc = [tp for tp, s in self.partitions.items() if s.truncating and s.retry_at <= now]
+                if trunc:
+                    await self._truncate(trunc)
+                ready = [tp for tp, s in self.partitions.items() if not s.truncating and s.retry_at <= now]
+                if ready:
+                    await self._fetch(ready)
+                elif not trunc:
+                    soonest = min(s.retry_at for s in self.partitions.values())
+                    self.wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.wake.wait(), max(soonest - time.monotonic(), 0.01))
+            except WireError as e:
+                log.info("fetching from broker %d: %s; retrying in %d ms", self.leader_id, e, self.cfg.backoff_ms)
+                await asyncio.sleep(self.cfg.backoff_ms / 1000.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for broker %d failed; retrying", self.leader_id)
+                await asyncio.sleep(self.cfg.backoff_ms / 1000.0)
+
+    def _back_off(self, tp: TP, state: FetchState) -> None:
+        state.retry_at = time.monotonic() + self.cfg.backoff_ms / 1000.0
+
+    # ------------------------------------------------------------------ truncation
+    async def _truncate(self, tps: list[TP]) -> None:
+        asks: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TP, tuple[FetchState, int]] = {}
+        for tp in tps:
+            plog = self.get_log(*tp)
+            state = self.partitions[tp]
+            if plog is None:
+                self._back_off(tp, state)
+                continue
+            epoch = plog.leader_epoch_cache.latest_epoch
+            if epoch < 0:
+                # nothing known about epochs: keep only what is known to be committed
+                plog.truncate_to(plog.high_watermark)
+                state.truncating = False
+                continue
+            asks.setdefault(tp[0], []).append(
+                {"partition": tp[1], "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch}
+            )
+            sent[tp] = (state, epoch)
+        if not asks:
+            return
+        resp = await self.client.request(23, EPOCH_VERSION, {
+            "replica_id": self.cfg.broker_id,
+            "topics": tuple({"topic": t, "partitions": tuple(ps)} for t, ps in asks.items()),
+        })
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (str(t.topic), int(p.partition))
+                entry = sent.get(tp)
+                if entry is None or self.partitions.get(tp) is not entry[0]:
+                    continue  # removed or replaced meanwhile
+                state, asked = entry
+                code = int(p.error_code)
+                plog = self.get_log(*tp)
+                if code != errors.NONE or plog is None:
+                    log.info("epoch end offset of %s-%d from broker %d: error %d; retrying",
+                             tp[0], tp[1], self.leader_id, code)
+                    self._back_off(tp, state)
+                    continue
+                leader_epoch, end = int(p.leader_epoch), int(p.end_offset)
+                if end < 0:
+                    target = plog.high_watermark
+                elif leader_epoch == asked:
+                    target = min(end, plog.log_end_offset)
+                else:
+                    # the leader knows only an older epoch: our end for that epoch bounds it too
+                    _, mine = plog.leader_epoch_cache.end_offset_for(leader_epoch, plog.log_end_offset)
+                    target = min(end, mine if mine >= 0 else plog.log_end_offset, plog.log_end_offset)
+                if target < plog.log_end_offset:
+                    log.info("truncating %s-%d from %d to %d (leader %d epoch %d ends at %d)",
+                             tp[0], tp[1], plog.log_end_offset, target, self.leader_id, leader_epoch, end)
+                    plog.truncate_to(max(target, 0))
+                state.truncating = False
+
+    # ------------------------------------------------------------------ fetch
+    async def _fetch(self, tps: list[TP]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TP, FetchState] = {}
+        for tp in tps:
+            plog = self.get_log(*tp)
+            state = self.partitions[tp]
+            if plog is None:
+                self._back_off(tp, state)
+                continue
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.cfg.max_bytes,
+            })
+            sent[tp] = state
+        if not topics:
+            return
+        cfg = self.cfg
+        resp = await self.client.request(1, FETCH_VERSION, {
+            "cluster_id": None, "replica_id": cfg.broker_id,
+            "max_wait": datetime.timedelta(milliseconds=cfg.wait_max_ms), "min_bytes": cfg.min_bytes,
+            "max_bytes": cfg.response_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": tuple({"topic": t, "partitions": tuple(ps)} for t, ps in topics.items()),
+            "forgotten_topics_data": (), "rack_id": "",
+        }, timeout_s=cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0)
+        if int(resp.error_code) != errors.NONE:
+            log.info("fetch from broker %d failed: error %d", self.leader_id, int(resp.error_code))
+            for tp, state in sent.items():
+                self._back_off(tp, state)
+            return
+        now_ms = int(time.time() * 1000)
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = (str(t.topic), int(p.partition_index))
+                st = sent.get(tp)
+                if st is None or self.partitions.get(tp) is not st:
+                    continue
+                plog = self.get_log(*tp)
+                if plog is None:
+                    continue
+                self._apply(tp, st, plog, p, now_ms)
+
+    def _apply(self, tp: TP, state: FetchState, plog: Log, p: Any, now_ms: int) -> None:
+        code = int(p.error_code)
+        if code == errors.OFFSET_OUT_OF_RANGE:
+            leader_start = int(p.log_start_offset)
+            if plog.log_end_offset < leader_start:
+                log.info("%s-%d: log end %d is below the leader's log start %d; starting there",
+                         tp[0], tp[1], plog.log_end_offset, leader_start)
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                state.truncating = True
+            return
+        if code != errors.NONE:
+            if code not in _RETRIABLE:
+                log.warning("fetch of %s-%d from broker %d: error %d", tp[0], tp[1], self.leader_id, code)
+            self._back_off(tp, state)
+            return
+        records = p.records
+        if records:
+            try:
+                headers = validate_batches(records, check_records=False)
+                plog.append_as_follower(records, headers, now_ms)
+            except (InvalidRecordError, LogError) as e:
+                log.warning("cannot append what broker %d sent for %s-%d (%s); truncating and fetching again",
+                            self.leader_id, tp[0], tp[1], e)
+                state.truncating = True
+                return
+        plog.update_high_watermark(min(int(p.high_watermark), plog.log_end_offset))
+        leader_start = int(p.log_start_offset)
+        if plog.log_start_offset < leader_start <= plog.high_watermark:
+            plog.delete_records_before(leader_start, now_ms)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, cfg: FetcherConfig, get_log: Callable[[str, int], Log | None]) -> None:
+        self.cfg = cfg
+        self.get_log = get_log
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.leader_of: dict[TP, int] = {}
+
+    def add(self, tp: TP, leader_id: int, host: str, port: int, leader_epoch: int) -> None:
+        self.remove(tp)
+        f = self.fetchers.get(leader_id)
+        if f is not None and f.address != (host, port):
+            old = self.fetchers.pop(leader_id)
+            asyncio.get_running_loop().create_task(old.stop())
+            for moved in list(old.partitions):
+                self.leader_of.pop(moved, None)
+            f = None
+        if f is None:
+            f = self.fetchers[leader_id] = ReplicaFetcher(self.cfg, leader_id, host, port, self.get_log)
+        f.add(tp, leader_epoch)
+        self.leader_of[tp] = leader_id
+
+    def remove(self, tp: TP) -> None:
+        leader = self.leader_of.pop(tp, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(tp)
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        self.leader_of.clear()
+        for f in fetchers:
+            await f.stop()

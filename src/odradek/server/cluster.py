@@ -1,0 +1,548 @@
+"""Cluster mode of a broker (``zookeeper.connect`` set): its link to ZooKeeper and to the
+controller, on the broker's event loop.
+
+- Registration: /brokers/ids/<id> (ephemeral); the broker epoch is that znode's czxid.
+  After a lost session the broker registers again (a new epoch) and re-arms its watches.
+- Controller: every broker runs the controller (controller.controller) in one thread of
+  its own (Kafka's controller event thread); ZooKeeper watches and timers put events on
+  its queue; only the broker that created /controller acts. Its requests go out through
+  the ControllerChannel on the loop.
+- Inter-broker requests (protocol.interbroker) arrive on the normal listener and are
+  applied here: LeaderAndIsr (roles: leader / follower, fetchers), UpdateMetadata (the
+  metadata cache in the TopicRegistry that every client request is answered from),
+  StopReplica, ControlledShutdown (forwarded to the controller thread). Every request
+  is fenced by controller epoch and broker epoch.
+- Leader ISR changes are written to the partition state znode with a conditional update
+  on its version, followed by an /isr_change_notification, in a worker thread (kazoo
+  calls block); the result comes back to the loop.
+- Shutdown: controlled shutdown first (controlled.shutdown.enable), then deregistration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from odradek.controller import zk_data as zd
+from odradek.controller.channel import ControllerChannel
+from odradek.controller.controller import Controller
+from odradek.controller.store import BadVersionError, NoNodeError, StoreError
+from odradek.controller.zk_store import ZkStore
+from odradek.protocol import errors
+from odradek.protocol import interbroker as ib
+from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.replication.partition import Partition
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger("odradek.cluster")
+
+TP = tuple[str, int]
+
+
+class ClusterLink:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.broker_id = broker.node_id
+        self.store = ZkStore(
+            str(cfg.get("zookeeper.connect")),
+            session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
+            connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
+        )
+        self.broker_epoch = -1
+        self.controller_epoch = 0  # the highest seen in a controller request
+        self.controller_id = -1
+        self.live_brokers: dict[int, dict[str, Any]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.channel: ControllerChannel | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.controller = Controller(
+            self.broker_id,
+            self.store,
+            self._send_from_controller,
+            unclean_leader_election=self._unclean_allowed,
+            imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
+        )
+        self._events: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._watched_topics: set[str] = set()
+        self._session_lost = False
+        self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
+        self.stopping = False
+
+    # ------------------------------------------------------------------ start / stop
+    async def start(self) -> None:
+        """Connect, register, start the controller thread; called once listeners are bound."""
+        self.loop = asyncio.get_running_loop()
+        cfg = self.broker.config
+        self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
+        self.fetchers = ReplicaFetcherManager(
+            FetcherConfig(
+                broker_id=self.broker_id,
+                wait_max_ms=int(cfg.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
+                max_bytes=int(cfg.get("replica.fetch.max.bytes")),
+                response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
+                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+            ),
+            self.broker.log_manager.get_log,
+        )
+        self.store.state_listeners.append(self._on_session_state)
+        await self.loop.run_in_executor(None, self._register)
+        self._thread = threading.Thread(target=self._controller_loop, name="controller-event-thread", daemon=True)
+        self._thread.start()
+        await self.loop.run_in_executor(None, self._arm_watches)
+        self.put("Startup")
+
+    def connect_store(self) -> None:
+        """Blocking: open the ZooKeeper session and create the persistent paths."""
+        self.store.start()
+        zd.ensure_paths(self.store)
+
+    def _registration(self) -> zd.BrokerInfo:
+        host, port = self.broker.advertised_endpoint(self.broker.inter_broker_listener)
+        endpoints = tuple(
+            f"{name}://{h}:{p}" for name, h, p in
+            ((n, *self.broker.advertised_endpoint(n)) for n, _, _ in self.broker.config.advertised_listeners)
+        )
+        return zd.BrokerInfo(self.broker_id, host, port, self.broker.rack, endpoints)
+
+    def _register(self) -> None:
+        info = self._registration()
+        deadline = time.monotonic() + max(self.store.client._session_timeout / 1000.0, 6.0) + 2.0  # noqa: SLF001
+        while True:
+            try:
+                self.broker_epoch = zd.register_broker(self.store, info)
+                break
+            except StoreError as e:
+                # the previous session's ephemeral node may still be there (restart within
+                # the session timeout): wait for ZooKeeper to expire it, as Kafka does
+                if time.monotonic() > deadline:
+                    raise
+                log.info("registration of broker %d failed (%s); retrying", self.broker_id, e)
+                time.sleep(0.5)
+        log.info("registered broker %d at %s:%d in ZooKeeper (broker epoch %d)",
+                 self.broker_id, info.host, info.port, self.broker_epoch)
+
+    def _arm_watches(self) -> None:
+        w = self.store.watch
+        w(zd.CONTROLLER, lambda _p: self.put("ControllerChange"))
+        w(zd.BROKER_IDS, lambda _p: self.put("BrokerChange"))
+        w("/brokers/topics", lambda _p: self.put("TopicChange"))
+        w(zd.ISR_CHANGE, lambda _p: self.put("IsrChangeNotification"))
+        w(zd.DELETE_TOPICS, lambda _p: self.put("TopicDeletion"))
+        w(zd.PREFERRED, lambda _p: self.put("PreferredReplicaElectionNode"))
+        w("/config/changes", lambda _p: self._on_config_change())
+        self._watch_topics()
+
+    def _watch_topics(self) -> None:
+        try:
+            topics = self.store.children("/brokers/topics")
+        except StoreError:
+            return
+        for t in topics:
+            if t not in self._watched_topics:
+                self._watched_topics.add(t)
+                self.store.watch(f"/brokers/topics/{t}", lambda _p: self.put("TopicChange"))
+
+    async def shutdown(self) -> None:
+        """Controlled shutdown, then leave the cluster."""
+        self.stopping = True
+        if self.broker.config.get("controlled.shutdown.enable"):
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
+        self._events.put(None)
+        if self.fetchers is not None:
+            fetchers, self.fetchers = self.fetchers, None
+            await fetchers.shutdown()
+        if self.channel is not None:
+            await self.channel.close()
+        assert self.loop is not None
+        await self.loop.run_in_executor(None, self.store.close)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # ------------------------------------------------------------------ ZooKeeper session
+    def _on_session_state(self, state: str) -> None:
+        # kazoo's thread: never block here
+        if state in ("SUSPENDED", "LOST"):
+            if state == "LOST":
+                self._session_lost = True
+            self.put("Resign")
+        elif state == "CONNECTED" and self._session_lost:
+            self._session_lost = False
+            self.put("Reregister")
+
+    # ------------------------------------------------------------------ controller thread
+    def put(self, kind: str, **args: Any) -> None:
+        self._events.put((kind, args))
+
+    def _controller_loop(self) -> None:
+        c = self.controller
+        while True:
+            item = self._events.get()
+            if item is None:
+                break
+            kind, args = item
+            try:
+                if kind == "Reregister":
+                    self._register()
+                    self.store.rearm_watches()
+                    kind = "Startup"
+                elif kind == "TopicChange":
+                    self._watch_topics()
+                elif kind == "PreferredReplicaElectionNode":
+                    self._preferred_from_znode()
+                    continue
+                elif kind == "TopicDeletion":
+                    self._delete_topics()
+                    continue
+                c.put(kind, **args)
+                c.process_all()
+            except Exception:
+                log.exception("controller event %s failed", kind)
+            self._sync_channel()
+
+    def _sync_channel(self) -> None:
+        brokers = (
+            {b: (i.host, i.port) for b, i in self.controller.ctx.brokers.items()} if self.controller.active else {}
+        )
+        if self.loop is not None and self.channel is not None:
+            self.loop.call_soon_threadsafe(self.channel.update_brokers, brokers)
+
+    def _send_from_controller(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        info = self.controller.ctx.brokers.get(broker_id)
+        if info is None or self.loop is None or self.channel is None:
+            return
+        brokers = {b: (i.host, i.port) for b, i in self.controller.ctx.brokers.items()}
+        channel = self.channel
+
+        def send() -> None:
+            channel.update_brokers(brokers)
+            channel.send(broker_id, api_key, body)
+
+        self.loop.call_soon_threadsafe(send)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        meta = self.broker.topics.get(topic)
+        v, _ = self.broker.config.topic_value("unclean.leader.election.enable", meta.configs if meta else {})
+        return bool(v)
+
+    def _preferred_from_znode(self) -> None:
+        """/admin/preferred_replica_election: elect the listed partitions, then delete it."""
+        if not self.controller.active:
+            return
+        parts = zd.read_admin_partitions(self.store, zd.PREFERRED)
+        if parts:
+            self.controller.put("PreferredReplicaElection", partitions=[(str(p["topic"]), int(p["partition"])) for p in parts])
+            self.controller.process_all()
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(zd.PREFERRED)
+
+    def _delete_topics(self) -> None:
+        """/admin/delete_topics/<t>: stop and delete the replicas, then the topic's znodes."""
+        c = self.controller
+        if not c.active:
+            return
+        try:
+            names = self.store.children(zd.DELETE_TOPICS)
+        except NoNodeError:
+            return
+        for name in names:
+            log.info("deleting topic %s", name)
+            with contextlib.suppress(NoNodeError):
+                self.store.delete(f"/brokers/topics/{name}", recursive=True)
+            with contextlib.suppress(NoNodeError):
+                self.store.delete(f"/config/topics/{name}")
+            self._watched_topics.discard(name)
+            if name in c.ctx.assignments:
+                c._forget_topic(name)  # noqa: SLF001  StopReplica(delete) + metadata, on the controller thread
+            with contextlib.suppress(NoNodeError):
+                self.store.delete(f"{zd.DELETE_TOPICS}/{name}")
+
+    def call_controller(self, kind: str, timeout_s: float = 30.0, **args: Any) -> asyncio.Future[Any]:
+        """Run a controller event that answers through ``reply``; the future resolves on the loop."""
+        assert self.loop is not None
+        loop = self.loop
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def reply(*result: Any) -> None:
+            def settle() -> None:
+                if not fut.done():
+                    fut.set_result(result if len(result) != 1 else result[0])
+            loop.call_soon_threadsafe(settle)
+
+        self.put(kind, reply=reply, **args)
+        return fut
+
+    # ------------------------------------------------------------------ inter-broker requests
+    def handle_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | asyncio.Future[Any]:
+        if api_key == ib.CONTROLLED_SHUTDOWN:
+            return self._on_controlled_shutdown_request(body)
+        if self.stopping and api_key in (ib.LEADER_AND_ISR, ib.STOP_REPLICA) and self.fetchers is None:
+            return {"error_code": errors.BROKER_NOT_AVAILABLE, "partitions": []}
+        fenced = self._fence(body)
+        if fenced is not None:
+            return {"error_code": fenced, "partitions": []}
+        if api_key == ib.UPDATE_METADATA:
+            self.apply_metadata(body)
+            return {"error_code": errors.NONE}
+        if api_key == ib.LEADER_AND_ISR:
+            return {"error_code": errors.NONE, "partitions": self.apply_leader_and_isr(body)}
+        if api_key == ib.STOP_REPLICA:
+            return {"error_code": errors.NONE, "partitions": self.apply_stop_replica(body)}
+        return {"error_code": errors.INVALID_REQUEST}
+
+    def _fence(self, body: dict[str, Any]) -> int | None:
+        epoch = int(body["controller_epoch"])
+        if epoch < self.controller_epoch:
+            log.info("ignoring a request from controller %d with stale epoch %d (current %d)",
+                     body["controller_id"], epoch, self.controller_epoch)
+            return errors.STALE_CONTROLLER_EPOCH
+        be = int(body["broker_epoch"])
+        if be >= 0 and self.broker_epoch >= 0 and be != self.broker_epoch:
+            log.info("ignoring a controller request for broker epoch %d (mine is %d)", be, self.broker_epoch)
+            return ib.STALE_BROKER_EPOCH
+        self.controller_epoch = epoch
+        self.controller_id = int(body["controller_id"])
+        return None
+
+    def apply_metadata(self, body: dict[str, Any]) -> None:
+        self.live_brokers = {int(n["id"]): n for n in body["live_brokers"]}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for ps in body["partitions"]:
+            by_topic.setdefault(str(ps["topic"]), []).append(ps)
+        self.broker.topics.apply_partition_states(
+            by_topic, dict(body.get("topic_ids", {})), full=bool(body.get("full", True))
+        )
+        self._check_metadata_waiters()
+
+    def apply_leader_and_isr(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.fetchers is None:  # shutting down
+            return []
+        rm = self.broker.replica_manager
+        assert rm.partitions is not None and self.fetchers is not None
+        leaders = {int(n["id"]): n for n in body["live_leaders"]}
+        out = []
+        now_ms = self.broker.now_ms()
+        for ps in body["partitions"]:
+            topic, index = str(ps["topic"]), int(ps["partition"])
+            tp = (topic, index)
+            code = errors.NONE
+            current = rm.partitions.get(tp)
+            epoch = int(ps["leader_epoch"])
+            if current is not None and epoch < current.leader_epoch:
+                code = errors.STALE_CONTROLLER_EPOCH
+            elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
+                # the same state again (a new controller resends everything): keep going as we are
+                current.isr, current.zk_version = list(ps["isr"]), int(ps["zk_version"])
+                current.replicas = list(ps["replicas"])
+            elif self.broker_id not in ps["replicas"]:
+                code = errors.NONE  # not ours (reassignment leftovers); StopReplica removes it
+            else:
+                code = self._become(ps, leaders, now_ms)
+            out.append({"topic": topic, "partition": index, "error_code": code})
+        return out
+
+    def _become(self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int) -> int:
+        rm = self.broker.replica_manager
+        assert rm.partitions is not None and self.fetchers is not None
+        topic, index = str(ps["topic"]), int(ps["partition"])
+        tp = (topic, index)
+        meta = self.broker.topics.get(topic)
+        topic_id = meta.topic_id if meta is not None else None
+        if meta is None:
+            topic_id = self.broker.topics.topic_id_from_store(topic)
+        plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
+        part = Partition(
+            topic, index, list(ps["replicas"]), int(ps["leader"]), int(ps["leader_epoch"]), list(ps["isr"]),
+            int(ps["zk_version"]), int(ps["controller_epoch"]),
+        )
+        old = rm.partitions.get(tp)
+        rm.partitions[tp] = part
+        if part.leader == self.broker_id:
+            self.fetchers.remove(tp)
+            rm.make_leader(part, plog, now_ms)
+            log.info("became leader of %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
+                     topic, index, part.leader_epoch, part.isr, plog.log_end_offset, plog.high_watermark)
+            if old is not None:
+                rm.make_follower(old)  # wake whoever waited on the old role
+            self.broker.on_leadership(topic, index, True)
+            return errors.NONE
+        if old is not None:
+            rm.make_follower(old)
+        rm.make_follower(part)
+        node = leaders.get(part.leader) or self.live_brokers.get(part.leader)
+        if node is None:
+            log.warning("leader %d of %s-%d is not live; not fetching", part.leader, topic, index)
+            self.fetchers.remove(tp)
+        else:
+            self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
+        log.info("became follower of %s-%d at epoch %d, leader %d", topic, index, part.leader_epoch, part.leader)
+        self.broker.on_leadership(topic, index, False)
+        return errors.NONE
+
+    def apply_stop_replica(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.fetchers is None:  # shutting down
+            return []
+        rm = self.broker.replica_manager
+        assert rm.partitions is not None and self.fetchers is not None
+        out = []
+        for ps in body["partitions"]:
+            tp = (str(ps["topic"]), int(ps["partition"]))
+            self.fetchers.remove(tp)
+            part = rm.partitions.pop(tp, None)
+            if part is not None:
+                rm.make_follower(part)
+                self.broker.on_leadership(tp[0], tp[1], False)
+            if ps["delete"] and self.broker.log_manager.get_log(*tp) is not None:
+                self.broker.log_manager.delete_log(*tp)
+                log.info("deleted replica %s-%d", *tp)
+            out.append({"topic": tp[0], "partition": tp[1], "error_code": errors.NONE})
+        return out
+
+    def _on_controlled_shutdown_request(self, body: dict[str, Any]) -> asyncio.Future[Any]:
+        assert self.loop is not None
+        out: asyncio.Future[Any] = self.loop.create_future()
+        inner = self.call_controller("ControlledShutdown", broker_id=int(body["broker_id"]),
+                                     broker_epoch=int(body["broker_epoch"]))
+
+        def done(f: asyncio.Future[Any]) -> None:
+            code, remaining = f.result()
+            out.set_result({"error_code": code,
+                            "remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]})
+
+        inner.add_done_callback(done)
+        return out
+
+    # ------------------------------------------------------------------ metadata waits
+    def wait_for_metadata(self, predicate: Callable[[], bool], timeout_ms: int) -> asyncio.Future[bool]:
+        """Resolves True when ``predicate()`` holds after a metadata update, False at the timeout."""
+        assert self.loop is not None
+        fut: asyncio.Future[bool] = self.loop.create_future()
+        if predicate():
+            fut.set_result(True)
+            return fut
+        entry = (predicate, fut)
+        self._metadata_waiters.append(entry)
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_result(predicate())
+            with contextlib.suppress(ValueError):
+                self._metadata_waiters.remove(entry)
+
+        self.loop.call_later(max(timeout_ms, 0) / 1000.0, expire)
+        return fut
+
+    def _check_metadata_waiters(self) -> None:
+        keep = []
+        for pred, fut in self._metadata_waiters:
+            if fut.done():
+                continue
+            if pred():
+                fut.set_result(True)
+            else:
+                keep.append((pred, fut))
+        self._metadata_waiters = keep
+
+    # ------------------------------------------------------------------ leader ISR writes
+    def write_isr(
+        self, part: Partition, new_isr: list[int], done: Callable[[tuple[list[int], int, int] | None], None]
+    ) -> None:
+        assert self.loop is not None
+        loop = self.loop
+        st = zd.LeaderAndIsr(part.leader, part.leader_epoch, list(new_isr), part.controller_epoch, part.zk_version)
+        topic, index = part.topic, part.index
+
+        def work() -> tuple[list[int], int, int] | None:
+            try:
+                version = zd.update_partition_state(self.store, topic, index, st)
+            except BadVersionError:
+                fresh = zd.read_partition_state(self.store, topic, index)
+                log.info("ISR update of %s-%d lost a race (znode now %s)", topic, index, fresh)
+                if fresh is not None and fresh.leader == self.broker_id and fresh.leader_epoch == st.leader_epoch:
+                    return list(fresh.isr), fresh.zk_version, fresh.leader_epoch
+                return None
+            except StoreError as e:
+                log.warning("ISR update of %s-%d failed: %s", topic, index, e)
+                return None
+            try:
+                zd.notify_isr_change(self.store, [(topic, index)])
+            except StoreError as e:
+                log.warning("ISR change notification for %s-%d failed: %s", topic, index, e)
+            return list(new_isr), version, st.leader_epoch
+
+        fut = loop.run_in_executor(None, work)
+        fut.add_done_callback(lambda f: done(f.result() if not f.exception() else None))
+
+    # ------------------------------------------------------------------ config changes
+    def _on_config_change(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.broker.reload_configs_from_store)
+
+    def notify_config_change(self, entity_path: str) -> None:
+        doc = json.dumps({"version": 2, "entity_path": entity_path}).encode()
+        self.store.create("/config/changes/config_change_", doc, sequential=True, makepath=True)
+
+    # ------------------------------------------------------------------ controlled shutdown
+    async def _controlled_shutdown(self) -> None:
+        cfg = self.broker.config
+        retries = int(cfg.get("controlled.shutdown.max.retries"))
+        backoff = int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
+        assert self.loop is not None
+        for attempt in range(retries):
+            controller = await self.loop.run_in_executor(None, zd.read_controller, self.store)
+            node = None
+            if controller is not None:
+                node = self.live_brokers.get(controller)
+                if node is None:
+                    brokers = await self.loop.run_in_executor(None, zd.live_brokers, self.store)
+                    info = brokers.get(controller)
+                    node = {"host": info.host, "port": info.port} if info is not None else None
+            if node is None:
+                log.info("controlled shutdown: no controller; retrying")
+                await asyncio.sleep(backoff)
+                continue
+            try:
+                resp = await self._send_controlled_shutdown(str(node["host"]), int(node["port"]))
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ib.InterBrokerDecodeError) as e:
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, e)
+                await asyncio.sleep(backoff)
+                continue
+            remaining = resp.get("remaining_partitions", [])
+            if resp["error_code"] == errors.NONE and not remaining:
+                log.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                return
+            log.info("controlled shutdown attempt %d: error %d, %d partitions still led here",
+                     attempt + 1, resp["error_code"], len(remaining))
+            await asyncio.sleep(backoff)
+        log.warning("controlled shutdown of broker %d did not complete after %d attempts", self.broker_id, retries)
+
+    async def _send_controlled_shutdown(self, host: str, port: int) -> dict[str, Any]:
+        timeout = int(self.broker.config.get("controller.socket.timeout.ms")) / 1000.0
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        try:
+            body = ib.encode(ib.CONTROLLED_SHUTDOWN, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+            client = f"broker-{self.broker_id}".encode()
+            head = struct.pack(">hhih", ib.CONTROLLED_SHUTDOWN, ib.VERSION, 1, len(client)) + client
+            writer.write(struct.pack(">i", len(head) + len(body)) + head + body)
+            await writer.drain()
+            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+            return ib.decode_response(frame[4:])
+        finally:
+            writer.close()

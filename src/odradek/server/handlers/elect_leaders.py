@@ -1,0 +1,74 @@
+"""ElectLeaders (43): preferred (0) or unclean (1) leader election for the given partitions
+(all, when null). Cluster mode: only the controller answers (NOT_CONTROLLER elsewhere);
+the election runs on the controller's event thread. Embedded: the single broker already
+leads everything (ELECTION_NOT_NEEDED)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 43
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+TP = tuple[str, int]
+_MESSAGES = {
+    errors.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    errors.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    errors.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
+    errors.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    errors.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+}
+
+
+def _response(m: Any, version: int, results: dict[TP, int], top_error: int = errors.NONE) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for (t, p), code in sorted(results.items()):
+        msg = _MESSAGES.get(code)
+        by_topic.setdefault(t, []).append(make(m.PartitionResult, partition_id=p, error_code=code, error_message=msg))
+    out = tuple(make(m.ReplicaElectionResult, topic=t, partition_result=tuple(ps)) for t, ps in by_topic.items())
+    return make(m.ElectLeadersResponse, throttle_time=0, error_code=top_error, replica_election_results=out)
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    version = ctx.api_version
+    election_type = int(getattr(request, "election_type", 0))
+    wanted: list[TP] | None = None
+    if request.topic_partitions is not None:
+        wanted = [(tp.topic, int(p)) for tp in request.topic_partitions for p in tp.partitions]
+    cluster = broker.cluster
+    if cluster is None:
+        reg = broker.topics
+        if wanted is None:
+            wanted = [(t, p.index) for t, meta in reg.topics.items() for p in meta.partitions]
+        results = {}
+        for t, p in wanted:
+            meta = reg.get(t)
+            ok = meta is not None and 0 <= p < len(meta.partitions)
+            results[(t, p)] = errors.ELECTION_NOT_NEEDED if ok else errors.UNKNOWN_TOPIC_OR_PARTITION
+        return _response(m, version, results)
+    if election_type not in (0, 1):
+        return _response(m, version, {}, errors.INVALID_REQUEST)
+    if not cluster.controller.active:
+        return _response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER), errors.NOT_CONTROLLER)
+    inner = cluster.call_controller("ElectLeaders", election_type=election_type, partitions=wanted)
+    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[Any]) -> None:
+        results = f.result()
+        if out.done():
+            return
+        if results is None:  # resigned meanwhile
+            out.set_result(_response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER),
+                                     errors.NOT_CONTROLLER))
+        else:
+            out.set_result(_response(m, version, results))
+
+    inner.add_done_callback(done)
+    return out

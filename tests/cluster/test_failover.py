@@ -1,0 +1,190 @@
+"""Faults injected into a three-broker cluster on a real ZooKeeper: ISR changes, too few
+in-sync replicas, controller failover, a zombie leader, controlled shutdown and preferred
+leader election."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.client.wire import WireClient
+from odradek.protocol.records import build_batch
+
+from .cluster import Cluster
+from .test_replication import create, drain
+from .zk import Ensemble
+
+
+def _cluster(tmp_path: Path, zk: Ensemble, **overrides: str) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, zk, 3, overrides).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[Cluster]:
+    yield from _cluster(tmp_path, zookeeper)
+
+
+def _metadata_isr(c: Cluster, via: int, topic: str, partition: int) -> list[int]:
+    admin = AdminClient({"bootstrap.servers": c.brokers[via].bootstrap})
+    md = admin.list_topics(topic, timeout=10)
+    return sorted(md.topics[topic].partitions[partition].isrs)
+
+
+def test_stopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path, zookeeper: Ensemble) -> None:
+    # a session timeout longer than the lag time: the leader, not the session expiry, shrinks the ISR
+    gen = _cluster(tmp_path, zookeeper, **{"zookeeper.session.timeout.ms": "10000", "replica.lag.time.max.ms": "2000"})
+    c = next(gen)
+    try:
+        create(c, "isr", 1, 3)
+        leader = c.leader("isr", 0)
+        follower = next(b for b in c.brokers if b != leader)
+        c.pause(follower)
+        try:
+            c.wait_for(lambda: follower not in c.state("isr", 0)["isr"], 15, "the stopped follower to leave the ISR")
+            assert c.state("isr", 0)["leader_epoch"] == 0  # the leader changed the ISR, not the controller
+            c.wait_for(lambda: follower not in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it")
+            p = Producer({"bootstrap.servers": c.brokers[leader].bootstrap, "acks": "all"})
+            for i in range(500):
+                p.produce("isr", str(i).encode(), partition=0)
+            assert p.flush(30) == 0
+        finally:
+            c.resume(follower)
+        c.wait_for(lambda: follower in c.state("isr", 0)["isr"], 20, "the follower to rejoin the ISR")
+        c.wait_for(lambda: follower in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it back")
+        sizes = c.wait_for(
+            lambda: len({sum(f.stat().st_size for f in b.segment_files("isr", 0)) for b in c.brokers.values()}) == 1,
+            10, "identical replicas")
+        assert sizes
+    finally:
+        next(gen, None)
+
+
+def _produce_raw(bootstrap: str, topic: str, partition: int, acks: int) -> int:
+    """One Produce v9 with one batch; returns the partition's error code."""
+    batch = build_batch([(b"k", b"v")], timestamp=int(time.time() * 1000))
+    with WireClient(bootstrap) as w:
+        resp = w.request(0, 9, transactional_id=None, acks=acks, timeout=__import__("datetime").timedelta(seconds=5),
+                         topic_data=(_topic_data(topic, partition, batch),))
+    return int(resp.responses[0].partition_responses[0].error_code)
+
+
+def _topic_data(topic: str, partition: int, batch: bytes) -> object:
+    import kio.schema.produce.v9.request as r
+
+    return r.TopicProduceData(name=topic, partition_data=(r.PartitionProduceData(index=partition, records=batch),))
+
+
+def test_min_insync_replicas(cluster: Cluster) -> None:
+    c = cluster
+    create(c, "minisr", 1, 3, **{"min.insync.replicas": "2"})
+    leader = c.leader("minisr", 0)
+    others = [b for b in c.brokers if b != leader]
+    assert _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0
+    for b in others:
+        c.kill(b)
+    c.wait_for(lambda: c.state("minisr", 0)["isr"] == [leader], 30, "the ISR to shrink to the leader")
+    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 19, 10, "NOT_ENOUGH_REPLICAS")
+    assert _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, 1) == 0  # acks=1 still works
+    c.brokers[others[0]].start()
+    c.wait_for(lambda: len(c.state("minisr", 0)["isr"]) == 2, 30, "a second in-sync replica")
+    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10, "acks=all to work again")
+
+
+def test_controller_failover(cluster: Cluster) -> None:
+    c = cluster
+    old, epoch = c.controller(), c.controller_epoch()
+    assert old is not None
+    t0 = time.monotonic()
+    c.kill(old)
+    new = c.wait_for(lambda: (x := c.controller()) not in (None, old) and x, 4 + 10, "a new controller")
+    assert new != old and time.monotonic() - t0 < 4 + 10
+    assert c.controller_epoch() > epoch
+    live = [b for b in c.brokers if b != old]
+    admin = AdminClient({"bootstrap.servers": ",".join(c.brokers[b].bootstrap for b in live)})
+    for b in live:
+        c.wait_for(lambda b=b: AdminClient({"bootstrap.servers": c.brokers[b].bootstrap}).list_topics(timeout=5)
+                   .controller_id == new, 10, f"broker {b} to know the new controller")
+    admin.create_topics([NewTopic("after", 2, 2)])["after"].result(30)
+    for q in range(2):
+        assert c.leader("after", q) in live
+
+
+def test_zombie_leader_is_fenced_and_truncated(cluster: Cluster) -> None:
+    c = cluster
+    controller = c.controller()
+    zombie = next(b for b in c.brokers if b != controller)
+    rest = [b for b in c.brokers if b != zombie]
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("z", 1, replica_assignment=[[zombie, *rest]], config={"min.insync.replicas": "2"})])["z"].result(30)
+    c.wait_for(lambda: c.leader("z", 0) == zombie, 10, "the zombie-to-be to lead")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+                  "topic.metadata.refresh.interval.ms": 500, "retry.backoff.ms": 100})
+    acked: list[int] = []
+    failed: list[object] = []
+
+    def cb(err: object, msg: object) -> None:
+        (failed.append(err) if err else acked.append(int(msg.value())))  # type: ignore[attr-defined]
+
+    n = 0
+
+    def produce(count: int) -> None:
+        nonlocal n
+        for _ in range(count):
+            p.produce("z", str(n).encode(), partition=0, on_delivery=cb)
+            n += 1
+            p.poll(0)
+
+    produce(2000)
+    assert p.flush(30) == 0
+    c.pause(zombie)
+    try:
+        produce(1000)  # some of it goes to the stopped leader until the client learns of the new one
+        c.wait_for(lambda: c.leader("z", 0) not in (zombie, -1), 20, "a new leader")
+        produce(2000)
+        p.poll(1)
+    finally:
+        c.resume(zombie)
+    produce(1000)
+    assert p.flush(60) == 0
+    assert not failed, failed[:3]
+    # the old leader rejoins as a follower with exactly the new leader's log
+    c.wait_for(lambda: zombie in c.state("z", 0)["isr"], 40, "the zombie to rejoin the ISR as a follower")
+    assert c.leader("z", 0) != zombie
+    got = [int(v) for v in drain(c.bootstrap, "z", 1)[0]]
+    assert len(got) == len(set(got)) and got == sorted(got)
+    assert set(acked) <= set(got) and len(acked) == n
+    c.wait_for(
+        lambda: len({sum(f.stat().st_size for f in b.segment_files("z", 0)) for b in c.brokers.values()}) == 1,
+        20, "identical replicas")
+
+
+def test_controlled_shutdown_and_preferred_election(cluster: Cluster) -> None:
+    c = cluster
+    create(c, "cs", 3, 3)
+    preferred = {q: c.leader("cs", q) for q in range(3)}
+    victim = preferred[0]
+    led = [q for q, b in preferred.items() if b == victim]
+    proc = c.brokers[victim].proc
+    assert proc is not None
+    proc.send_signal(signal.SIGTERM)
+    # leadership moves while the broker is still running (before it exits)
+    c.wait_for(lambda: all(c.leader("cs", q) != victim for q in led) or proc.poll() is not None, 30, "moves")
+    assert all(c.leader("cs", q) != victim for q in led)
+    assert proc.wait(30) == 0
+    c.brokers[victim].start()
+    c.wait_for(lambda: all(victim in c.state("cs", q)["isr"] for q in range(3)), 30, "the broker back in the ISRs")
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    tps = [TopicPartition("cs", q) for q in led]
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, tps).result(30)
+    except KafkaException as e:  # a partition another election already fixed answers ELECTION_NOT_NEEDED
+        assert "not needed" in str(e).lower(), e
+    c.wait_for(lambda: all(c.leader("cs", q) == victim for q in led), 10, "preferred leaders back")

@@ -1,0 +1,138 @@
+"""Replication across real broker processes coordinated through a real ZooKeeper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .cluster import Cluster
+from .zk import Ensemble
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, zookeeper, 3).start()
+    yield c
+    c.stop()
+
+
+def create(c: Cluster, topic: str, partitions: int = 1, rf: int = 3, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    fs = admin.create_topics([NewTopic(topic, partitions, rf, config=configs)], operation_timeout=30)
+    fs[topic].result(30)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[tuple[int, int, bytes]]:
+    import time
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False,
+                  "fetch.queue.backoff.ms": 10, "topic.metadata.refresh.interval.ms": 1000})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error():
+                    continue
+                out.append((m.partition(), m.offset(), m.value()))
+    finally:
+        c.close()
+    return out
+
+
+def test_acks_all_replicates_to_every_replica(cluster: Cluster) -> None:
+    create(cluster, "r3", 2, 3, **{"min.insync.replicas": "2"})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    errors: list[object] = []
+    for i in range(2000):
+        p.produce("r3", str(i).encode(), partition=i % 2, on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert p.flush(60) == 0
+    assert not errors
+    got = consume_all(cluster.bootstrap, "r3", 2, 2000)
+    assert sorted(int(v) for _, _, v in got) == list(range(2000))
+    # every replica holds the same log
+    for part in (0, 1):
+        st = cluster.state("r3", part)
+        assert sorted(st["isr"]) == [1, 2, 3], st
+        sizes = {b: sum(f.stat().st_size for f in br.segment_files("r3", part)) for b, br in cluster.brokers.items()}
+        assert len(set(sizes.values())) == 1 and next(iter(sizes.values())) > 0, sizes
+
+
+def drain(bootstrap: str, topic: str, partitions: int, timeout: float = 90) -> dict[int, list[bytes]]:
+    """Every message below each partition's high watermark, per partition, in offset order."""
+    import time
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "drain", "enable.auto.commit": False,
+                  "fetch.queue.backoff.ms": 10, "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        pos = {p: 0 for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while any(pos[p] < ends[p] for p in pos) and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error():
+                    continue
+                assert m.offset() == pos[m.partition()], (m.partition(), m.offset(), pos[m.partition()])
+                out[m.partition()].append(m.value())
+                pos[m.partition()] = m.offset() + 1
+        assert all(pos[p] >= ends[p] for p in pos), (pos, ends)
+        return out
+    finally:
+        c.close()
+
+
+def test_leader_killed_twice_loses_no_acknowledged_message(cluster: Cluster) -> None:
+    """RF=3, min.insync.replicas=2: an idempotent acks=all producer writes 50,000 messages while
+    the leader of partition 0 is killed with kill -9 twice and restarted; every acknowledged
+    message is read back exactly once, in order per partition."""
+    topic, parts, total = "kill", 3, 50_000
+    create(cluster, topic, parts, 3, **{"min.insync.replicas": "2"})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100})
+    acked: dict[int, list[int]] = {q: [] for q in range(parts)}
+    failed: list[object] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err:
+            failed.append(err)
+        else:
+            acked[msg.partition()].append(int(msg.value()))  # type: ignore[attr-defined]
+
+    killed: list[int] = []
+    for i in range(total):
+        while True:
+            try:
+                p.produce(topic, str(i).encode(), partition=i % parts, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 500 == 0:
+            p.poll(0)
+        if i in (12_000, 32_000):
+            p.flush(60)  # make sure the leader holds acknowledged data when it dies
+            victim = cluster.leader(topic, 0)
+            cluster.kill(victim)
+            killed.append(victim)
+            cluster.wait_for(lambda v=victim: cluster.leader(topic, 0) not in (v, -1), 30, "a new leader")
+        if i in (20_000, 40_000):
+            cluster.brokers[killed[-1]].start()
+    assert p.flush(120) == 0
+    assert not failed, failed[:5]
+    assert len(killed) == 2
+    # the restarted brokers catch up and rejoin the ISR
+    cluster.wait_for(lambda: all(sorted(cluster.state(topic, q)["isr"]) == [1, 2, 3] for q in range(parts)), 60,
+                     "full ISRs")
+    got = drain(cluster.bootstrap, topic, parts)
+    for q in range(parts):
+        values = [int(v) for v in got[q]]
+        assert len(values) == len(set(values)), f"duplicates in partition {q}"
+        assert values == sorted(values), f"partition {q} out of order"
+        assert set(acked[q]) <= set(values), f"partition {q} lost {len(set(acked[q]) - set(values))} acknowledged"
+    assert sum(len(v) for v in acked.values()) == total
