@@ -179,6 +179,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", T_INT, "1800000", "largest session timeout a member may ask", _ge(0)),
     ConfigDef("group.max.size", T_INT, str(2**31 - 1), "most members in one group", _ge(1)),
     ConfigDef("offset.metadata.max.bytes", T_INT, "4096", "largest commit metadata", _ge(0)),
+    ConfigDef("offsets.commit.timeout.ms", T_INT, "5000", "an offset commit waits this long for replication",
+              _ge(1)),
     # consumer group protocol (KIP-848)
     ConfigDef("group.consumer.heartbeat.interval.ms", T_INT, "5000", "heartbeat interval given to members", _ge(1)),
     ConfigDef("group.consumer.session.timeout.ms", T_INT, "45000", "a silent member is fenced after this", _ge(1)),

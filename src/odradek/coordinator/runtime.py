@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError, TopicMeta
 from odradek.coordinator.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
 from odradek.coordinator.group.coordinator import (
@@ -30,6 +31,7 @@ from odradek.protocol import errors
 from odradek.protocol.records import build_batch, decode_records, iter_batches, validate_batches
 
 if TYPE_CHECKING:
+    from odradek.log.log import Log
     from odradek.server.broker import Broker
 
 log = logging.getLogger("odradek.coordinator")
@@ -75,6 +77,10 @@ class GroupCoordinatorRuntime:
         )
         classic.modern = self.consumer
         broker.topics.listeners.append(self._on_topic_event)
+        # cluster mode: the __consumer_offsets partitions this broker leads, and so coordinates
+        # (None when embedded: the single broker coordinates every group)
+        self.owned: set[int] | None = set() if broker.cluster is not None else None
+        self.pending_writes: dict[int, int] = {}
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
         holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
@@ -82,12 +88,23 @@ class GroupCoordinatorRuntime:
             holder.state_timestamp = now_ms
 
     def _on_topic_event(self, event: str, meta: TopicMeta) -> None:
+        if meta.name == OFFSETS_TOPIC and event in ("created", "partitions"):
+            self.num_partitions = self.coordinator.config.num_partitions = len(meta.partitions)
         if event in ("created", "partitions", "deleted"):
             self.consumer.on_topic_changed(meta.name)
 
+    def coordinator_error(self, group_id: str) -> int:
+        """NOT_COORDINATOR when another broker coordinates ``group_id`` (cluster mode)."""
+        if self.owned is None or not group_id:
+            return errors.NONE
+        if self.coordinator.partition_for(group_id) not in self.owned:
+            return errors.NOT_COORDINATOR
+        return errors.NONE
+
     # -- topic
     def ensure_topic(self) -> bool:
-        """Create __consumer_offsets if missing; True when it exists afterwards."""
+        """Create __consumer_offsets if missing; True when it exists afterwards (in cluster
+        mode: once the controller has made it known)."""
         if self.broker.topics.get(OFFSETS_TOPIC) is not None:
             return True
         cfg = self.broker.config
@@ -114,7 +131,10 @@ class GroupCoordinatorRuntime:
             if e.error_code != errors.TOPIC_ALREADY_EXISTS:
                 log.error("could not create %s: %s", OFFSETS_TOPIC, e.message)
                 return False
-        return True
+        except StoreError as e:
+            log.error("could not create %s: %s", OFFSETS_TOPIC, e)
+            return False
+        return self.broker.topics.get(OFFSETS_TOPIC) is not None
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         meta = self.broker.topics.get(topic)
@@ -125,18 +145,51 @@ class GroupCoordinatorRuntime:
         if not self.ensure_topic():
             raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
         plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        if plog is None:
+        if plog is None or (self.owned is not None and partition not in self.owned):
             raise WriteError(errors.NOT_COORDINATOR)
+        rm = self.broker.replica_manager
+        epoch = rm.leader_epoch(OFFSETS_TOPIC, partition) if rm.partitions is not None else 0
         batch = build_batch([(k, v) for k, v in records], timestamp=self.broker.now_ms())
         try:
-            plog.append_as_leader(batch, validate_batches(batch), 0, self.broker.now_ms(), from_client=False)
+            info = plog.append_as_leader(batch, validate_batches(batch), max(epoch, 0), self.broker.now_ms(),
+                                         from_client=False)
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             raise WriteError(errors.UNKNOWN_SERVER_ERROR) from e
-        plog.update_high_watermark(plog.log_end_offset)
-        self.broker.replica_manager.notify(OFFSETS_TOPIC, partition)
+        if rm.partitions is None:
+            plog.update_high_watermark(plog.log_end_offset)
+        else:
+            part = rm.partitions.get((OFFSETS_TOPIC, partition))
+            if part is not None:
+                rm.after_append(part, plog)
+            self.pending_writes[partition] = max(self.pending_writes.get(partition, 0), info.last_offset + 1)
+        rm.notify(OFFSETS_TOPIC, partition)
+
+    def take_pending_writes(self) -> dict[int, int]:
+        """Offsets the requests handled since the last call appended (cluster mode): the
+        response waits until the high watermark passes them, as Kafka's coordinator does."""
+        out, self.pending_writes = self.pending_writes, {}
+        return out
 
     # -- loading
+    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
+        """Cluster mode: leadership of a __consumer_offsets partition moved; its groups follow."""
+        if topic != OFFSETS_TOPIC or self.owned is None:
+            return
+        if leader and partition not in self.owned:
+            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+            t0 = time.monotonic()
+            count = self._replay(plog) if plog is not None else 0
+            self.coordinator.finish_loading(partition)
+            self.owned.add(partition)
+            log.info("loaded the groups of %s-%d (%d records) in %.0f ms; coordinating them now",
+                     OFFSETS_TOPIC, partition, count, (time.monotonic() - t0) * 1000)
+        elif not leader and partition in self.owned:
+            self.owned.discard(partition)
+            gone = self.coordinator.unload_partition(partition)
+            self.consumer.unload_partition(partition, self.coordinator.partition_for)
+            log.info("no longer coordinating the %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
+
     def load(self) -> None:
         """Replay every __consumer_offsets partition this broker leads."""
         meta = self.broker.topics.get(OFFSETS_TOPIC)
@@ -148,38 +201,39 @@ class GroupCoordinatorRuntime:
             plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, p.index)
             if plog is None:
                 continue
-            offset = plog.log_start_offset
-            end = plog.log_end_offset
-            while offset < end:
-                data = plog.read(offset, 1 << 20, end, True)
-                if not data.size:
-                    break
-                chunk = bytearray()
-                for region in data.regions:
-                    chunk += os.pread(region.file.fileno(), region.length, region.position)
-                progressed = False
-                for pos, h in iter_batches(chunk):
-                    if h.is_control:
-                        offset = h.next_offset
-                        continue
-                    for r in decode_records(memoryview(chunk)[pos : pos + h.size]):
-                        if r.offset >= offset:
-                            self.coordinator.replay(r.key, r.value)
-                            count += 1
-                    offset = h.next_offset
-                    progressed = True
-                if not progressed:
-                    break
+            count += self._replay(plog)
         self.coordinator.finish_loading()
         log.info(
             "loaded %d groups from %d %s records in %.0f ms",
             len(self.coordinator.groups), count, OFFSETS_TOPIC, (time.monotonic() - t0) * 1000,
         )
 
-    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
-        """Cluster mode: leadership of a __consumer_offsets partition moved (groups follow it)."""
-        if topic != OFFSETS_TOPIC:
-            return
+    def _replay(self, plog: Log) -> int:
+        """Apply every record of one __consumer_offsets partition; returns how many."""
+        count = 0
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, 1 << 20, end, True)
+            if not data.size:
+                break
+            chunk = bytearray()
+            for region in data.regions:
+                chunk += os.pread(region.file.fileno(), region.length, region.position)
+            progressed = False
+            for pos, h in iter_batches(chunk):
+                if h.is_control:
+                    offset = h.next_offset
+                    continue
+                for r in decode_records(memoryview(chunk)[pos : pos + h.size]):
+                    if r.offset >= offset:
+                        self.coordinator.replay(r.key, r.value)
+                        count += 1
+                offset = h.next_offset
+                progressed = True
+            if not progressed:
+                break
+        return count
 
     def shutdown(self) -> None:
         self.coordinator.unload()

@@ -255,6 +255,10 @@ class ReplicaManager:
             w.try_complete(tp)
 
     # ------------------------------------------------------------------ cluster mode: leader side
+    def after_append(self, part: Partition, plog: Log) -> None:
+        """An internal append (coordinators) landed on a partition this broker leads."""
+        self._maybe_advance_high_watermark(part, plog)
+
     def _maybe_advance_high_watermark(self, part: Partition, plog: Log) -> None:
         ls = part.leader_state
         if ls is None:

@@ -659,6 +659,16 @@ class ConsumerGroupCoordinator:
         if t is not None:
             t.cancel()
 
+    def unload_partition(self, partition: int, partition_of: Callable[[str], int]) -> None:
+        """Forget the groups coordinated by ``partition`` of __consumer_offsets (leadership
+        moved away; KIP-848 membership is not persisted, members rejoin the new coordinator)."""
+        for gid in [g for g in self.groups if partition_of(g) == partition]:
+            self.groups.pop(gid)
+            for key in [k for k in self._session_timers if k[0] == gid]:
+                self._session_timers.pop(key).cancel()
+            for key in [k for k in self._rebalance_timers if k[0] == gid]:
+                self._rebalance_timers.pop(key).cancel()
+
     def unload(self) -> None:
         for t in list(self._session_timers.values()) + list(self._rebalance_timers.values()):
             t.cancel()

@@ -822,9 +822,11 @@ class GroupCoordinator:
                 g.static_members[m.group_instance_id] = m.member_id
         g.state = ST if g.members else E
 
-    def finish_loading(self) -> None:
+    def finish_loading(self, partition: int | None = None) -> None:
         """After replay: members of loaded groups must heartbeat within their session timeout."""
         for g in self.groups.values():
+            if partition is not None and self.partition_for(g.group_id) != partition:
+                continue
             for m in g.members.values():
                 self._schedule_heartbeat(g, m)
 
@@ -833,6 +835,27 @@ class GroupCoordinator:
             t.cancel()
         self._join_timers.clear()
         self._hb_timers.clear()
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """This broker stopped leading ``partition`` of __consumer_offsets: forget its groups
+        (their state lives on in the log, for the new coordinator); waiting JoinGroup /
+        SyncGroup callers get NOT_COORDINATOR. Returns the groups dropped."""
+        gone = [gid for gid in self.groups if self.partition_for(gid) == partition]
+        for gid in gone:
+            g = self.groups.pop(gid)
+            t = self._join_timers.pop(gid, None)
+            if t is not None:
+                t.cancel()
+            for key in [k for k in self._hb_timers if k[0] == gid]:
+                self._hb_timers.pop(key).cancel()
+            self._initial_delay.discard(gid)
+            for m in g.members.values():
+                for cb in (m.awaiting_join, m.awaiting_sync):
+                    if cb is not None:
+                        cb(JoinResult(errors.NOT_COORDINATOR, member_id=m.member_id) if cb is m.awaiting_join
+                           else SyncResult(errors.NOT_COORDINATOR))
+                m.awaiting_join = m.awaiting_sync = None
+        return gone
 
     def describe(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)

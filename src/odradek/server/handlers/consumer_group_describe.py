@@ -29,9 +29,10 @@ def handle(ctx: Any, request: Any) -> Any:
     consumer = ctx.broker.groups.consumer
     out = []
     for gid in request.group_ids:
-        g = consumer.describe(gid) if gid else None
+        not_here = ctx.broker.groups.coordinator_error(gid)
+        g = consumer.describe(gid) if gid and not not_here else None
         if g is None:
-            code = errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND
+            code = not_here or (errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND)
             out.append(
                 make(m.DescribedGroup, error_code=code, error_message=f"Group {gid} not found." if gid else None,
                      group_id=gid, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",

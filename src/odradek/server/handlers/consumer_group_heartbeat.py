@@ -35,6 +35,11 @@ def handle(ctx: Any, request: Any) -> Any:
             else None
         ),
     )
+    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    if not_here:
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,
+                    member_id=request.member_id or None, member_epoch=int(request.member_epoch),
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
     r = ctx.broker.groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
     assignment = None
     if r.assignment is not None:

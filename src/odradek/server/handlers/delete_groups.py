@@ -13,7 +13,12 @@ MAX_VERSION = 2
 
 def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
-    results = ctx.broker.groups.coordinator.delete_groups(list(request.groups_names))
+    groups = ctx.broker.groups
+    mine = [g for g in request.groups_names if not groups.coordinator_error(g)]
+    results = groups.coordinator.delete_groups(mine)
+    for g in request.groups_names:
+        if g not in results:
+            results[g] = groups.coordinator_error(g)
     return make(
         m.DeleteGroupsResponse,
         throttle_time=0,

@@ -27,6 +27,13 @@ def handle(ctx: Any, request: Any) -> Any:
     out = []
     consumer = ctx.broker.groups.consumer
     for gid in request.groups:
+        not_here = ctx.broker.groups.coordinator_error(gid)
+        if not_here:
+            out.append(
+                make(m.DescribedGroup, error_code=not_here, group_id=gid, group_state="", protocol_type="",
+                     protocol_data="", members=(), authorized_operations=-(2**31))
+            )
+            continue
         cg = consumer.describe(gid)
         if cg is not None:
             out.append(_consumer_group(m, consumer, cg))

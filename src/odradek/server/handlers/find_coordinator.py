@@ -1,4 +1,6 @@
-"""FindCoordinator (10): groups (key type 0) are coordinated by this broker; batched keys v4+."""
+"""FindCoordinator (10): groups (key type 0); batched keys v4+. Embedded: this broker
+coordinates every group; cluster mode: the leader of the group's __consumer_offsets
+partition (Utils.abs(javaHashCode(group)) % partitions) does."""
 
 from __future__ import annotations
 
@@ -23,6 +25,16 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
             return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
         if not broker.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        cluster = broker.cluster
+        if cluster is not None:
+            # the leader of the group's __consumer_offsets partition coordinates it
+            meta = broker.topics.get("__consumer_offsets")
+            p = broker.groups.coordinator.partition_for(key)
+            leader = meta.partitions[p].leader if meta is not None and p < len(meta.partitions) else -1
+            node = cluster.live_brokers.get(leader)
+            if node is None:
+                return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+            return errors.NONE, None, leader, str(node["host"]), int(node["port"])
         host, port = broker.advertised_endpoint(ctx.connection.listener)
         return errors.NONE, None, broker.node_id, host, port
     if key_type == KEY_TRANSACTION:

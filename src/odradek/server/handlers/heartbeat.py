@@ -12,7 +12,7 @@ MAX_VERSION = 4
 
 
 def handle(ctx: Any, request: Any) -> Any:
-    code = ctx.broker.groups.coordinator.heartbeat(
+    code = ctx.broker.groups.coordinator_error(request.group_id) or ctx.broker.groups.coordinator.heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
     )
     return make(ctx.response_module.HeartbeatResponse, throttle_time=0, error_code=code)

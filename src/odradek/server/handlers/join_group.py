@@ -39,6 +39,10 @@ def handle(ctx: Any, request: Any) -> Any:
             )
         )
 
+    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    if not_here:
+        respond(JoinResult(not_here, member_id=request.member_id))
+        return fut.result()
     rebalance = getattr(request, "rebalance_timeout", None)
     session_ms = int(request.session_timeout.total_seconds() * 1000)
     rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms

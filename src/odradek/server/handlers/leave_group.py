@@ -14,6 +14,11 @@ MAX_VERSION = 5
 def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     coord = ctx.broker.groups.coordinator
+    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    if not_here:
+        if ctx.api_version >= 3:
+            return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here, members=())
+        return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here)
     if ctx.api_version >= 3:
         members = [(x.member_id, x.group_instance_id) for x in request.members]
         code, results = coord.leave_group(request.group_id, members)

@@ -27,27 +27,56 @@ def handle(ctx: Any, request: Any) -> Any:
             parts.append(p.partition_index)
         order.append((t.name, parts))
     # partitions of unknown topics are answered first, as Kafka's request layer does
-    exists = ctx.broker.groups.partition_exists
+    groups = ctx.broker.groups
+    exists = groups.partition_exists
     known = {tp: v for tp, v in offsets.items() if exists(*tp)}
-    code, results = ctx.broker.groups.coordinator.commit_offsets(
-        request.group_id,
-        request.generation_id_or_member_epoch,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        known,
-    )
+    groups.take_pending_writes()
+    results: dict[tuple[str, int], int] = {}
+    code = groups.coordinator_error(request.group_id)
+    if not code:
+        code, results = groups.coordinator.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            known,
+        )
+    pending = groups.take_pending_writes()
     for tp in offsets:
         if tp not in known:
             results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
-    topics = tuple(
-        make(
-            m.OffsetCommitResponseTopic,
-            name=name,
-            partitions=tuple(
-                make(m.OffsetCommitResponsePartition, partition_index=p, error_code=results.get((name, p)) or code)
-                for p in parts
-            ),
+
+    def respond(replicated: int = errors.NONE) -> Any:
+        topics = tuple(
+            make(
+                m.OffsetCommitResponseTopic,
+                name=name,
+                partitions=tuple(
+                    make(m.OffsetCommitResponsePartition, partition_index=p,
+                         error_code=results.get((name, p)) or code or replicated)
+                    for p in parts
+                ),
+            )
+            for name, parts in order
         )
-        for name, parts in order
+        return make(m.OffsetCommitResponse, throttle_time=0, topics=topics)
+
+    if not pending:
+        return respond()
+    # cluster mode: acknowledged once replicated, as Kafka's coordinator does (acks=all)
+    rm = ctx.broker.replica_manager
+    timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
+
+    def replicated(codes: dict[tuple[str, int], int]) -> Any:
+        worst = next((c for c in codes.values() if c != errors.NONE), errors.NONE)
+        mapped = {
+            errors.NONE: errors.NONE,
+            errors.NOT_LEADER_OR_FOLLOWER: errors.NOT_COORDINATOR,
+        }.get(worst, errors.COORDINATOR_NOT_AVAILABLE)
+        return respond(mapped)
+
+    delayed = rm.wait_for_replication(
+        {("__consumer_offsets", p): off for p, off in pending.items()}, timeout_ms, replicated
     )
-    return make(m.OffsetCommitResponse, throttle_time=0, topics=topics)
+    ctx.connection.on_close.append(delayed.cancel)
+    return delayed.future

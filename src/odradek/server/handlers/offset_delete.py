@@ -14,7 +14,10 @@ MAX_VERSION = 0
 def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    code, results = ctx.broker.groups.coordinator.delete_offsets(request.group_id, wanted)
+    code = ctx.broker.groups.coordinator_error(request.group_id)
+    results: dict[tuple[str, int], int] = {}
+    if not code:
+        code, results = ctx.broker.groups.coordinator.delete_offsets(request.group_id, wanted)
     topics = tuple(
         make(
             m.OffsetDeleteResponseTopic,

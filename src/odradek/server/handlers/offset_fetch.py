@@ -14,6 +14,9 @@ MAX_VERSION = 9
 
 def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any) -> tuple[int, tuple[Any, ...]]:
     coord = ctx.broker.groups.coordinator
+    not_here = ctx.broker.groups.coordinator_error(group_id)
+    if not_here:
+        return not_here, ()
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]

@@ -30,6 +30,10 @@ def handle(ctx: Any, request: Any) -> Any:
                 )
             )
 
+    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    if not_here:
+        respond(SyncResult(not_here))
+        return fut.result()
     ctx.broker.groups.coordinator.sync_group(
         request.group_id,
         request.generation_id,
