@@ -188,3 +188,43 @@ def test_controlled_shutdown_and_preferred_election(cluster: Cluster) -> None:
     except KafkaException as e:  # a partition another election already fixed answers ELECTION_NOT_NEEDED
         assert "not needed" in str(e).lower(), e
     c.wait_for(lambda: all(c.leader("cs", q) == victim for q in led), 10, "preferred leaders back")
+
+
+def test_zookeeper_outage(tmp_path: Path) -> None:
+    """ZooKeeper down: leaders keep serving produce (acks=all) and fetch; what needs ZooKeeper
+    fails at once with a clear, retriable error; when it returns, the cluster has a controller
+    again and nothing acknowledged is lost."""
+    zk = Ensemble(tmp_path / "zk", 1).start()
+    c = Cluster(tmp_path, zk, 3, {"zookeeper.session.timeout.ms": "10000"}).start()
+    try:
+        create(c, "zk", 2, 3, **{"min.insync.replicas": "2"})
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+        for i in range(1000):
+            p.produce("zk", str(i).encode(), partition=i % 2)
+        assert p.flush(30) == 0
+        zk.servers[0].stop()
+        time.sleep(1.0)
+        for i in range(1000, 2000):
+            p.produce("zk", str(i).encode(), partition=i % 2)
+        assert p.flush(30) == 0, "leaders stopped serving without ZooKeeper"
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        t0 = time.monotonic()
+        with pytest.raises(KafkaException) as exc:
+            admin.create_topics([NewTopic("during", 1, 3)], operation_timeout=5)["during"].result(20)
+        assert "ZooKeeper" in str(exc.value) and time.monotonic() - t0 < 10
+        zk.servers[0].start()
+        c.wait_for(lambda: c.controller() is not None, 20, "a controller after ZooKeeper returned")
+        c.wait_for(lambda: _try_create(admin, "after-zk"), 30, "topic creation to work again")
+        got = drain(c.bootstrap, "zk", 2)
+        assert sorted(int(v) for vs in got.values() for v in vs) == list(range(2000))
+    finally:
+        c.stop()
+        zk.stop()
+
+
+def _try_create(admin: AdminClient, name: str) -> bool:
+    try:
+        admin.create_topics([NewTopic(name, 1, 3)], operation_timeout=10)[name].result(20)
+        return True
+    except KafkaException as e:
+        return "already exists" in str(e).lower()

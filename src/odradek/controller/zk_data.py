@@ -172,7 +172,16 @@ def try_become_controller(store: MetadataStore, broker_id: int) -> ControllerCla
             ]
         )
     except NodeExistsError:
-        return None
+        if read_controller(store) != broker_id:
+            return None
+        # still ours (the session survived a disconnection during which this broker stopped
+        # acting): take it up again under a new epoch, so anything sent before is fenced
+        e, v = read_controller_epoch(store)
+        try:
+            store.set(CONTROLLER_EPOCH, str(e + 1).encode(), v)
+        except Exception:
+            return None
+        return ControllerClaim(e + 1, v + 1)
     except Exception:
         # lost a race on /controller_epoch, or the store is unreachable: not the controller
         if read_controller(store) == broker_id:

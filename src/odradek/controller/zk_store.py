@@ -120,6 +120,12 @@ class ZkStore:
             log.exception("closing the ZooKeeper client failed")
 
     # -- MetadataStore
+    def _check(self, path: str) -> None:
+        # fail fast without a connection rather than queue the call (notes/zookeeper.md: calls
+        # without quorum block, and a timed-out write may still be applied later)
+        if self.state != KazooState.CONNECTED:
+            raise StoreTimeoutError(f"{path}: ZooKeeper is not connected ({self.state})")
+
     def _wait(self, result: Any, path: str) -> Any:
         try:
             return result.get(timeout=self.op_timeout)
@@ -129,6 +135,7 @@ class ZkStore:
     def create(
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
     ) -> str:
+        self._check(path)
         return str(
             self._wait(
                 self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequential, makepath=makepath), path
@@ -136,14 +143,17 @@ class ZkStore:
         )
 
     def get(self, path: str) -> tuple[bytes, int]:
+        self._check(path)
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), int(stat.version)
 
     def get_with_stat(self, path: str) -> tuple[bytes, Any]:
+        self._check(path)
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), stat
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
+        self._check(path)
         stat = self._wait(self.client.set_async(path, data, version), path)
         return int(stat.version)
 
@@ -151,16 +161,20 @@ class ZkStore:
         if recursive:
             for child in self.children(path):
                 self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+        self._check(path)
         self._wait(self.client.delete_async(path, version), path)
 
     def exists(self, path: str) -> int | None:
+        self._check(path)
         stat = self._wait(self.client.exists_async(path), path)
         return None if stat is None else int(stat.version)
 
     def children(self, path: str) -> list[str]:
+        self._check(path)
         return sorted(self._wait(self.client.get_children_async(path), path))
 
     def multi(self, ops: list[Op]) -> None:
+        self._check(ops[0].path if ops else "/")
         tx = self.client.transaction()
         for op in ops:
             if op.kind == "create":

@@ -109,7 +109,11 @@ class GroupCoordinatorRuntime:
             return True
         cfg = self.broker.config
         rf = int(cfg.get("offsets.topic.replication.factor"))
-        live = len(self.broker.topics.live_brokers())
+        try:
+            live = len(self.broker.topics.live_brokers())
+        except StoreError as e:
+            log.warning("cannot create %s now: %s", OFFSETS_TOPIC, e)
+            return False
         if rf > live:
             log.warning(
                 "offsets.topic.replication.factor=%d exceeds the %d live broker(s); creating %s with replication factor %d",

@@ -9,19 +9,28 @@ connects this broker to both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
-from odradek.controller.store import BadVersionError, LocalStore, MetadataStore, NodeExistsError, NoNodeError
-from odradek.controller.topics import TopicMeta, TopicRegistry, topic_id_to_str
+from odradek.controller.store import (
+    BadVersionError,
+    LocalStore,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    StoreError,
+)
+from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
+from odradek.protocol import errors
 from odradek.server.connection import Connection
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.replica_manager import ReplicaManager
@@ -32,6 +41,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.broker")
 
 PRODUCER_ID_BLOCK = 1000
+
+
+@contextlib.contextmanager
+def store_errors_as_topic_errors() -> Iterator[None]:
+    """An operation that needs the metadata store (ZooKeeper) while it is unreachable fails
+    with a retriable REQUEST_TIMED_OUT and says why."""
+    try:
+        yield
+    except StoreError as e:
+        log.warning("metadata store operation failed: %s", e)
+        raise TopicError(errors.REQUEST_TIMED_OUT, f"ZooKeeper is not available: {e}") from None
 
 
 class ProducerIdManager:
@@ -212,34 +232,39 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicMeta:
-        return self.topics.create_topic(
-            name,
-            num_partitions,
-            replication_factor,
-            assignment,
-            configs,
-            default_partitions=self.config.get("num.partitions"),
-            default_replication_factor=self.config.get("default.replication.factor"),
-            validate_only=validate_only,
-        )
+        with store_errors_as_topic_errors():
+            return self.topics.create_topic(
+                name,
+                num_partitions,
+                replication_factor,
+                assignment,
+                configs,
+                default_partitions=self.config.get("num.partitions"),
+                default_replication_factor=self.config.get("default.replication.factor"),
+                validate_only=validate_only,
+            )
 
     def delete_topic(self, name: str) -> None:
-        self.topics.delete_topic(name)
+        with store_errors_as_topic_errors():
+            self.topics.delete_topic(name)
 
     def create_partitions(
         self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
     ) -> None:
-        self.topics.create_partitions(name, count, assignment, validate_only=validate_only)
+        with store_errors_as_topic_errors():
+            self.topics.create_partitions(name, count, assignment, validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
-        self.topics.set_topic_configs(name, configs, validate_only=validate_only)
+        with store_errors_as_topic_errors():
+            self.topics.set_topic_configs(name, configs, validate_only=validate_only)
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
         for k, v in configs.items():
             BrokerConfig.validate_dynamic(k, v)
         if validate_only:
             return
-        self.topics.set_broker_configs(entity, configs)
+        with store_errors_as_topic_errors():
+            self.topics.set_broker_configs(entity, configs)
         self._load_dynamic_broker_configs()
         for plog in self.log_manager.logs():
             plog.update_config(self.log_config_for(plog.topic))

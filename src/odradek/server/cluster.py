@@ -185,6 +185,8 @@ class ClusterLink:
         elif state == "CONNECTED" and self._session_lost:
             self._session_lost = False
             self.put("Reregister")
+        elif state == "CONNECTED":
+            self.put("ControllerChange")  # the session survived: take part in the election again
 
     # ------------------------------------------------------------------ controller thread
     def put(self, kind: str, **args: Any) -> None:

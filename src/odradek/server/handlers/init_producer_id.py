@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from odradek.controller.store import StoreError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+
+log = logging.getLogger("odradek.producer_ids")
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -28,10 +32,10 @@ def handle(ctx: Any, request: Any) -> Any:
     if pid is not None and pid >= 0 and epoch is not None and epoch >= 0 and epoch < 32766:
         # KIP-360: an idempotent producer may bump its own epoch to reset sequences
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.NONE, producer_id=pid, producer_epoch=epoch + 1)
-    return make(
-        m.InitProducerIdResponse,
-        throttle_time=0,
-        error_code=errors.NONE,
-        producer_id=broker.producer_ids.next_id(),
-        producer_epoch=0,
-    )
+    try:
+        pid = broker.producer_ids.next_id()
+    except StoreError as e:  # cluster mode, ZooKeeper unreachable: retriable
+        log.warning("cannot allocate a producer id: %s", e)
+        return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
+                    producer_id=-1, producer_epoch=-1)
+    return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.NONE, producer_id=pid, producer_epoch=0)
