@@ -136,6 +136,11 @@ _TOPIC_DEFS: list[tuple[ConfigDef, tuple[str, ...]]] = [
      ("log.roll.ms", "log.roll.hours")),
     (ConfigDef("unclean.leader.election.enable", T_BOOLEAN, "false", "allow out-of-ISR leaders"),
      ("unclean.leader.election.enable",)),
+    # replication quotas (KIP-73): "partition:broker,..." or "*" (all replicas of the topic)
+    (ConfigDef("leader.replication.throttled.replicas", T_LIST, "",
+               "replicas whose leader-side replication is throttled"), ()),
+    (ConfigDef("follower.replication.throttled.replicas", T_LIST, "",
+               "replicas whose follower-side replication is throttled"), ()),
 ]
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d, _ in _TOPIC_DEFS}
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {d.name: s for d, s in _TOPIC_DEFS}
@@ -211,6 +216,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", T_LONG, "5000", "high watermark checkpoint period",
               _ge(1)),
     ConfigDef("controller.socket.timeout.ms", T_INT, "30000", "controller-to-broker request timeout", _ge(1)),
+    ConfigDef("leader.replication.throttled.rate", T_LONG, str(LONG_MAX),
+              "bytes/s a leader sends to throttled followers", _ge(1)),
+    ConfigDef("follower.replication.throttled.rate", T_LONG, str(LONG_MAX),
+              "bytes/s a follower fetches for throttled replicas", _ge(1)),
     ConfigDef("auto.leader.rebalance.enable", T_BOOLEAN, "true", "move leadership back to preferred replicas"),
     ConfigDef("leader.imbalance.per.broker.percentage", T_INT, "10", "imbalance that triggers a rebalance", _ge(0)),
     ConfigDef("leader.imbalance.check.interval.seconds", T_LONG, "300", "leader balance check period", _ge(1)),
@@ -243,7 +252,8 @@ for _name in ("log.flush.interval.ms", "log.retention.ms", "log.roll.ms", "log.r
 # broker configs that IncrementalAlterConfigs may change at run time (cluster default or per broker)
 DYNAMIC_BROKER_CONFIGS = frozenset(
     s for syns in TOPIC_SYNONYMS.values() for s in syns
-) | {"log.retention.check.interval.ms", "num.partitions", "auto.create.topics.enable"}
+) | {"log.retention.check.interval.ms", "num.partitions", "auto.create.topics.enable",
+     "leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.controller import election
+from odradek.controller import reassignment as ra
 from odradek.controller import zk_data as zd
 from odradek.controller.states import PartitionState
 from odradek.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
@@ -60,6 +61,7 @@ class ControllerContext:
     states: dict[TP, zd.LeaderAndIsr] = field(default_factory=dict)
     partition_states: dict[TP, PartitionState] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
+    reassignments: dict[TP, ra.Reassignment] = field(default_factory=dict)
 
     @property
     def live(self) -> set[int]:
@@ -112,7 +114,7 @@ class Controller:
         if not self.active:
             if ev.kind == "ControlledShutdown":
                 ev.args["reply"](errors_not_controller(), [])
-            elif ev.kind == "ElectLeaders":
+            elif ev.kind in ("ElectLeaders", "AlterReassignments", "ListReassignments"):
                 ev.args["reply"](None)
             return
         handler = getattr(self, f"_on_{ev.kind}", None)
@@ -137,6 +139,8 @@ class Controller:
         self._elect_for(self._partitions_needing_leaders())
         self._send_metadata_to(set(self.ctx.brokers))
         self._send_leader_and_isr(set(self.ctx.states), to_all_replicas=True)
+        for tp in sorted(self.ctx.reassignments):
+            self._maybe_complete_reassignment(tp)
 
     def _resign(self) -> None:
         if self.active:
@@ -163,6 +167,14 @@ class Controller:
         self.ctx.assignments[topic] = assignment
         if doc.get("topic_id"):
             self.ctx.topic_ids[topic] = doc["topic_id"]
+        adding, removing = doc.get("adding_replicas") or {}, doc.get("removing_replicas") or {}
+        for p_str in set(adding) | set(removing):
+            p = int(p_str)
+            if p in assignment:
+                r = ra.from_topic_doc(assignment[p], [int(b) for b in adding.get(p_str, [])],
+                                      [int(b) for b in removing.get(p_str, [])])
+                if r is not None:
+                    self.ctx.reassignments[(topic, p)] = r
         for p in assignment:
             st = zd.read_partition_state(self.store, topic, p)
             tp = (topic, p)
@@ -280,6 +292,8 @@ class Controller:
             if changed:
                 self._send_metadata_to(set(ctx.brokers))
                 self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        for tp in sorted(ctx.reassignments):
+            self._maybe_complete_reassignment(tp)
 
     def _on_TopicChange(self) -> None:
         try:
@@ -333,6 +347,8 @@ class Controller:
         if parts:
             self._send_metadata_to(set(self.ctx.brokers), only_partitions=parts)
         zd.delete_isr_changes(self.store, names)
+        for tp in sorted(parts & set(self.ctx.reassignments)):
+            self._maybe_complete_reassignment(tp)
 
     def _on_PreferredReplicaElection(self, partitions: list[TP] | None = None) -> dict[TP, int]:
         """Returns an error code per partition (ElectLeaders semantics)."""
@@ -397,6 +413,100 @@ class Controller:
             self._send_metadata_to(set(ctx.brokers))
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
         reply(results)
+
+    # ------------------------------------------------------------------ reassignment (KIP-455)
+    def _on_AlterReassignments(
+        self, requests: dict[TP, list[int] | None], reply: Callable[[dict[TP, tuple[int, str | None]]], None]
+    ) -> None:
+        """AlterPartitionReassignments: a target per partition, None to cancel."""
+        from odradek.protocol import errors
+
+        ctx = self.ctx
+        results: dict[TP, tuple[int, str | None]] = {}
+        for tp, target in sorted(requests.items()):
+            current = ctx.assignments.get(tp[0], {}).get(tp[1])
+            if current is None or tp not in ctx.states:
+                results[tp] = (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            ongoing = ctx.reassignments.get(tp)
+            if target is None:
+                if ongoing is None:
+                    results[tp] = (errors.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
+                    continue
+                target = list(ongoing.original)
+            problem = ra.validate_target(target, set(ctx.brokers))
+            if problem is not None:
+                results[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, problem)
+                continue
+            if ongoing is None and target == current:
+                results[tp] = (errors.NONE, None)
+                continue
+            try:
+                self._start_reassignment(tp, target)
+            except StoreError as e:
+                results[tp] = (errors.UNKNOWN_SERVER_ERROR, str(e))
+                continue
+            results[tp] = (errors.NONE, None)
+        reply(results)
+        for tp in sorted(tp for tp in requests if tp in ctx.reassignments):
+            self._maybe_complete_reassignment(tp)
+
+    def _on_ListReassignments(
+        self, partitions: list[TP] | None, reply: Callable[[dict[TP, tuple[list[int], list[int], list[int]]]], None]
+    ) -> None:
+        out = {}
+        for tp, r in sorted(self.ctx.reassignments.items()):
+            if partitions is None or tp in partitions:
+                out[tp] = (list(self.ctx.assignments[tp[0]][tp[1]]), r.adding, r.removing)
+        reply(out)
+
+    def _write_assignment(self, topic: str) -> None:
+        path = f"/brokers/topics/{topic}"
+        data, _ = self.store.get(path)
+        doc = json.loads(data)
+        doc["partitions"] = {str(p): r for p, r in sorted(self.ctx.assignments[topic].items())}
+        mine = {tp[1]: r for tp, r in self.ctx.reassignments.items() if tp[0] == topic}
+        doc["adding_replicas"] = {str(p): r.adding for p, r in mine.items() if r.adding}
+        doc["removing_replicas"] = {str(p): r.removing for p, r in mine.items() if r.removing}
+        self.store.set(path, json.dumps(doc, separators=(",", ":"), sort_keys=True).encode())
+
+    def _start_reassignment(self, tp: TP, target: list[int]) -> None:
+        ctx = self.ctx
+        current = ctx.assignments[tp[0]][tp[1]]
+        r, replicas = ra.start(current, ctx.reassignments.get(tp), target)
+        ctx.reassignments[tp] = r
+        ctx.assignments[tp[0]][tp[1]] = replicas
+        self._write_assignment(tp[0])
+        log.info("reassigning %s-%d from %s to %s (replicas now %s)", tp[0], tp[1], list(r.original), target, replicas)
+        st = ctx.states[tp]
+        # a new leader epoch tells every replica, the new ones included, of the new replica set
+        if self._write_state(tp, zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, st.isr, ctx.epoch, st.zk_version)):
+            self._send_metadata_to(set(ctx.brokers), only_partitions={tp})
+            self._send_leader_and_isr({tp}, to_all_replicas=True)
+
+    def _maybe_complete_reassignment(self, tp: TP) -> None:
+        ctx = self.ctx
+        r = ctx.reassignments.get(tp)
+        st = ctx.states.get(tp)
+        if r is None or st is None:
+            return
+        current = ctx.assignments[tp[0]][tp[1]]
+        done = ra.completion(r, current, st.leader, st.isr, ctx.live)
+        if done is None:
+            return
+        new = zd.LeaderAndIsr(done.leader, st.leader_epoch + 1, done.isr, ctx.epoch, st.zk_version)
+        if not self._write_state(tp, new):
+            return
+        ctx.assignments[tp[0]][tp[1]] = list(r.target)
+        del ctx.reassignments[tp]
+        self._write_assignment(tp[0])
+        log.info("reassignment of %s-%d done: replicas %s, leader %d", tp[0], tp[1], list(r.target), done.leader)
+        self._send_metadata_to(set(ctx.brokers))
+        self._send_leader_and_isr({tp}, to_all_replicas=True)
+        for b in done.remove:
+            self._send(b, ib.STOP_REPLICA, {
+                "partitions": [{"topic": tp[0], "partition": tp[1], "leader_epoch": new.leader_epoch, "delete": True}],
+            })
 
     def _on_AutoLeaderBalance(self) -> None:
         ctx = self.ctx

@@ -248,6 +248,18 @@ def validate_batches(
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 
 
+def complete_batches_length(buf: bytes | bytearray | memoryview) -> int:
+    """How many leading bytes of a fetched record set are whole batches: a fetch response
+    may end with the first part of a batch that did not fit (clients drop it)."""
+    pos, n = 0, len(buf)
+    while pos + LOG_OVERHEAD <= n:
+        size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        if size <= LOG_OVERHEAD or pos + size > n:
+            break
+        pos += size
+    return pos
+
+
 def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each complete batch, stopping at the first
     one that does not frame correctly. No CRC check (see :func:`valid_prefix`)."""

@@ -11,6 +11,11 @@ current leader epoch) from its log end offset, appends the leader's batches unch
 (append_as_follower keeps offsets, epochs and producer state), and takes the leader's
 high watermark, capped at its own log end offset.
 
+Replication quota (KIP-73, follower side): partitions listed in their topic's
+follower.replication.throttled.replicas ("partition:broker" or "*") share this broker's
+follower.replication.throttled.rate bytes/s; when the budget is spent they sit out
+fetches until it refills.
+
 Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
 UNKNOWN_TOPIC_OR_PARTITION back off and retry (the controller's next LeaderAndIsr moves
 the partition if leadership changed); OFFSET_OUT_OF_RANGE below the leader's log start
@@ -31,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.client.async_wire import AsyncWireClient, WireError
 from odradek.log.errors import LogError
 from odradek.protocol import errors
-from odradek.protocol.records import InvalidRecordError, validate_batches
+from odradek.protocol.records import InvalidRecordError, complete_batches_length, validate_batches
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -58,6 +63,26 @@ class FetcherConfig:
     socket_timeout_ms: int = 30000
 
 
+class ByteQuota:
+    """A token bucket of ``rate()`` bytes per second (one second of burst)."""
+
+    def __init__(self, rate: Callable[[], int]) -> None:
+        self.rate = rate
+        self.tokens = 0.0
+        self.last = time.monotonic()
+
+    def delay(self) -> float:
+        """Seconds until throttled replicas may fetch again (0 = now)."""
+        rate = self.rate()
+        now = time.monotonic()
+        self.tokens = min(float(rate), self.tokens + (now - self.last) * rate)
+        self.last = now
+        return 0.0 if self.tokens >= 0 else -self.tokens / rate
+
+    def record(self, n: int) -> None:
+        self.tokens -= n
+
+
 @dataclass
 class FetchState:
     leader_epoch: int
@@ -69,9 +94,12 @@ class ReplicaFetcher:
     """Fetches the partitions led by one broker."""
 
     def __init__(
-        self, cfg: FetcherConfig, leader_id: int, host: str, port: int, get_log: Callable[[str, int], Log | None]
+        self, cfg: FetcherConfig, leader_id: int, host: str, port: int, get_log: Callable[[str, int], Log | None],
+        throttled: Callable[[TP], bool] = lambda tp: False, quota: ByteQuota | None = None,
     ) -> None:
         self.cfg = cfg
+        self.throttled = throttled
+        self.quota = quota
         self.leader_id = leader_id
         self.address = (host, port)
         self.get_log = get_log
@@ -184,12 +212,19 @@ class ReplicaFetcher:
     async def _fetch(self, tps: list[TP]) -> None:
         topics: dict[str, list[dict[str, Any]]] = {}
         sent: dict[TP, FetchState] = {}
+        wait = self.quota.delay() if self.quota is not None else 0.0
+        throttled: set[TP] = set()
         for tp in tps:
             plog = self.get_log(*tp)
             state = self.partitions[tp]
             if plog is None:
                 self._back_off(tp, state)
                 continue
+            if self.throttled(tp):
+                if wait > 0:
+                    state.retry_at = time.monotonic() + wait
+                    continue
+                throttled.add(tp)
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1], "current_leader_epoch": state.leader_epoch,
                 "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
@@ -221,6 +256,8 @@ class ReplicaFetcher:
                 plog = self.get_log(*tp)
                 if plog is None:
                     continue
+                if tp in throttled and self.quota is not None and p.records:
+                    self.quota.record(len(p.records))
                 self._apply(tp, st, plog, p, now_ms)
 
     def _apply(self, tp: TP, state: FetchState, plog: Log, p: Any, now_ms: int) -> None:
@@ -241,6 +278,9 @@ class ReplicaFetcher:
             return
         records = p.records
         if records:
+            whole = complete_batches_length(records)  # the response may end in a partial batch
+            records = memoryview(records)[:whole] if whole < len(records) else records
+        if records:
             try:
                 headers = validate_batches(records, check_records=False)
                 plog.append_as_follower(records, headers, now_ms)
@@ -256,9 +296,14 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, cfg: FetcherConfig, get_log: Callable[[str, int], Log | None]) -> None:
+    def __init__(
+        self, cfg: FetcherConfig, get_log: Callable[[str, int], Log | None],
+        throttled: Callable[[TP], bool] = lambda tp: False, throttle_rate: Callable[[], int] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.get_log = get_log
+        self.throttled = throttled
+        self.quota = ByteQuota(throttle_rate) if throttle_rate is not None else None
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[TP, int] = {}
 
@@ -272,7 +317,9 @@ class ReplicaFetcherManager:
                 self.leader_of.pop(moved, None)
             f = None
         if f is None:
-            f = self.fetchers[leader_id] = ReplicaFetcher(self.cfg, leader_id, host, port, self.get_log)
+            f = self.fetchers[leader_id] = ReplicaFetcher(
+                self.cfg, leader_id, host, port, self.get_log, self.throttled, self.quota
+            )
         f.add(tp, leader_epoch)
         self.leader_of[tp] = leader_id
 

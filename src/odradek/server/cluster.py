@@ -97,6 +97,8 @@ class ClusterLink:
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
             ),
             self.broker.log_manager.get_log,
+            self._follower_throttled,
+            lambda: int(self.broker.config.get("follower.replication.throttled.rate")),
         )
         self.store.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
@@ -109,6 +111,12 @@ class ClusterLink:
         """Blocking: open the ZooKeeper session and create the persistent paths."""
         self.store.start()
         zd.ensure_paths(self.store)
+
+    def _follower_throttled(self, tp: TP) -> bool:
+        meta = self.broker.topics.get(tp[0])
+        listed, _ = self.broker.config.topic_value("follower.replication.throttled.replicas",
+                                                    meta.configs if meta is not None else {})
+        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.broker_id}" in listed)
 
     def _registration(self) -> zd.BrokerInfo:
         host, port = self.broker.advertised_endpoint(self.broker.inter_broker_listener)
@@ -143,6 +151,7 @@ class ClusterLink:
         w(zd.ISR_CHANGE, lambda _p: self.put("IsrChangeNotification"))
         w(zd.DELETE_TOPICS, lambda _p: self.put("TopicDeletion"))
         w(zd.PREFERRED, lambda _p: self.put("PreferredReplicaElectionNode"))
+        w(zd.REASSIGN, lambda _p: self.put("ReassignmentNode"))
         w("/config/changes", lambda _p: self._on_config_change())
         self._watch_topics()
 
@@ -209,6 +218,9 @@ class ClusterLink:
                 elif kind == "PreferredReplicaElectionNode":
                     self._preferred_from_znode()
                     continue
+                elif kind == "ReassignmentNode":
+                    self._reassignments_from_znode()
+                    continue
                 elif kind == "TopicDeletion":
                     self._delete_topics()
                     continue
@@ -253,6 +265,20 @@ class ClusterLink:
             self.controller.process_all()
         with contextlib.suppress(NoNodeError):
             self.store.delete(zd.PREFERRED)
+
+    def _reassignments_from_znode(self) -> None:
+        """/admin/reassign_partitions (the ZooKeeper-era tool's way): start the listed
+        reassignments, then delete the znode (progress lives in /brokers/topics/<t>)."""
+        if not self.controller.active:
+            return
+        parts = zd.read_admin_partitions(self.store, zd.REASSIGN)
+        if parts:
+            wanted = {(str(p["topic"]), int(p["partition"])): [int(b) for b in p["replicas"]] for p in parts}
+            self.controller.put("AlterReassignments", requests=wanted,
+                                reply=lambda res: log.info("reassignments from %s: %s", zd.REASSIGN, res))
+            self.controller.process_all()
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(zd.REASSIGN)
 
     def _delete_topics(self) -> None:
         """/admin/delete_topics/<t>: stop and delete the replicas, then the topic's znodes."""

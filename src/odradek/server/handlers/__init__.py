@@ -85,6 +85,8 @@ _MODULES = [
     "consumer_group_describe",
     "offset_for_leader_epoch",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

@@ -1,0 +1,74 @@
+"""AlterPartitionReassignments (45, KIP-455): start or cancel (replicas = null) partition
+reassignments. Cluster mode: answered by the controller (NOT_CONTROLLER elsewhere), which
+runs them on its event thread (controller.reassignment). Embedded: a single broker can
+only be reassigned to itself."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+TP = tuple[str, int]
+
+
+def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], top: int = errors.NONE,
+              top_msg: str | None = None) -> Any:
+    topics = tuple(
+        make(m.ReassignableTopicResponse, name=t.name, partitions=tuple(
+            make(m.ReassignablePartitionResponse, partition_index=p.partition_index,
+                 error_code=results.get((t.name, p.partition_index), (top, top_msg))[0],
+                 error_message=results.get((t.name, p.partition_index), (top, top_msg))[1])
+            for p in t.partitions
+        ))
+        for t in request.topics
+    )
+    return make(m.AlterPartitionReassignmentsResponse, throttle_time=0, error_code=top, error_message=top_msg,
+                responses=topics)
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    wanted: dict[TP, list[int] | None] = {
+        (t.name, int(p.partition_index)): (list(p.replicas) if p.replicas is not None else None)
+        for t in request.topics for p in t.partitions
+    }
+    cluster = broker.cluster
+    if cluster is None:
+        results: dict[TP, tuple[int, str | None]] = {}
+        for (t, p), target in wanted.items():
+            meta = broker.topics.get(t)
+            if meta is None or not 0 <= p < len(meta.partitions):
+                results[(t, p)] = (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                results[(t, p)] = (errors.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
+            elif target != meta.partitions[p].replicas:
+                results[(t, p)] = (errors.INVALID_REPLICA_ASSIGNMENT,
+                                   f"The proposed assignment contains brokers that are not alive: {target}.")
+            else:
+                results[(t, p)] = (errors.NONE, None)
+        return _response(m, request, results)
+    if not cluster.controller.active:
+        return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+    inner = cluster.call_controller("AlterReassignments", requests=wanted)
+    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        res = f.result()
+        if res is None:
+            out.set_result(_response(m, request, {}, errors.NOT_CONTROLLER,
+                                     "This is not the correct controller for this cluster."))
+        else:
+            out.set_result(_response(m, request, res))
+
+    inner.add_done_callback(done)
+    return out

@@ -1,0 +1,57 @@
+"""ListPartitionReassignments (46, KIP-455): the reassignments in progress (all, or the
+partitions asked for), with their replicas, adding and removing replicas. Cluster mode:
+the controller answers (NOT_CONTROLLER elsewhere); embedded: there are never any."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+
+API_KEY = 46
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+TP = tuple[str, int]
+
+
+def _response(m: Any, ongoing: dict[TP, tuple[list[int], list[int], list[int]]], top: int = errors.NONE,
+              top_msg: str | None = None) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for (t, p), (replicas, adding, removing) in sorted(ongoing.items()):
+        by_topic.setdefault(t, []).append(make(
+            m.OngoingPartitionReassignment, partition_index=p, replicas=tuple(replicas),
+            adding_replicas=tuple(adding), removing_replicas=tuple(removing),
+        ))
+    topics = tuple(make(m.OngoingTopicReassignment, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return make(m.ListPartitionReassignmentsResponse, throttle_time=0, error_code=top, error_message=top_msg,
+                topics=topics)
+
+
+def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    m = ctx.response_module
+    wanted: list[TP] | None = None
+    if request.topics is not None:
+        wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
+    cluster = broker.cluster
+    if cluster is None:
+        return _response(m, {})
+    if not cluster.controller.active:
+        return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+    inner = cluster.call_controller("ListReassignments", partitions=wanted)
+    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        res = f.result()
+        if res is None:
+            out.set_result(_response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster."))
+        else:
+            out.set_result(_response(m, res))
+
+    inner.add_done_callback(done)
+    return out

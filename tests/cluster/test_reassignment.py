@@ -1,0 +1,90 @@
+"""Partition reassignment (KIP-455) through AlterPartitionReassignments /
+ListPartitionReassignments, with a follower replication throttle slowing the copy."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from odradek.client.wire import WireClient
+
+from .cluster import Cluster
+from .test_replication import drain
+from .zk import Ensemble
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, zookeeper, 3).start()
+    yield c
+    c.stop()
+
+
+def _alter(c: Cluster, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, int]:
+    import kio.schema.alter_partition_reassignments.v0.request as r
+
+    controller = c.controller()
+    assert controller is not None
+    with WireClient(c.brokers[controller].bootstrap) as w:
+        resp = w.request(45, 0, timeout=datetime.timedelta(seconds=30), topics=(
+            r.ReassignableTopic(name=topic, partitions=(
+                r.ReassignablePartition(partition_index=partition, replicas=tuple(replicas) if replicas else None),)),))
+    return int(resp.error_code), int(resp.responses[0].partitions[0].error_code)
+
+
+def _ongoing(c: Cluster) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    controller = c.controller()
+    assert controller is not None
+    with WireClient(c.brokers[controller].bootstrap) as w:
+        resp = w.request(46, 0, timeout=datetime.timedelta(seconds=30), topics=None)
+    return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics for p in t.partitions}
+
+
+def test_reassignment_moves_a_replica_under_a_throttle(cluster: Cluster) -> None:
+    c = cluster
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("mv", 1, replica_assignment=[[1, 2]])])["mv"].result(30)
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(5000):
+        p.produce("mv", str(i).encode().ljust(1000, b"."), partition=0)
+    assert p.flush(60) == 0
+    # throttle broker 3's follower fetches to ~1 MB/s for this topic: the 5 MB copy takes seconds
+    for f in admin.incremental_alter_configs([
+        ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+            ConfigEntry("follower.replication.throttled.rate", "1000000",
+                        incremental_operation=AlterConfigOpType.SET)]),
+        ConfigResource(ResourceType.TOPIC, "mv", incremental_configs=[
+            ConfigEntry("follower.replication.throttled.replicas", "*", incremental_operation=AlterConfigOpType.SET)]),
+    ]).values():
+        f.result(30)
+    assert _alter(c, "mv", 0, [3, 2]) == (0, 0)
+    ongoing = _ongoing(c)
+    assert ongoing.get(("mv", 0)) == ([3, 2, 1], [3], [1]), ongoing
+    assert _alter(c, "nope", 0, [1]) == (0, 3)  # UNKNOWN_TOPIC_OR_PARTITION
+    assert _alter(c, "mv", 0, [3, 9]) == (0, 39)  # INVALID_REPLICA_ASSIGNMENT: no broker 9
+    t0 = time.monotonic()
+    c.wait_for(lambda: ("mv", 0) not in _ongoing(c), 90, "the reassignment to complete")
+    took = time.monotonic() - t0
+    assert took > 2.0, f"a 5 MB copy at 1 MB/s finished in {took:.1f}s: the throttle did nothing"
+    doc = c.zk_json("/brokers/topics/mv")
+    assert doc["partitions"]["0"] == [3, 2] and not doc.get("adding_replicas") and not doc.get("removing_replicas")
+    st = c.state("mv", 0)
+    assert st["leader"] in (2, 3) and sorted(st["isr"]) == [2, 3]
+    c.wait_for(lambda: not c.brokers[1].partition_dir("mv", 0).exists(), 20, "broker 1 to delete its replica")
+    assert _alter(c, "mv", 0, None) == (0, 85)  # nothing to cancel: NO_REASSIGNMENT_IN_PROGRESS
+    got = drain(c.bootstrap, "mv", 1)[0]
+    assert [int(v.rstrip(b".")) for v in got] == list(range(5000))
