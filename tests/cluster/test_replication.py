@@ -136,3 +136,39 @@ def test_leader_killed_twice_loses_no_acknowledged_message(cluster: Cluster) -> 
         assert values == sorted(values), f"partition {q} out of order"
         assert set(acked[q]) <= set(values), f"partition {q} lost {len(set(acked[q]) - set(values))} acknowledged"
     assert sum(len(v) for v in acked.values()) == total
+
+
+def test_topic_admin_in_a_cluster(cluster: Cluster) -> None:
+    """CreatePartitions, a topic config change and DeleteTopics go through ZooKeeper and the
+    controller, and reach every broker."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        ResourceType,
+    )
+
+    create(cluster, "adm", 1, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions("adm", 3)])["adm"].result(30)
+    cluster.wait_for(lambda: all(cluster.leader("adm", q) in (1, 2, 3) for q in range(3)), 20, "leaders of new partitions")
+    for b in cluster.brokers.values():
+        cluster.wait_for(lambda b=b: AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("adm", timeout=5)
+                         .topics["adm"].partitions.keys() == {0, 1, 2}, 20, "every broker to know 3 partitions")
+        cluster.wait_for(lambda b=b: all(b.partition_dir("adm", q).is_dir() for q in range(3)), 20, "replicas")
+    res = ConfigResource(ResourceType.TOPIC, "adm", incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    assert cluster.zk_json("/config/topics/adm")["config"]["retention.ms"] == "123456"
+    for b in cluster.brokers.values():  # each broker answers with the new value
+        def seen(b: object = b) -> bool:
+            a = AdminClient({"bootstrap.servers": b.bootstrap})  # type: ignore[attr-defined]
+            r = ConfigResource(ResourceType.TOPIC, "adm")
+            return a.describe_configs([r])[r].result(10)["retention.ms"].value == "123456"
+        cluster.wait_for(seen, 20, "the config change everywhere")
+    admin.delete_topics(["adm"], operation_timeout=30)["adm"].result(40)
+    assert cluster.zk_json("/brokers/topics/adm") is None and not cluster.zk_children("/admin/delete_topics")
+    for b in cluster.brokers.values():
+        cluster.wait_for(lambda b=b: not any(b.partition_dir("adm", q).exists() for q in range(3)), 20,
+                         "every replica deleted")
