@@ -12,7 +12,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a Kafka-compatible broker in Python")
     parser.add_argument("--version", action="version", version=f"odradek {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from odradek.cli import broker_cmd, configs_cmd, groups_cmd, perf_cmd, pipeline_cmd, topics_cmd
+    from odradek.cli import (
+        broker_cmd,
+        configs_cmd,
+        dev_cluster_cmd,
+        elect_leaders_cmd,
+        groups_cmd,
+        perf_cmd,
+        pipeline_cmd,
+        reassign_cmd,
+        topics_cmd,
+    )
 
     broker_cmd.add_parser(sub)
     topics_cmd.add_parser(sub)
@@ -20,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     groups_cmd.add_parser(sub)
     pipeline_cmd.add_parser(sub)
     perf_cmd.add_parser(sub)
+    dev_cluster_cmd.add_parser(sub)
+    elect_leaders_cmd.add_parser(sub)
+    reassign_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -52,6 +52,20 @@ def _assignment(raw: str | None) -> list[list[int]] | None:
     return [[int(b) for b in part.split(":")] for part in raw.split(",")]
 
 
+def partition_line(topic: str, partition: int, leader: int, replicas: list[int], isr: list[int],
+                   live: set[int]) -> str:
+    """Kafka's describe line; ``Leader: none`` without a leader, and ``Offline:`` listing the
+    replicas on brokers that are not alive (the metadata's offline replicas) when there are any."""
+    line = (
+        f"\tTopic: {topic}\tPartition: {partition}\tLeader: {leader if leader >= 0 else 'none'}\t"
+        f"Replicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"
+    )
+    offline = [b for b in replicas if b not in live]
+    if offline:
+        line += f"\tOffline: {','.join(map(str, offline))}"
+    return line
+
+
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
@@ -128,11 +142,9 @@ def run(args: argparse.Namespace) -> int:
                 f"Topic: {name}\tTopicId: {topic_id or ''}\tPartitionCount: {len(parts)}\t"
                 f"ReplicationFactor: {rf}\tConfigs: {overrides}"
             )
+            live = {int(b) for b in md.brokers}
             for p in parts:
-                print(
-                    f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
-                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}"
-                )
+                print(partition_line(name, p.id, p.leader, p.replicas, p.isrs, live))
         return 0
     except KafkaException as e:
         return _fail(str(e.args[0]) if e.args else str(e))

@@ -1,0 +1,196 @@
+"""Real ZooKeeper servers (Debian's ``zookeeper`` package) for development clusters and tests.
+
+Each server runs ``QuorumPeerMain`` in its own JVM with its own directory (``<base>/zk<myid>``:
+``conf/zoo.cfg``, ``conf/log4j.properties``, ``data/``, ``zookeeper.log``, ``stderr.log``), a
+loopback client port and settings meant for development (measured in notes/zookeeper.md):
+``forceSync=no``, small preallocation, no admin server, tickTime 500 ms. ``start`` waits until
+the server actually serves.
+
+Pitfalls this module works around (notes/zookeeper.md):
+
+1. The client port opens before the server is ready; a client connecting in that window loses a
+   whole session timeout. ``wait_serving`` waits until the ``srvr`` four-letter command reports a
+   ``Mode:`` line (``ruok`` answers ``imok`` even without a quorum).
+2. Debian's environment file has no logging backend: ``slf4j-log4j12.jar`` and ``log4j-1.2.jar``
+   go on the classpath (``JARS``), or the server logs nothing.
+3. The admin server would grab port 8080 on every node: ``admin.enableServer=false``.
+4. Session timeouts are clamped to 2–20 × tickTime; with tickTime 500 that is 1–10 s, so
+   ``maxSessionTimeout=20000`` lets brokers keep Kafka's 18 s default.
+5. A taken client port makes the JVM exit 1 with a BindException: ``wait_serving`` notices the
+   exit and raises with the log's tail.
+
+Clients of these servers should remember the rest of the notes: give kazoo
+``connection_retry=dict(max_tries=-1, max_delay=1)``, treat SUSPENDED as "stop trusting
+leadership", and use ``*_async(...).get(timeout=...)`` since blocking calls hang without quorum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
+INSTALL_HINT = "install Debian's zookeeper package (apt-get install zookeeper; scripts/setup.sh does)"
+
+
+class ZooKeeperError(RuntimeError):
+    """ZooKeeper cannot be started or did not start serving."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(cmd.encode())
+        out = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return out.decode(errors="replace")
+            out += chunk
+
+
+def find_java() -> str:
+    """The java binary, after checking that ZooKeeper's jars are installed (ZooKeeperError if not)."""
+    java = shutil.which("java")
+    if java is None:
+        raise ZooKeeperError(f"java not found: {INSTALL_HINT}")
+    for jar in JARS:
+        if not Path(jar).exists():
+            raise ZooKeeperError(f"{jar} missing: {INSTALL_HINT}")
+    return java
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """``preexec_fn``: on Linux, the child gets SIGTERM when the process that started it dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class ZooKeeperServer:
+    def __init__(self, base: Path, myid: int, client_port: int, peers: list[tuple[int, int, int]] | None = None) -> None:
+        self.dir = base / f"zk{myid}"
+        self.myid = myid
+        self.port = client_port
+        self.peers = peers or []
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _write_config(self) -> Path:
+        conf = self.dir / "conf"
+        data = self.dir / "data"
+        conf.mkdir(parents=True, exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "tickTime=500", "initLimit=10", "syncLimit=5", f"dataDir={data}", f"clientPort={self.port}",
+            "clientPortAddress=127.0.0.1", "admin.enableServer=false", "forceSync=no", "preAllocSize=4096",
+            "4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons", "maxSessionTimeout=20000",
+        ]
+        for myid, quorum, election in self.peers:
+            lines.append(f"server.{myid}=127.0.0.1:{quorum}:{election}")
+        if self.peers:
+            (data / "myid").write_text(f"{self.myid}\n")
+        (conf / "zoo.cfg").write_text("\n".join(lines) + "\n")
+        (conf / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN, FILE\nlog4j.appender.FILE=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.FILE.File={self.dir}/zookeeper.log\n"
+            "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.FILE.layout.ConversionPattern=%d %p %c{1} - %m%n\n"
+        )
+        return conf
+
+    def start(self, wait: bool = True, timeout: float = 30.0, *, new_session: bool = False,
+              tie_to_parent: bool = False) -> ZooKeeperServer:
+        """Start the JVM (and with ``wait``, wait until it serves).
+
+        ``new_session`` keeps a terminal's Ctrl-C away from the JVM (the caller stops it, after
+        the brokers); ``tie_to_parent`` makes it get SIGTERM should the caller die (Linux).
+        """
+        java = find_java()
+        conf = self._write_config()
+        cmd = [
+            java, "-Xms16m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+            f"-Dlog4j.configuration=file:{conf}/log4j.properties", "-cp", ":".join([str(conf), *JARS]),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg"),
+        ]
+        with open(self.dir / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                start_new_session=new_session, preexec_fn=die_with_parent if tie_to_parent else None,
+            )
+        if wait:
+            self.wait_serving(timeout)
+        return self
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ZooKeeperError(f"ZooKeeper exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                if "Mode:" in four_letter(self.port, "srvr"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise ZooKeeperError(f"ZooKeeper on {self.port} not serving after {timeout}s: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        out = []
+        for name in ("zookeeper.log", "stderr.log"):
+            p = self.dir / name
+            if p.exists():
+                out.append(p.read_text(errors="replace")[-2000:])
+        return "\n".join(out)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "zookeeper.log"
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class Ensemble:
+    def __init__(self, base: Path, size: int = 1) -> None:
+        peers = [(i + 1, free_port(), free_port()) for i in range(size)] if size > 1 else []
+        self.servers = [ZooKeeperServer(base, i + 1, free_port(), peers) for i in range(size)]
+
+    def start(self) -> Ensemble:
+        for s in self.servers:
+            s.start(wait=False)
+        for s in self.servers:
+            s.wait_serving()
+        return self
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+    @property
+    def connect(self) -> str:
+        return ",".join(s.connect for s in self.servers)
