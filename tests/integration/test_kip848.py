@@ -277,11 +277,29 @@ def heartbeat(w: Any, group: str, member_id: str, epoch: int, *, topics: list[st
     from kio.schema.types import GroupId
     from kio.static.primitive import i32
 
-    return w.request(
-        68, version, group_id=GroupId(group), member_id=member_id, member_epoch=i32(epoch),
-        rebalance_timeout=timedelta(milliseconds=rebalance_ms), subscribed_topic_names=topics,
-        server_assignor=assignor, topic_partitions=owned,
-    )
+    def send() -> Any:
+        return w.request(
+            68, version, group_id=GroupId(group), member_id=member_id, member_epoch=i32(epoch),
+            rebalance_timeout=timedelta(milliseconds=rebalance_ms), subscribed_topic_names=topics,
+            server_assignor=assignor, topic_partitions=owned,
+        )
+
+    r = send()
+    if int(r.error_code) in (14, 15, 16):  # coordinator loading / not available / not this broker
+        find_coordinator(w, group)  # as a client does: find it, then heartbeat again
+        r = send()
+    return r
+
+
+def find_coordinator(w: Any, group: str, timeout: float = 20.0) -> None:
+    """FindCoordinator until the group has one (the first call creates __consumer_offsets)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = w.request(10, 4, key_type=0, coordinator_keys=(group,))
+        if int(r.coordinators[0].error_code) == 0:
+            return
+        assert time.monotonic() < deadline, f"no coordinator for {group}: {r}"
+        time.sleep(0.1)
 
 
 def test_bad_heartbeats_get_kafkas_errors(kip848_broker: Broker) -> None:

@@ -77,9 +77,9 @@ class GroupCoordinatorRuntime:
         )
         classic.modern = self.consumer
         broker.topics.listeners.append(self._on_topic_event)
-        # cluster mode: the __consumer_offsets partitions this broker leads, and so coordinates
-        # (None when embedded: the single broker coordinates every group)
-        self.owned: set[int] | None = set() if broker.cluster is not None else None
+        # the __consumer_offsets partitions this broker leads, and so coordinates (None: all of
+        # them, for callers that replay the whole topic themselves)
+        self.owned: set[int] | None = set()
         self.pending_writes: dict[int, int] = {}
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
@@ -94,9 +94,13 @@ class GroupCoordinatorRuntime:
             self.consumer.on_topic_changed(meta.name)
 
     def coordinator_error(self, group_id: str) -> int:
-        """NOT_COORDINATOR when another broker coordinates ``group_id`` (cluster mode)."""
+        """COORDINATOR_NOT_AVAILABLE while __consumer_offsets is missing (its creation is
+        started), NOT_COORDINATOR when this broker does not lead the group's partition."""
         if self.owned is None or not group_id:
             return errors.NONE
+        if self.broker.topics.get(OFFSETS_TOPIC) is None:
+            self.ensure_topic()
+            return errors.COORDINATOR_NOT_AVAILABLE
         if self.coordinator.partition_for(group_id) not in self.owned:
             return errors.NOT_COORDINATOR
         return errors.NONE

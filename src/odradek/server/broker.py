@@ -36,7 +36,7 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
-    from odradek.server.cluster import ClusterLink
+    pass
 
 log = logging.getLogger("odradek.broker")
 
@@ -107,27 +107,26 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self._check_meta_properties()
-        self.cluster: ClusterLink | None = None
+        from odradek.server.cluster import ClusterLink
+
         self.store: MetadataStore
         if config.raw("zookeeper.connect")[0]:
-            from odradek.server.cluster import ClusterLink
-
             if config.get("node.id") < 0 and config.get("broker.id") < 0:
                 raise ConfigError("broker.id must be set in cluster mode (zookeeper.connect is set)")
             self.cluster = ClusterLink(self)
             self.store = self.cluster.store
-            self.topics = TopicRegistry(self.store, self._live_broker_ids)
-            self.topics.controller_managed = True
-            self.topics.broker_racks = self._broker_racks
-            self.topics.config_changed = self.cluster.notify_config_change
         else:
             self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
-            self.topics = TopicRegistry(self.store, lambda: [self.node_id])
+            self.cluster = ClusterLink(self, self.store)
+        # the metadata cache: written by the controller's UpdateMetadata, mutations go to the store
+        self.topics = TopicRegistry(self.store, self._live_broker_ids)
+        self.topics.controller_managed = True
+        self.topics.broker_racks = self._broker_racks
+        self.topics.config_changed = self.cluster.notify_config_change
         self.topics.listeners.append(self._on_topic_event)
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
-        if self.cluster is not None:
-            self.replica_manager.partitions = {}
+        self.replica_manager.partitions = {}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -275,25 +274,12 @@ class Broker:
         self.config.set_dynamic(True, self.topics.broker_configs(str(self.node_id)))
 
     def _on_topic_event(self, event: str, meta: TopicMeta) -> None:
-        if self.cluster is not None and event in ("created", "partitions", "deleted"):
-            # cluster mode: replicas come and go with LeaderAndIsr / StopReplica
-            if event == "created":
-                log.info("learned of topic %s with %d partitions", meta.name, len(meta.partitions))
-            return
-        if event in ("created", "partitions"):
-            for p in meta.partitions:
-                if self.node_id in p.replicas and self.log_manager.get_log(meta.name, p.index) is None:
-                    self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
-            if event == "created":
-                log.info(
-                    "created topic %s with %d partitions (topic id %s)",
-                    meta.name, len(meta.partitions), topic_id_to_str(meta.topic_id),
-                )
+        # replicas (logs) come and go with the controller's LeaderAndIsr / StopReplica
+        if event == "created":
+            log.info("topic %s with %d partitions (topic id %s)", meta.name, len(meta.partitions),
+                     topic_id_to_str(meta.topic_id))
         elif event == "deleted":
-            for p in meta.partitions:
-                if self.log_manager.get_log(meta.name, p.index) is not None:
-                    self.log_manager.delete_log(meta.name, p.index)
-            log.info("deleted topic %s", meta.name)
+            log.info("topic %s deleted", meta.name)
         elif event == "config":
             cfg = self.log_config_for(meta.name)
             for p in meta.partitions:
@@ -305,8 +291,10 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopping = asyncio.Event()
-        if self.cluster is not None:
+        if self.cluster.zk is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.connect_store)
+        else:
+            self.cluster.connect_store()
         self.topics.load()
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
@@ -323,15 +311,14 @@ class Broker:
             if current is None or (plog.topic_id is not None and current.topic_id != plog.topic_id):
                 log.info("deleting stray log %s-%d (topic no longer exists)", plog.topic, plog.partition)
                 self.log_manager.delete_log(plog.topic, plog.partition)
-        if self.cluster is None:
-            for plog in self.log_manager.logs():
-                plog.update_high_watermark(plog.log_end_offset)
-        # (cluster mode: high watermarks come from replication-offset-checkpoint and replication)
+        # high watermarks come from replication-offset-checkpoint, then from replication (a lone
+        # leader's moves to its log end at once); groups load when this broker leads their partition
         self.groups = GroupCoordinatorRuntime(self)
-        if self.cluster is None:
-            self.groups.load()
-        await self._start_listeners()
-        if self.cluster is not None:
+        if self.cluster.embedded:
+            await self.cluster.start()  # elects itself and leads every partition before serving
+            await self._start_listeners()
+        else:
+            await self._start_listeners()  # the registration names the bound port
             await self.cluster.start()
         self._schedule_periodic()
         log.info(
@@ -395,7 +382,7 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
-        if self.cluster is not None:
+        if not self.cluster.embedded:
             lag = int(self.config.get("replica.lag.time.max.ms"))
             self._every(
                 max(lag // 2, 100), lambda: self.replica_manager.check_isr(self.now_ms(), lag), "isr-expiration"
@@ -471,8 +458,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down broker %d", self.node_id)
-        if self.cluster is not None:
-            await self.cluster.shutdown()
+        if not self.cluster.embedded:
+            await self.cluster.shutdown()  # controlled shutdown first, while still serving
         if self._stopping is not None:
             self._stopping.set()
         loop = asyncio.get_running_loop()
@@ -490,7 +477,7 @@ class Broker:
         if self.groups is not None:
             self.groups.shutdown()
         self.log_manager.shutdown()
-        if self.cluster is None:
-            self.store.close()
+        if self.cluster.embedded:
+            await self.cluster.shutdown()
         log.info("broker %d shut down cleanly", self.node_id)
 

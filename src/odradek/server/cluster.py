@@ -1,5 +1,13 @@
-"""Cluster mode of a broker (``zookeeper.connect`` set): its link to ZooKeeper and to the
-controller, on the broker's event loop.
+"""A broker's link to the metadata store and to the controller, on the broker's event loop.
+
+Two deployments run this same code (design.md: one controller, two stores):
+
+- cluster mode (``zookeeper.connect`` set): a ZkStore; the controller runs on a thread of
+  its own and talks to brokers over the inter-broker channel;
+- embedded (the default): a LocalStore file; this single broker registers, elects itself
+  controller and leader of everything, and the controller runs on the event loop with
+  its requests handed straight to this broker (no sockets, no threads). Inter-broker
+  requests from the network are refused.
 
 - Registration: /brokers/ids/<id> (ephemeral); the broker epoch is that znode's czxid.
   After a lost session the broker registers again (a new epoch) and re-arms its watches.
@@ -28,13 +36,14 @@ import queue
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.controller import zk_data as zd
 from odradek.controller.channel import ControllerChannel
 from odradek.controller.controller import Controller
-from odradek.controller.store import BadVersionError, NoNodeError, StoreError
+from odradek.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
@@ -50,15 +59,22 @@ TP = tuple[str, int]
 
 
 class ClusterLink:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, local_store: MetadataStore | None = None) -> None:
         self.broker = broker
         cfg = broker.config
         self.broker_id = broker.node_id
-        self.store = ZkStore(
-            str(cfg.get("zookeeper.connect")),
-            session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
-            connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
-        )
+        self.embedded = local_store is not None
+        self.zk: ZkStore | None = None
+        self.store: MetadataStore
+        if local_store is not None:
+            self.store = local_store
+        else:
+            self.zk = ZkStore(
+                str(cfg.get("zookeeper.connect")),
+                session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
+                connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
+            )
+            self.store = self.zk
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen in a controller request
         self.controller_id = -1
@@ -75,6 +91,8 @@ class ClusterLink:
         )
         self._events: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._pending: deque[tuple[str, dict[str, Any]]] = deque()  # embedded: events run on the loop
+        self._drain_scheduled = False
         self._watched_topics: set[str] = set()
         self._session_lost = False
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
@@ -82,10 +100,10 @@ class ClusterLink:
 
     # ------------------------------------------------------------------ start / stop
     async def start(self) -> None:
-        """Connect, register, start the controller thread; called once listeners are bound."""
+        """Register, start the controller; called once listeners are bound. Embedded: returns
+        once this broker leads every partition."""
         self.loop = asyncio.get_running_loop()
         cfg = self.broker.config
-        self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
         self.fetchers = ReplicaFetcherManager(
             FetcherConfig(
                 broker_id=self.broker_id,
@@ -100,7 +118,14 @@ class ClusterLink:
             self._follower_throttled,
             lambda: int(self.broker.config.get("follower.replication.throttled.rate")),
         )
-        self.store.state_listeners.append(self._on_session_state)
+        if self.zk is None:
+            self._register()
+            self._arm_watches()
+            self.put("Startup")
+            self._drain()
+            return
+        self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
+        self.zk.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
         self._thread = threading.Thread(target=self._controller_loop, name="controller-event-thread", daemon=True)
         self._thread.start()
@@ -108,8 +133,9 @@ class ClusterLink:
         self.put("Startup")
 
     def connect_store(self) -> None:
-        """Blocking: open the ZooKeeper session and create the persistent paths."""
-        self.store.start()
+        """Blocking: open the ZooKeeper session (cluster mode); create the persistent paths."""
+        if self.zk is not None:
+            self.zk.start()
         zd.ensure_paths(self.store)
 
     def _follower_throttled(self, tp: TP) -> bool:
@@ -128,7 +154,8 @@ class ClusterLink:
 
     def _register(self) -> None:
         info = self._registration()
-        deadline = time.monotonic() + max(self.store.client._session_timeout / 1000.0, 6.0) + 2.0  # noqa: SLF001
+        session_s = self.zk.client._session_timeout / 1000.0 if self.zk is not None else 0.0  # noqa: SLF001
+        deadline = time.monotonic() + max(session_s, 6.0) + 2.0
         while True:
             try:
                 self.broker_epoch = zd.register_broker(self.store, info)
@@ -140,8 +167,9 @@ class ClusterLink:
                     raise
                 log.info("registration of broker %d failed (%s); retrying", self.broker_id, e)
                 time.sleep(0.5)
-        log.info("registered broker %d at %s:%d in ZooKeeper (broker epoch %d)",
-                 self.broker_id, info.host, info.port, self.broker_epoch)
+        if self.zk is not None:
+            log.info("registered broker %d at %s:%d in ZooKeeper (broker epoch %d)",
+                     self.broker_id, info.host, info.port, self.broker_epoch)
 
     def _arm_watches(self) -> None:
         w = self.store.watch
@@ -168,6 +196,13 @@ class ClusterLink:
     async def shutdown(self) -> None:
         """Controlled shutdown, then leave the cluster."""
         self.stopping = True
+        if self.zk is None:
+            self._pending.clear()
+            if self.fetchers is not None:
+                fetchers, self.fetchers = self.fetchers, None
+                await fetchers.shutdown()
+            self.store.close()
+            return
         if self.broker.config.get("controlled.shutdown.enable"):
             try:
                 await self._controlled_shutdown()
@@ -180,7 +215,7 @@ class ClusterLink:
         if self.channel is not None:
             await self.channel.close()
         assert self.loop is not None
-        await self.loop.run_in_executor(None, self.store.close)
+        await self.loop.run_in_executor(None, self.zk.close)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -199,36 +234,54 @@ class ClusterLink:
 
     # ------------------------------------------------------------------ controller thread
     def put(self, kind: str, **args: Any) -> None:
-        self._events.put((kind, args))
+        if self.zk is not None:
+            self._events.put((kind, args))
+            return
+        self._pending.append((kind, args))
+        if not self._drain_scheduled and self.loop is not None and not self.stopping:
+            self._drain_scheduled = True
+            self.loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """Embedded: run the queued controller events on the loop, one at a time."""
+        self._drain_scheduled = False
+        while self._pending and not self.stopping:
+            kind, args = self._pending.popleft()
+            self._process(kind, args)
 
     def _controller_loop(self) -> None:
-        c = self.controller
         while True:
             item = self._events.get()
             if item is None:
                 break
-            kind, args = item
-            try:
-                if kind == "Reregister":
-                    self._register()
-                    self.store.rearm_watches()
-                    kind = "Startup"
-                elif kind == "TopicChange":
-                    self._watch_topics()
-                elif kind == "PreferredReplicaElectionNode":
-                    self._preferred_from_znode()
-                    continue
-                elif kind == "ReassignmentNode":
-                    self._reassignments_from_znode()
-                    continue
-                elif kind == "TopicDeletion":
-                    self._delete_topics()
-                    continue
-                c.put(kind, **args)
-                c.process_all()
-            except Exception:
-                log.exception("controller event %s failed", kind)
-            self._sync_channel()
+            self._process(*item)
+
+    def _process(self, kind: str, args: dict[str, Any]) -> None:
+        c = self.controller
+        try:
+            if kind == "Reregister":
+                self._register()
+                if self.zk is not None:
+                    self.zk.rearm_watches()
+                kind = "Startup"
+            elif kind == "TopicChange":
+                self._watch_topics()
+            elif kind == "PreferredReplicaElectionNode":
+                self._preferred_from_znode()
+                return
+            elif kind == "ReassignmentNode":
+                self._reassignments_from_znode()
+                return
+            elif kind == "TopicDeletion":
+                self._delete_topics()
+                return
+            c.put(kind, **args)
+            c.process_all()
+            if kind in ("Startup", "ControllerChange") and c.active:
+                self._delete_topics()  # deletions a previous controller left unfinished
+        except Exception:
+            log.exception("controller event %s failed", kind)
+        self._sync_channel()
 
     def _sync_channel(self) -> None:
         brokers = (
@@ -238,6 +291,10 @@ class ClusterLink:
             self.loop.call_soon_threadsafe(self.channel.update_brokers, brokers)
 
     def _send_from_controller(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
+        if self.zk is None:  # embedded: the controller's only broker is this one
+            if broker_id == self.broker_id and not self.stopping:
+                self.handle_request(api_key, body)
+            return
         info = self.controller.ctx.brokers.get(broker_id)
         if info is None or self.loop is None or self.channel is None:
             return
@@ -514,6 +571,10 @@ class ClusterLink:
                 log.warning("ISR change notification for %s-%d failed: %s", topic, index, e)
             return list(new_isr), version, st.leader_epoch
 
+        if self.zk is None:
+            result = work()
+            loop.call_soon(done, result)
+            return
         fut = loop.run_in_executor(None, work)
         fut.add_done_callback(lambda f: done(f.result() if not f.exception() else None))
 
@@ -523,6 +584,8 @@ class ClusterLink:
             self.loop.call_soon_threadsafe(self.broker.reload_configs_from_store)
 
     def notify_config_change(self, entity_path: str) -> None:
+        if self.zk is None:
+            return  # embedded: the one broker applied it already
         doc = json.dumps({"version": 2, "entity_path": entity_path}).encode()
         self.store.create("/config/changes/config_change_", doc, sequential=True, makepath=True)
 

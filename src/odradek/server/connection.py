@@ -164,7 +164,7 @@ class Connection:
             self.close()
             return
         handler = registry.get(api_key)
-        if handler is None and api_key in ib.SCHEMAS and self.broker.cluster is not None:
+        if handler is None and api_key in ib.SCHEMAS and not self.broker.cluster.embedded:
             self._on_interbroker(frame, api_key, api_version, correlation_id)
             return
         if handler is None:
@@ -215,7 +215,6 @@ class Connection:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
         response header v0."""
         cluster = self.broker.cluster
-        assert cluster is not None
         try:
             header = parse_request_header(frame, False)
             body = ib.decode(api_key, api_version, frame[header.body_offset :])

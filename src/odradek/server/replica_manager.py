@@ -239,6 +239,16 @@ class ReplicaManager:
         """Park an acks=all produce until each partition's high watermark reaches its offset."""
         return DelayedProduce(self.produce_waiters, required, self._replication_check, timeout_ms, respond)
 
+    def replicated_now(self, required: dict[TopicPartition, int]) -> dict[TopicPartition, int] | None:
+        """The outcome per partition when every one is decided already, else None."""
+        out = {}
+        for tp, off in required.items():
+            code = self._replication_check(tp, off)
+            if code is None:
+                return None
+            out[tp] = code
+        return out
+
     def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
         part = self.partitions.get(tp) if self.partitions is not None else None
         plog = self.get_log(*tp)

@@ -1,7 +1,6 @@
 """AlterPartitionReassignments (45, KIP-455): start or cancel (replicas = null) partition
-reassignments. Cluster mode: answered by the controller (NOT_CONTROLLER elsewhere), which
-runs them on its event thread (controller.reassignment). Embedded: a single broker can
-only be reassigned to itself."""
+reassignments. Answered by the controller (NOT_CONTROLLER elsewhere), which runs them on
+its event queue (controller.reassignment)."""
 
 from __future__ import annotations
 
@@ -41,20 +40,6 @@ def handle(ctx: Any, request: Any) -> Any:
         for t in request.topics for p in t.partitions
     }
     cluster = broker.cluster
-    if cluster is None:
-        results: dict[TP, tuple[int, str | None]] = {}
-        for (t, p), target in wanted.items():
-            meta = broker.topics.get(t)
-            if meta is None or not 0 <= p < len(meta.partitions):
-                results[(t, p)] = (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
-            elif target is None:
-                results[(t, p)] = (errors.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
-            elif target != meta.partitions[p].replicas:
-                results[(t, p)] = (errors.INVALID_REPLICA_ASSIGNMENT,
-                                   f"The proposed assignment contains brokers that are not alive: {target}.")
-            else:
-                results[(t, p)] = (errors.NONE, None)
-        return _response(m, request, results)
     if not cluster.controller.active:
         return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
     inner = cluster.call_controller("AlterReassignments", requests=wanted)

@@ -78,7 +78,7 @@ def handle(ctx: Any, request: Any) -> Any:
         )
     cluster = broker.cluster
     created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
-    if cluster is None or not created:
+    if not created:
         return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
 
     def ready(name: str) -> bool:

@@ -52,7 +52,7 @@ def handle(ctx: Any, request: Any) -> Any:
         )
     cluster = broker.cluster
     deleted = [r.name for r in out if r.error_code == errors.NONE]
-    if cluster is None or not deleted:
+    if not deleted:
         return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     waited = cluster.wait_for_metadata(lambda: all(reg.get(n) is None for n in deleted), timeout_ms)

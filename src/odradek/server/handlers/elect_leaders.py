@@ -1,7 +1,6 @@
 """ElectLeaders (43): preferred (0) or unclean (1) leader election for the given partitions
-(all, when null). Cluster mode: only the controller answers (NOT_CONTROLLER elsewhere);
-the election runs on the controller's event thread. Embedded: the single broker already
-leads everything (ELECTION_NOT_NEEDED)."""
+(all, when null). Only the controller answers (NOT_CONTROLLER elsewhere); the election
+runs on the controller's event queue."""
 
 from __future__ import annotations
 
@@ -43,16 +42,6 @@ def handle(ctx: Any, request: Any) -> Any:
     if request.topic_partitions is not None:
         wanted = [(tp.topic, int(p)) for tp in request.topic_partitions for p in tp.partitions]
     cluster = broker.cluster
-    if cluster is None:
-        reg = broker.topics
-        if wanted is None:
-            wanted = [(t, p.index) for t, meta in reg.topics.items() for p in meta.partitions]
-        results = {}
-        for t, p in wanted:
-            meta = reg.get(t)
-            ok = meta is not None and 0 <= p < len(meta.partitions)
-            results[(t, p)] = errors.ELECTION_NOT_NEEDED if ok else errors.UNKNOWN_TOPIC_OR_PARTITION
-        return _response(m, version, results)
     if election_type not in (0, 1):
         return _response(m, version, {}, errors.INVALID_REQUEST)
     if not cluster.controller.active:

@@ -4,6 +4,7 @@ partition (Utils.abs(javaHashCode(group)) % partitions) does."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -26,7 +27,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
         if not broker.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         cluster = broker.cluster
-        if cluster is not None:
+        if not cluster.embedded:
             # the leader of the group's __consumer_offsets partition coordinates it
             meta = broker.topics.get("__consumer_offsets")
             p = broker.groups.coordinator.partition_for(key)
@@ -43,6 +44,30 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
 
 
 def handle(ctx: Any, request: Any) -> Any:
+    broker = ctx.broker
+    if getattr(request, "key_type", KEY_GROUP) == KEY_GROUP and broker.topics.get("__consumer_offsets") is None:
+        # first use: create __consumer_offsets and answer once its leaders are elected
+        if broker.groups.ensure_topic():
+            return _answer(ctx, request)
+        cluster = broker.cluster
+
+        def ready() -> bool:
+            meta = broker.topics.get("__consumer_offsets")
+            return meta is not None and all(p.leader in cluster.live_brokers for p in meta.partitions)
+
+        waited = cluster.wait_for_metadata(ready, 5000)
+        out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def finish(_f: Any) -> None:
+            if not out.done():
+                out.set_result(_answer(ctx, request))
+
+        waited.add_done_callback(finish)
+        return out
+    return _answer(ctx, request)
+
+
+def _answer(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     if ctx.api_version >= 4:
         out = []

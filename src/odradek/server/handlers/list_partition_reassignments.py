@@ -1,6 +1,6 @@
 """ListPartitionReassignments (46, KIP-455): the reassignments in progress (all, or the
-partitions asked for), with their replicas, adding and removing replicas. Cluster mode:
-the controller answers (NOT_CONTROLLER elsewhere); embedded: there are never any."""
+partitions asked for), with their replicas, adding and removing replicas. The controller
+answers (NOT_CONTROLLER elsewhere)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,6 @@ def handle(ctx: Any, request: Any) -> Any:
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     cluster = broker.cluster
-    if cluster is None:
-        return _response(m, {})
     if not cluster.controller.active:
         return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
     inner = cluster.call_controller("ListReassignments", partitions=wanted)

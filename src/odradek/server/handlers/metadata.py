@@ -1,7 +1,10 @@
-"""Metadata (3): brokers, topics with ids, partitions; auto-creates topics when allowed."""
+"""Metadata (3): brokers, topics with ids, partitions from the metadata cache the
+controller keeps; auto-creates topics when allowed (the answer waits briefly for the
+controller to elect their leaders)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -19,9 +22,9 @@ _NO_OPS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_response(m: Any, meta: Any, version: int, live: Any = None) -> Any:
-    """``live``: the live broker ids in cluster mode (a partition whose leader is not
-    among them has no leader: LEADER_NOT_AVAILABLE), None when embedded."""
+def _topic_response(m: Any, meta: Any, version: int, live: Any) -> Any:
+    """``live``: the live broker ids (a partition whose leader is not among them has no
+    leader: LEADER_NOT_AVAILABLE)."""
     parts = tuple(
         make(
             m.MetadataResponsePartition,
@@ -58,20 +61,61 @@ def _error_topic(m: Any, name: str | None, code: int, topic_id: Any = None) -> A
     )
 
 
+AUTO_CREATE_WAIT_MS = 2000  # how long a Metadata request waits for topics it auto-created to get leaders
+
+
 def handle(ctx: Any, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
-    m = ctx.response_module
-    reg = broker.topics
     requested = request.topics
     if version == 0 and requested is not None and len(requested) == 0:
         requested = None  # v0: empty list means all topics
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and broker.config.get(
         "auto.create.topics.enable"
     )
-    out = []
+    created: list[str] = []
+    if requested is not None and allow_auto:
+        reg = broker.topics
+        for t in requested:
+            if t.name is None or reg.get(t.name) is not None:
+                continue
+            try:
+                validate_topic_name(t.name)
+                broker.create_topic(t.name, -1, -1)
+                log.info("auto-created topic %s", t.name)
+                created.append(t.name)
+            except TopicError:
+                pass  # answered below (invalid name, already being created, store unavailable)
+    if not created:
+        return _respond(ctx, requested, allow_auto)
+    # the controller elects the new topics' leaders: answer once this broker knows them (or
+    # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
     cluster = broker.cluster
-    live = set(cluster.live_brokers) if cluster is not None else None
+
+    def ready() -> bool:
+        live = cluster.live_brokers
+        return all((m := broker.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
+                   for n in created)
+
+    waited = cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS)
+    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def finish(_f: Any) -> None:
+        if not out.done():
+            out.set_result(_respond(ctx, requested, allow_auto))
+
+    waited.add_done_callback(finish)
+    return out
+
+
+def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
+    broker = ctx.broker
+    version = ctx.api_version
+    m = ctx.response_module
+    reg = broker.topics
+    cluster = broker.cluster
+    live = set(cluster.live_brokers)
+    out = []
     if requested is None:
         out = [_topic_response(m, meta, version, live) for meta in reg.topics.values()]
     else:
@@ -93,39 +137,26 @@ def handle(ctx: Any, request: Any) -> Any:
                 except TopicError as e:
                     out.append(_error_topic(m, name, e.error_code))
                     continue
-                if not allow_auto:
-                    out.append(_error_topic(m, name, errors.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                try:
-                    meta = broker.create_topic(name, -1, -1)
-                    log.info("auto-created topic %s", name)
-                    if cluster is not None:  # the controller has yet to elect its leaders
-                        out.append(_error_topic(m, name, errors.LEADER_NOT_AVAILABLE))
-                        continue
-                except TopicError as e:
-                    code = e.error_code
-                    if code == errors.TOPIC_ALREADY_EXISTS:
-                        meta = reg.get(name)
-                    if meta is None:
-                        out.append(_error_topic(m, name, code))
-                        continue
+                # being created (the controller has yet to elect leaders), or not allowed to be
+                code = errors.LEADER_NOT_AVAILABLE if allow_auto else errors.UNKNOWN_TOPIC_OR_PARTITION
+                out.append(_error_topic(m, name, code))
+                continue
             out.append(_topic_response(m, meta, version, live))
-    if cluster is not None:
+    if cluster.embedded:
+        # one broker: its endpoint on the listener this client came in through
+        host, port = broker.advertised_endpoint(ctx.connection.listener)
+        brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
+    else:
         brokers = tuple(
             make(m.MetadataResponseBroker, node_id=b, host=n["host"], port=n["port"], rack=n.get("rack"))
             for b, n in sorted(cluster.live_brokers.items())
         )
-        controller_id = cluster.controller_id
-    else:
-        host, port = broker.advertised_endpoint(ctx.connection.listener)
-        brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
-        controller_id = broker.node_id
     return make(
         m.MetadataResponse,
         throttle_time=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=controller_id,
+        controller_id=cluster.controller_id,
         topics=tuple(out),
         cluster_authorized_operations=_NO_OPS,
         error_code=errors.NONE,
