@@ -228,3 +228,25 @@ def _try_create(admin: AdminClient, name: str) -> bool:
         return True
     except KafkaException as e:
         return "already exists" in str(e).lower()
+
+
+def test_auto_leader_rebalance_moves_leadership_back(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """auto.leader.rebalance.enable: once a restarted broker is back in the ISR, the controller's
+    periodic check (leader.imbalance.check.interval.seconds) makes it the leader of the
+    partitions it is the preferred replica of again."""
+    gen = _cluster(tmp_path, zookeeper, **{"leader.imbalance.check.interval.seconds": "2"})
+    c = next(gen)
+    try:
+        create(c, "bal", 3, 3)
+        preferred = {q: c.zk_json("/brokers/topics/bal")["partitions"][str(q)][0] for q in range(3)}
+        c.wait_for(lambda: all(c.leader("bal", q) == preferred[q] for q in range(3)), 10, "preferred leaders")
+        victim = next(b for b in c.brokers if b != c.controller())
+        mine = [q for q, b in preferred.items() if b == victim]
+        assert mine
+        c.kill(victim)
+        c.wait_for(lambda: all(c.leader("bal", q) != victim for q in mine), 20, "leadership to move away")
+        c.brokers[victim].start()
+        c.wait_for(lambda: all(victim in c.state("bal", q)["isr"] for q in mine), 30, "the broker back in the ISR")
+        c.wait_for(lambda: all(c.leader("bal", q) == victim for q in mine), 20, "the automatic rebalance")
+    finally:
+        next(gen, None)
