@@ -250,3 +250,25 @@ def test_auto_leader_rebalance_moves_leadership_back(tmp_path: Path, zookeeper: 
         c.wait_for(lambda: all(c.leader("bal", q) == victim for q in mine), 20, "the automatic rebalance")
     finally:
         next(gen, None)
+
+
+def test_whole_cluster_stopped_and_started_again(cluster: Cluster) -> None:
+    """Every broker stopped (SIGTERM, one after another) and started again in the same order:
+    the last leader comes back at a new leader epoch, the others follow it again, the ISR
+    fills up and acks=all works; nothing acknowledged is lost."""
+    c = cluster
+    create(c, "all", 1, 3, **{"min.insync.replicas": "2"})
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        p.produce("all", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    for b in (1, 2, 3):
+        assert c.brokers[b].stop() == 0
+    for b in (1, 2, 3):
+        c.brokers[b].start()
+    c.wait_for(lambda: sorted(c.state("all", 0).get("isr", [])) == [1, 2, 3], 60, "the full ISR again")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(300, 600):
+        p.produce("all", str(i).encode(), partition=0)
+    assert p.flush(60) == 0
+    assert [int(v) for v in drain(c.bootstrap, "all", 1)[0]] == list(range(600))

@@ -11,7 +11,6 @@ header v0 (int32 correlation id) + a JSON body with at least ``error_code``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import struct
@@ -56,7 +55,7 @@ class _BrokerSender:
         reader: asyncio.StreamReader | None = None
         writer: asyncio.StreamWriter | None = None
         try:
-            while True:
+            while not self.owner.closed:
                 req = await self.queue.get()
                 while True:
                     if writer is None:
@@ -106,6 +105,7 @@ class ControllerChannel:
         self.timeout_s = timeout_s
         self.senders: dict[int, _BrokerSender] = {}
         self.on_response: ResponseCallback | None = None
+        self.closed = False
 
     def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
         for b in list(self.senders):
@@ -125,10 +125,12 @@ class ControllerChannel:
     __call__ = send
 
     async def close(self) -> None:
+        self.closed = True
         tasks = [s.task for s in self.senders.values()]
         self.senders.clear()
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        if tasks:
+            # bounded: asyncio.wait_for in 3.11 can swallow a cancellation that races with
+            # its inner operation finishing; the senders also stop on ``closed``
+            await asyncio.wait(tasks, timeout=2.0)

@@ -33,7 +33,13 @@ from typing import Any
 from odradek.controller import election
 from odradek.controller import reassignment as ra
 from odradek.controller import zk_data as zd
-from odradek.controller.states import PartitionState
+from odradek.controller.states import (
+    IllegalTransition,
+    PartitionState,
+    ReplicaState,
+    check_partition,
+    check_replica,
+)
 from odradek.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
 from odradek.protocol import interbroker as ib
 
@@ -62,6 +68,7 @@ class ControllerContext:
     partition_states: dict[TP, PartitionState] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     reassignments: dict[TP, ra.Reassignment] = field(default_factory=dict)
+    replica_states: dict[tuple[str, int, int], ReplicaState] = field(default_factory=dict)
 
     @property
     def live(self) -> set[int]:
@@ -178,6 +185,9 @@ class Controller:
         for p in assignment:
             st = zd.read_partition_state(self.store, topic, p)
             tp = (topic, p)
+            for b in assignment[p]:  # initialisation, as Kafka's replica state machine does it
+                self.ctx.replica_states[(topic, p, b)] = ReplicaState.ONLINE if b in self.ctx.live else (
+                    ReplicaState.NEW if st is None else ReplicaState.OFFLINE)
             if st is None:
                 self.ctx.partition_states[tp] = PartitionState.NEW
                 continue
@@ -191,47 +201,23 @@ class Controller:
         )
 
     # ------------------------------------------------------------------ leader election
-    def _elect_for(self, tps: list[TP], rule: str = "offline") -> list[TP]:
-        """Elect leaders; returns the partitions whose state changed."""
+    def _elect_for(self, tps: list[TP], rule: str = "offline", bump: set[TP] | None = None) -> list[TP]:
+        """Elect leaders; returns the partitions whose state changed. A partition coming back
+        from offline, or in ``bump`` (its leader restarted), gets a new leader epoch even when
+        leader and ISR stay the same, so every replica hears of it and truncates/fetches anew."""
         ctx = self.ctx
         changed: list[TP] = []
         new_states: dict[str, dict[int, zd.LeaderAndIsr]] = {}
         for tp in tps:
-            topic, p = tp
-            replicas = ctx.assignments.get(topic, {}).get(p)
-            if not replicas:
-                continue
-            live = ctx.live
-            cur = ctx.states.get(tp)
-            if cur is None:  # a new partition: the live replicas form the ISR
-                isr = [r for r in replicas if r in live]
-                if not isr:
-                    log.warning("no live replica for new partition %s-%d; it stays offline", topic, p)
-                    ctx.partition_states[tp] = PartitionState.OFFLINE
-                    continue
-                st = zd.LeaderAndIsr(isr[0], 0, isr, ctx.epoch)
-                new_states.setdefault(topic, {})[p] = st
-                continue
-            if rule == "offline":
-                result = election.offline(replicas, cur.isr, live, self.unclean(topic))
-            elif rule == "preferred":
-                result = election.preferred(replicas, cur.isr, live)
-            elif rule == "controlled":
-                result = election.controlled_shutdown(replicas, cur.isr, set(ctx.brokers), ctx.shutting_down)
+            for _attempt in range(3):  # a lost race on the znode version is re-read and retried
+                outcome = self._elect_one(tp, rule, bump or set(), new_states)
+                if outcome is not None:
+                    if outcome:
+                        changed.append(tp)
+                    break
             else:
-                raise ValueError(rule)
-            if result is None:
-                if rule == "offline":
-                    log.error("no eligible leader for %s-%d (isr %s, live %s); partition offline", topic, p, cur.isr, sorted(live))
-                    ctx.partition_states[tp] = PartitionState.OFFLINE
-                continue
-            leader, isr = result
-            if leader == cur.leader and isr == cur.isr:
-                ctx.partition_states[tp] = PartitionState.ONLINE
-                continue
-            st = zd.LeaderAndIsr(leader, cur.leader_epoch + 1, isr, ctx.epoch, cur.zk_version)
-            if self._write_state(tp, st):
-                changed.append(tp)
+                log.warning("could not write the state of %s-%d; it stays offline until the next event", *tp)
+                self._set_partition_state(tp, PartitionState.OFFLINE)
         for topic, states in new_states.items():
             try:
                 zd.create_partition_states(self.store, topic, states)
@@ -241,9 +227,90 @@ class Controller:
             for p, st in states.items():
                 st.zk_version = 0
                 ctx.states[(topic, p)] = st
-                ctx.partition_states[(topic, p)] = PartitionState.ONLINE
+                self._set_partition_state((topic, p), PartitionState.ONLINE)
+                replicas = ctx.assignments[topic][p]
+                self._set_replica_states((topic, p), [b for b in replicas if b in ctx.live], ReplicaState.ONLINE)
+                self._set_replica_states((topic, p), [b for b in replicas if b not in ctx.live], ReplicaState.OFFLINE)
                 changed.append((topic, p))
         return changed
+
+    def _elect_one(
+        self, tp: TP, rule: str, bump: set[TP], new_states: dict[str, dict[int, zd.LeaderAndIsr]]
+    ) -> bool | None:
+        """True: state written; False: nothing to write; None: the write lost a race (retry)."""
+        ctx = self.ctx
+        topic, p = tp
+        replicas = ctx.assignments.get(topic, {}).get(p)
+        if not replicas:
+            return False
+        live = ctx.live
+        cur = ctx.states.get(tp)
+        if cur is None:  # a new partition: the live replicas form the ISR
+            isr = [r for r in replicas if r in live]
+            if not isr:
+                log.warning("no live replica for new partition %s-%d; it stays offline", topic, p)
+                self._set_partition_state(tp, PartitionState.OFFLINE)
+                return False
+            new_states.setdefault(topic, {})[p] = zd.LeaderAndIsr(isr[0], 0, isr, ctx.epoch)
+            return False
+        if rule == "offline":
+            result = election.offline(replicas, cur.isr, live, self.unclean(topic))
+        elif rule == "preferred":
+            result = election.preferred(replicas, cur.isr, live)
+        elif rule == "controlled":
+            result = election.controlled_shutdown(replicas, cur.isr, set(ctx.brokers), ctx.shutting_down)
+        else:
+            raise ValueError(rule)
+        if result is None:
+            if rule == "offline":
+                log.error("no eligible leader for %s-%d (isr %s, live %s); partition offline", topic, p, cur.isr,
+                          sorted(live))
+                self._set_partition_state(tp, PartitionState.OFFLINE)
+            return False
+        leader, isr = result
+        returning = ctx.partition_states.get(tp) is PartitionState.OFFLINE
+        if leader == cur.leader and isr == cur.isr and not returning and tp not in bump:
+            self._set_partition_state(tp, PartitionState.ONLINE)
+            return False
+        st = zd.LeaderAndIsr(leader, cur.leader_epoch + 1, isr, ctx.epoch, cur.zk_version)
+        return True if self._write_state(tp, st) else None
+
+
+    # ------------------------------------------------------------------ state machines
+    def _set_partition_state(self, tp: TP, target: PartitionState) -> bool:
+        """Move a partition to ``target`` if Kafka's table allows it (else log, as Kafka does)."""
+        cur = self.ctx.partition_states.get(tp, PartitionState.NON_EXISTENT)
+        try:
+            check_partition(cur, target)
+        except IllegalTransition as e:
+            log.error("controller: illegal %s for %s-%d", e, tp[0], tp[1])
+            return False
+        if target is PartitionState.NON_EXISTENT:
+            self.ctx.partition_states.pop(tp, None)
+        else:
+            self.ctx.partition_states[tp] = target
+        return True
+
+    def _set_replica_states(self, tp: TP, brokers: list[int], target: ReplicaState) -> None:
+        for b in brokers:
+            key = (tp[0], tp[1], b)
+            cur = self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
+            try:
+                check_replica(cur, target)
+            except IllegalTransition as e:
+                log.error("controller: illegal %s for replica %d of %s-%d", e, b, tp[0], tp[1])
+                continue
+            if target is ReplicaState.NON_EXISTENT:
+                self.ctx.replica_states.pop(key, None)
+            else:
+                self.ctx.replica_states[key] = target
+
+    def _delete_replicas(self, tp: TP, brokers: list[int]) -> None:
+        """Replicas being removed: offline, deletion started and done (StopReplica with delete
+        sent; this controller does not wait for the answers), then gone."""
+        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                      ReplicaState.NON_EXISTENT):
+            self._set_replica_states(tp, brokers, state)
 
     def _write_state(self, tp: TP, st: zd.LeaderAndIsr) -> bool:
         try:
@@ -255,7 +322,7 @@ class Controller:
                 self.ctx.states[tp] = fresh
             return False
         self.ctx.states[tp] = st
-        self.ctx.partition_states[tp] = PartitionState.ONLINE
+        self._set_partition_state(tp, PartitionState.ONLINE)
         log.info("partition %s-%d: leader %d, epoch %d, isr %s", tp[0], tp[1], st.leader, st.leader_epoch, st.isr)
         return True
 
@@ -266,20 +333,34 @@ class Controller:
         old = ctx.brokers
         new_ids = {b for b, info in current.items() if b not in old or old[b].epoch != info.epoch}
         dead = set(old) - set(current)
+        # restarted between two looks at /brokers/ids: handled as a failure, then a start-up
+        # (its log may have lost an unflushed tail; it must not lead on at its old epoch)
+        bounced = {b for b in new_ids if b in old}
+        gone = dead | bounced
         ctx.brokers = current
         ctx.shutting_down -= dead
-        if dead:
-            log.info("brokers %s left", sorted(dead))
-            offline = sorted(tp for tp, st in ctx.states.items() if st.leader in dead)
-            changed = self._elect_for(offline)
-            # followers on dead brokers leave the ISR of partitions whose leader survived
-            for tp, st in list(ctx.states.items()):
-                if tp in changed or st.leader in dead:
-                    continue
-                isr = [b for b in st.isr if b not in dead]
-                shrunk = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)
-                if isr and isr != st.isr and self._write_state(tp, shrunk):
-                    changed.append(tp)
+        for (t, p, b) in list(ctx.replica_states):
+            if b in gone:
+                self._set_replica_states((t, p), [b], ReplicaState.OFFLINE)
+            if b in new_ids:
+                self._set_replica_states((t, p), [b], ReplicaState.ONLINE)
+        if gone:
+            log.info("brokers %s left%s", sorted(dead), f" (restarted: {sorted(bounced)})" if bounced else "")
+            offline = sorted(tp for tp, st in ctx.states.items() if st.leader in gone)
+            saved = set(ctx.shutting_down)
+            ctx.shutting_down |= bounced  # not eligible in this round
+            try:
+                changed = self._elect_for(offline, bump=set(offline))
+                # followers on dead (or restarted) brokers leave the ISR of partitions whose leader survived
+                for tp, st in list(ctx.states.items()):
+                    if tp in changed or st.leader in gone:
+                        continue
+                    isr = [b for b in st.isr if b not in gone]
+                    shrunk = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)
+                    if isr and isr != st.isr and self._write_state(tp, shrunk):
+                        changed.append(tp)
+            finally:
+                ctx.shutting_down = saved - dead
             self._send_metadata_to(set(ctx.brokers))
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
         if new_ids:
@@ -315,7 +396,8 @@ class Controller:
                 continue
             assignment = {int(p): [int(b) for b in r] for p, r in json.loads(data)["partitions"].items()}
             for p in set(assignment) - set(ctx.assignments.get(t, {})):
-                ctx.partition_states[(t, p)] = PartitionState.NEW
+                self._set_partition_state((t, p), PartitionState.NEW)
+                self._set_replica_states((t, p), assignment[p], ReplicaState.NEW)
             ctx.assignments[t] = assignment
         changed = self._elect_for(self._partitions_needing_leaders())
         if changed:
@@ -333,7 +415,12 @@ class Controller:
             })
         for tp in parts:
             ctx.states.pop(tp, None)
+            self._delete_replicas(tp, list(ctx.assignments.get(topic, {}).get(tp[1], [])))
+            self._set_partition_state(tp, PartitionState.OFFLINE)
+            self._set_partition_state(tp, PartitionState.NON_EXISTENT)
+        for tp in [tp for tp in ctx.partition_states if tp[0] == topic]:  # never elected
             ctx.partition_states.pop(tp, None)
+        ctx.reassignments = {tp: r for tp, r in ctx.reassignments.items() if tp[0] != topic}
         ctx.assignments.pop(topic, None)
         ctx.topic_ids.pop(topic, None)
         self._send_metadata_to(set(ctx.brokers))
@@ -475,6 +562,9 @@ class Controller:
         current = ctx.assignments[tp[0]][tp[1]]
         r, replicas = ra.start(current, ctx.reassignments.get(tp), target)
         ctx.reassignments[tp] = r
+        fresh = [b for b in replicas if b not in current]
+        self._set_replica_states(tp, fresh, ReplicaState.NEW)
+        self._set_replica_states(tp, [b for b in fresh if b in ctx.live], ReplicaState.ONLINE)
         ctx.assignments[tp[0]][tp[1]] = replicas
         self._write_assignment(tp[0])
         log.info("reassigning %s-%d from %s to %s (replicas now %s)", tp[0], tp[1], list(r.original), target, replicas)
@@ -507,6 +597,7 @@ class Controller:
             self._send(b, ib.STOP_REPLICA, {
                 "partitions": [{"topic": tp[0], "partition": tp[1], "leader_epoch": new.leader_epoch, "delete": True}],
             })
+        self._delete_replicas(tp, done.remove)
 
     def _on_AutoLeaderBalance(self) -> None:
         ctx = self.ctx
@@ -544,7 +635,9 @@ class Controller:
         if changed:
             self._send_metadata_to(set(ctx.brokers))
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
-        remaining = sorted(tp for tp, st in ctx.states.items() if st.leader == broker_id)
+        # single-replica partitions cannot move; they do not hold the shutdown up (as in Kafka)
+        remaining = sorted(tp for tp, st in ctx.states.items()
+                           if st.leader == broker_id and len(ctx.assignments[tp[0]][tp[1]]) > 1)
         reply(errors.NONE, remaining)
 
     # ------------------------------------------------------------------ requests to brokers

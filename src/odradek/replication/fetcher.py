@@ -104,6 +104,8 @@ class ReplicaFetcher:
         self.address = (host, port)
         self.get_log = get_log
         self.partitions: dict[TP, FetchState] = {}
+        self._rotation = 0
+        self.stopped = False
         self.wake = asyncio.Event()
         self.client = AsyncWireClient(host, port, f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0)
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
@@ -116,14 +118,16 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def stop(self) -> None:
+        self.stopped = True
         self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+        # bounded (a cancellation racing with wait_for's inner operation can be lost in 3.11;
+        # the loop also checks ``stopped``)
+        await asyncio.wait({self.task}, timeout=2.0)
         self.client.close()
 
     # ------------------------------------------------------------------ loop
     async def _run(self) -> None:
-        while True:
+        while not self.stopped:
             if not self.partitions:
                 self.wake.clear()
                 await self.wake.wait()
@@ -202,17 +206,24 @@ class ReplicaFetcher:
                     # the leader knows only an older epoch: our end for that epoch bounds it too
                     _, mine = plog.leader_epoch_cache.end_offset_for(leader_epoch, plog.log_end_offset)
                     target = min(end, mine if mine >= 0 else plog.log_end_offset, plog.log_end_offset)
-                if target < plog.log_end_offset:
+                truncated = target < plog.log_end_offset
+                if truncated:
                     log.info("truncating %s-%d from %d to %d (leader %d epoch %d ends at %d)",
                              tp[0], tp[1], plog.log_end_offset, target, self.leader_id, leader_epoch, end)
                     plog.truncate_to(max(target, 0))
-                state.truncating = False
+                # the leader knew only an older epoch: ask again about our (now older) latest one,
+                # until both agree on an epoch (KIP-279)
+                again = end >= 0 and leader_epoch != asked and truncated and (
+                    plog.leader_epoch_cache.latest_epoch not in (asked, -1))
+                state.truncating = again
 
     # ------------------------------------------------------------------ fetch
     async def _fetch(self, tps: list[TP]) -> None:
         topics: dict[str, list[dict[str, Any]]] = {}
         sent: dict[TP, FetchState] = {}
         wait = self.quota.delay() if self.quota is not None else 0.0
+        self._rotation = (self._rotation + 1) % max(len(tps), 1)  # fairness under the response size limit
+        tps = tps[self._rotation:] + tps[: self._rotation]
         throttled: set[TP] = set()
         for tp in tps:
             plog = self.get_log(*tp)

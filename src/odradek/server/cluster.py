@@ -227,8 +227,7 @@ class ClusterLink:
                 self._session_lost = True
             self.put("Resign")
         elif state == "CONNECTED" and self._session_lost:
-            self._session_lost = False
-            self.put("Reregister")
+            self.put("Reregister")  # the flag is cleared once registered again
         elif state == "CONNECTED":
             self.put("ControllerChange")  # the session survived: take part in the election again
 
@@ -260,7 +259,17 @@ class ClusterLink:
         c = self.controller
         try:
             if kind == "Reregister":
-                self._register()
+                if not self._session_lost:
+                    return
+                try:
+                    self._register()
+                except StoreError as e:
+                    log.warning("registering again failed (%s); retrying in 1 s", e)
+                    retry = threading.Timer(1.0, self.put, ("Reregister",))
+                    retry.daemon = True
+                    retry.start()
+                    return
+                self._session_lost = False
                 if self.zk is not None:
                     self.zk.rearm_watches()
                 kind = "Startup"
@@ -398,7 +407,7 @@ class ClusterLink:
                      body["controller_id"], epoch, self.controller_epoch)
             return errors.STALE_CONTROLLER_EPOCH
         be = int(body["broker_epoch"])
-        if be >= 0 and self.broker_epoch >= 0 and be != self.broker_epoch:
+        if be >= 0 and self.broker_epoch >= 0 and be < self.broker_epoch:  # meant for an earlier incarnation
             log.info("ignoring a controller request for broker epoch %d (mine is %d)", be, self.broker_epoch)
             return ib.STALE_BROKER_EPOCH
         self.controller_epoch = epoch
@@ -413,7 +422,21 @@ class ClusterLink:
         self.broker.topics.apply_partition_states(
             by_topic, dict(body.get("topic_ids", {})), full=bool(body.get("full", True))
         )
+        self._start_missing_fetchers()
         self._check_metadata_waiters()
+
+    def _start_missing_fetchers(self) -> None:
+        """A follower told of its leader while that leader was down has no fetcher: start it
+        once the leader is live again."""
+        rm = self.broker.replica_manager
+        if self.fetchers is None or rm.partitions is None or self.embedded:
+            return
+        for tp, part in rm.partitions.items():
+            if part.leader == self.broker_id or tp in self.fetchers.leader_of:
+                continue
+            node = self.live_brokers.get(part.leader)
+            if node is not None:
+                self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
 
     def apply_leader_and_isr(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         if self.fetchers is None:  # shutting down

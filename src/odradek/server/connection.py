@@ -96,7 +96,7 @@ class Connection:
             self.sock.close()
         self.pending.clear()
         self.out.clear()
-        for cb in self.on_close:
+        for cb in list(self.on_close):
             try:
                 cb()
             except Exception:
@@ -210,6 +210,17 @@ class Connection:
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
             return
         self._complete(slot, result)
+
+    def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None:
+        """A delayed operation of this connection: cancelled if the connection closes first;
+        forgotten once it completes (so long-lived connections do not accumulate them)."""
+        self.on_close.append(cancel)
+
+        def forget(_f: asyncio.Future[Any]) -> None:
+            with contextlib.suppress(ValueError):
+                self.on_close.remove(cancel)
+
+        fut.add_done_callback(forget)
 
     def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,

@@ -146,3 +146,44 @@ def test_new_topic_and_new_partitions() -> None:
     c.process_all()
     stops = ch.take(ib.STOP_REPLICA)
     assert {b for b, _ in stops} == {1, 2, 3}
+
+
+def test_partition_and_replica_state_machines_follow_events() -> None:
+    from odradek.controller.states import PartitionState as P
+    from odradek.controller.states import ReplicaState as R
+
+    store, c, ch = cluster()
+    assert c.ctx.partition_states[("t", 0)] is P.ONLINE
+    assert {c.ctx.replica_states[("t", 0, b)] for b in (1, 2, 3)} == {R.ONLINE}
+    store.delete("/brokers/ids/3")
+    c.put("BrokerChange")
+    c.process_all()
+    assert c.ctx.replica_states[("t", 0, 3)] is R.OFFLINE and c.ctx.replica_states[("t", 0, 1)] is R.ONLINE
+    zd.register_broker(store, zd.BrokerInfo(3, "127.0.0.1", 9003))
+    c.put("BrokerChange")
+    c.process_all()
+    assert c.ctx.replica_states[("t", 0, 3)] is R.ONLINE
+    # an illegal transition is refused and logged, the state stays
+    assert not c._set_partition_state(("t", 0), P.NEW)
+    assert c.ctx.partition_states[("t", 0)] is P.ONLINE
+    # a reassignment adds replica 9 (new, then online) and removes 1 (deleted, gone) when done
+    replies: list[Any] = []
+    c.put("AlterReassignments", requests={("t", 0): [9, 2, 3]}, reply=replies.append)
+    c.process_all()
+    assert replies == [{("t", 0): (errors.NONE, None)}]
+    assert c.ctx.replica_states[("t", 0, 9)] is R.ONLINE and ("t", 0) in c.ctx.reassignments
+    st = state(store, 0)
+    zd.update_partition_state(store, "t", 0, zd.LeaderAndIsr(st.leader, st.leader_epoch, [1, 2, 3, 9], 1, st.zk_version))
+    zd.notify_isr_change(store, [("t", 0)])
+    c.put("IsrChangeNotification")
+    c.process_all()
+    assert ("t", 0) not in c.ctx.reassignments
+    assert ("t", 0, 1) not in c.ctx.replica_states and state(store, 0).leader == 9
+    assert json.loads(store.get("/brokers/topics/t")[0])["partitions"]["0"] == [9, 2, 3]
+    stops = ch.take(ib.STOP_REPLICA)
+    assert [b for b, body in stops if body["partitions"][0]["delete"]] == [1]
+    # deleting the topic takes every partition and replica to non-existent
+    store.delete("/brokers/topics/t", recursive=True)
+    c.put("TopicChange")
+    c.process_all()
+    assert not c.ctx.partition_states and not c.ctx.replica_states

@@ -21,9 +21,13 @@ def handle(ctx: Any, request: Any) -> Any:
         for p in t.partitions:
             code = errors.NONE
             low = -1
-            plog = broker.replica_manager.get_log(t.name, p.partition_index)
+            rm = broker.replica_manager
+            plog = rm.get_log(t.name, p.partition_index)
+            part = rm.partitions.get((t.name, p.partition_index)) if rm.partitions is not None else None
             if plog is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif rm.partitions is not None and (part is None or not part.is_leader(broker.node_id)):
+                code = errors.NOT_LEADER_OR_FOLLOWER  # followers follow the leader's log start offset
             else:
                 target = plog.high_watermark if p.offset == -1 else int(p.offset)
                 if target < 0 or target > plog.high_watermark:

@@ -75,10 +75,9 @@ def handle(ctx: Any, request: Any) -> Any:
     replica_state = getattr(request, "replica_state", None)
     replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
     follower = replica_id >= 0 and rm.partitions is not None
-    if follower:
-        now_ms = broker.now_ms()
-        for (name, p), cp in requested:
-            rm.on_follower_fetch(name, p, replica_id, cp.fetch_offset, now_ms)
+    # a follower's fetch offset counts as its log end offset only for a partition whose
+    # epoch check and read succeeded, and only on the request's first attempt
+    record_follower = [follower]
 
     session: FetchSession | None = None
     incremental = False
@@ -137,6 +136,8 @@ def handle(ctx: Any, request: Any) -> Any:
                 replica_id=replica_id if follower else -1,
             )
             pr.error_code = code
+            if record_follower[0] and code == errors.NONE:
+                rm.on_follower_fetch(name, p, replica_id, cp.fetch_offset, broker.now_ms())
             if plog is not None:
                 pr.high_watermark = plog.high_watermark
                 pr.last_stable_offset = plog.high_watermark
@@ -173,6 +174,7 @@ def handle(ctx: Any, request: Any) -> Any:
 
     def attempt(force: bool) -> RawResponse | None:
         results, total, has_error = read_all()
+        record_follower[0] = False
         if not force and total < min_bytes and not has_error:
             return None
         return respond(results)
@@ -184,5 +186,5 @@ def handle(ctx: Any, request: Any) -> Any:
 
     tps = [key for key, _ in entries if reg.get(key[0]) is not None]
     delayed = DelayedFetch(rm, tps, attempt, max_wait_ms)
-    ctx.connection.on_close.append(delayed.cancel)
+    ctx.connection.park(delayed.future, delayed.cancel)
     return delayed.future

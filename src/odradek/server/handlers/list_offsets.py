@@ -18,6 +18,9 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
+DEBUG_REPLICA = -2  # ListOffsets from a debugging tool may be answered by any replica
+
+
 def handle(ctx: Any, request: Any) -> Any:
     broker = ctx.broker
     m = ctx.response_module
@@ -35,9 +38,13 @@ def handle(ctx: Any, request: Any) -> Any:
             if meta is None or not 0 <= p.partition_index < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                epoch = meta.partitions[p.partition_index].leader_epoch
+                part = rm.partitions.get((t.name, p.partition_index)) if rm.partitions is not None else None
+                epoch = part.leader_epoch if part is not None else meta.partitions[p.partition_index].leader_epoch
                 cur = getattr(p, "current_leader_epoch", -1)
-                if cur is not None and cur >= 0 and cur != epoch:
+                if rm.partitions is not None and (part is None or not part.is_leader(broker.node_id)) and (
+                        request.replica_id != DEBUG_REPLICA):
+                    code = errors.NOT_LEADER_OR_FOLLOWER  # only the leader answers (or a debug request)
+                elif cur is not None and cur >= 0 and cur != epoch:
                     code = errors.FENCED_LEADER_EPOCH if cur < epoch else errors.UNKNOWN_LEADER_EPOCH
                 else:
                     plog = rm.get_log(t.name, p.partition_index)

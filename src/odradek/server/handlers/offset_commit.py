@@ -78,5 +78,5 @@ def handle(ctx: Any, request: Any) -> Any:
     delayed = rm.wait_for_replication(
         {("__consumer_offsets", p): off for p, off in pending.items()}, timeout_ms, replicated
     )
-    ctx.connection.on_close.append(delayed.cancel)
+    ctx.connection.park(delayed.future, delayed.cancel)
     return delayed.future

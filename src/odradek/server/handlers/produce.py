@@ -103,5 +103,5 @@ def handle(ctx: Any, request: Any) -> Any:
         return respond(done)
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     delayed = rm.wait_for_replication(required, timeout_ms, respond)
-    ctx.connection.on_close.append(delayed.cancel)
+    ctx.connection.park(delayed.future, delayed.cancel)
     return delayed.future
