@@ -267,7 +267,7 @@ def test_kafka_python_and_aiokafka_share_a_group(gb: Broker, assignor: str) -> N
         aio = AioKafkaMember(bs, group, topic, "aio", assignor)
         members.append(aio)
         wait_until("3 partitions each", lambda: split_evenly(members, topic, 6), 45,
-                   detail=lambda: (members, kp.errors, aio.errors))
+                   detail=lambda: (members, kp.errors, aio.errors, gb.log_tail()))
         acks = produce_to(bs, topic, 300, "mixed")
         assert_read_exactly_once(members, acks, topic)
         assert not kp.errors and not aio.errors, (kp.errors, aio.errors)
