@@ -272,3 +272,44 @@ def test_whole_cluster_stopped_and_started_again(cluster: Cluster) -> None:
         p.produce("all", str(i).encode(), partition=0)
     assert p.flush(60) == 0
     assert [int(v) for v in drain(c.bootstrap, "all", 1)[0]] == list(range(600))
+
+
+def test_log_dir_failure_moves_leadership(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """A log dir that fails (here: its partition directory made immutable, so rolling a
+    segment fails) goes offline on its broker; the controller hears of it through
+    /log_dir_event_notification and LeaderAndIsr's KAFKA_STORAGE_ERROR and moves leadership;
+    the broker keeps serving from its other log dir; nothing acknowledged is lost."""
+    import shutil
+    import subprocess
+
+    c = Cluster(tmp_path, zookeeper, 3)
+    for br in c.brokers.values():  # two log dirs per broker
+        br.overrides["log.dirs"] = f"{br.logdir}/a,{br.logdir}/b"
+    c.start()
+    immutable: Path | None = None
+    try:
+        create(c, "ld", 1, 3, **{"min.insync.replicas": "2", "segment.bytes": "30000"})
+        create(c, "other", 1, 3)
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1, "batch.size": 8000,
+                      "topic.metadata.refresh.interval.ms": 500})
+        for i in range(200):
+            p.produce("ld", str(i).encode().ljust(100, b"."), partition=0)
+        assert p.flush(30) == 0
+        leader = c.leader("ld", 0)
+        dirs = [d for d in c.brokers[leader].logdir.glob("*/ld-0") if d.is_dir()]
+        assert len(dirs) == 1
+        immutable = dirs[0]
+        subprocess.run(["chattr", "+i", str(immutable)], check=True)
+        for i in range(200, 600):
+            p.produce("ld", str(i).encode().ljust(100, b"."), partition=0)
+        assert p.flush(60) == 0
+        c.wait_for(lambda: c.leader("ld", 0) not in (leader, -1), 30, "leadership to leave the failed log dir")
+        assert leader not in c.state("ld", 0)["isr"]
+        c.brokers[leader].assert_alive()  # still serving its other log dir
+        got = [int(v.rstrip(b".")) for v in drain(c.bootstrap, "ld", 1)[0]]
+        assert got == list(range(600))
+    finally:
+        if immutable is not None:
+            subprocess.run(["chattr", "-i", str(immutable)], check=False)
+        c.stop()
+        shutil.rmtree(tmp_path / "unused", ignore_errors=True)

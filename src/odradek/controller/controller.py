@@ -23,6 +23,7 @@ broker is fenced (protocol/interbroker.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import deque
@@ -69,6 +70,7 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     reassignments: dict[TP, ra.Reassignment] = field(default_factory=dict)
     replica_states: dict[tuple[str, int, int], ReplicaState] = field(default_factory=dict)
+    offline_replicas: set[tuple[str, int, int]] = field(default_factory=set)  # in a failed log dir
 
     @property
     def live(self) -> set[int]:
@@ -243,6 +245,8 @@ class Controller:
         replicas = ctx.assignments.get(topic, {}).get(p)
         if not replicas:
             return False
+        # a replica in a failed log dir cannot lead
+        replicas = [b for b in replicas if (topic, p, b) not in ctx.offline_replicas] or replicas
         live = ctx.live
         cur = ctx.states.get(tp)
         if cur is None:  # a new partition: the live replicas form the ISR
@@ -339,6 +343,7 @@ class Controller:
         gone = dead | bounced
         ctx.brokers = current
         ctx.shutting_down -= dead
+        ctx.offline_replicas = {r for r in ctx.offline_replicas if r[2] not in new_ids}
         for (t, p, b) in list(ctx.replica_states):
             if b in gone:
                 self._set_replica_states((t, p), [b], ReplicaState.OFFLINE)
@@ -500,6 +505,62 @@ class Controller:
             self._send_metadata_to(set(ctx.brokers))
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
         reply(results)
+
+    # ------------------------------------------------------------------ log dir failures
+    def _on_LogDirEventNotification(self) -> None:
+        """/log_dir_event_notification: ask each notifying broker about all its replicas; the
+        ones in a failed log dir answer KAFKA_STORAGE_ERROR (handled below)."""
+        try:
+            names = self.store.children(zd.LOG_DIR_EVENT)
+        except NoNodeError:
+            return
+        brokers: set[int] = set()
+        for n in names:
+            try:
+                data, _ = self.store.get(f"{zd.LOG_DIR_EVENT}/{n}")
+                brokers.add(int(json.loads(data)["broker"]))
+            except (NoNodeError, ValueError, KeyError):
+                pass
+            with contextlib.suppress(NoNodeError):
+                self.store.delete(f"{zd.LOG_DIR_EVENT}/{n}")
+        ctx = self.ctx
+        for b in sorted(brokers & set(ctx.brokers)):
+            log.info("log dir failure on broker %d: asking it about its replicas", b)
+            hosted = {tp for tp in ctx.states if b in ctx.assignments[tp[0]][tp[1]]}
+            self._send_leader_and_isr(hosted, only={b})
+
+    def _on_LeaderAndIsrResponse(self, broker_id: int, storage_errors: list[TP]) -> None:
+        """Replicas of ``broker_id`` in a failed log dir: offline; they leave the ISR and
+        partitions they led get a new leader (none left: leader -1, offline)."""
+        ctx = self.ctx
+        changed: list[TP] = []
+        for tp in storage_errors:
+            st = ctx.states.get(tp)
+            if st is None or (tp[0], tp[1], broker_id) in ctx.offline_replicas:
+                continue
+            ctx.offline_replicas.add((tp[0], tp[1], broker_id))
+            self._set_replica_states(tp, [broker_id], ReplicaState.OFFLINE)
+            isr = [b for b in st.isr if b != broker_id]
+            if st.leader == broker_id:
+                replicas = [b for b in ctx.assignments[tp[0]][tp[1]] if b != broker_id]
+                result = election.offline(replicas, isr, ctx.live, self.unclean(tp[0]))
+                if result is None:
+                    log.error("%s-%d has no replica left to lead after broker %d's log dir failed", *tp, broker_id)
+                    new = zd.LeaderAndIsr(-1, st.leader_epoch + 1, st.isr, ctx.epoch, st.zk_version)
+                    if self._write_state(tp, new):
+                        self._set_partition_state(tp, PartitionState.OFFLINE)
+                        changed.append(tp)
+                    continue
+                new = zd.LeaderAndIsr(result[0], st.leader_epoch + 1, result[1], ctx.epoch, st.zk_version)
+            elif isr != st.isr and isr:
+                new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)
+            else:
+                continue
+            if self._write_state(tp, new):
+                changed.append(tp)
+        if changed:
+            self._send_metadata_to(set(ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
 
     # ------------------------------------------------------------------ reassignment (KIP-455)
     def _on_AlterReassignments(

@@ -32,10 +32,11 @@ ISR_CHANGE_PREFIX = ISR_CHANGE + "/isr_change_"
 REASSIGN = "/admin/reassign_partitions"
 PREFERRED = "/admin/preferred_replica_election"
 DELETE_TOPICS = "/admin/delete_topics"
+LOG_DIR_EVENT = "/log_dir_event_notification"
 
 PERSISTENT_PATHS = (
     "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/brokers",
-    "/config/changes", "/admin/delete_topics", ISR_CHANGE, "/latest_producer_id_block",
+    "/config/changes", "/admin/delete_topics", ISR_CHANGE, "/latest_producer_id_block", LOG_DIR_EVENT,
 )
 
 

@@ -19,6 +19,7 @@ producer snapshot, trimmed indexes), writes the checkpoints and the marker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -68,6 +69,8 @@ class LogManager:
         self.config_for_topic = config_for_topic
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+        self.offline_partitions: set[TopicPartition] = set()
         self._pending_dir_deletes: list[tuple[int, Log, Path]] = []
         self.cleaner = LogCleaner(cleaner_config)
         self.started = False
@@ -134,6 +137,30 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get((topic, partition))
 
+    def mark_dir_offline(self, d: Path) -> list[TopicPartition]:
+        """A log dir failed (an I/O error): its logs are dropped from service (their files
+        are left as they are) and no new log goes there. Returns the partitions it held."""
+        d = Path(d)
+        if d in self.offline_dirs or d not in self.log_dirs:
+            return []
+        self.offline_dirs.add(d)
+        gone = [tp for tp, ld in self._dir_of.items() if ld == d]
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            del self._dir_of[tp]
+            with contextlib.suppress(OSError):
+                lg.close_handlers()
+            self.offline_partitions.add(tp)
+        log.error("log dir %s is offline (%d partitions): %s", d, len(gone),
+                  "no log dir left" if self.offline_dirs >= set(self.log_dirs) else "serving from the others")
+        return gone
+
+    def dir_containing(self, path: Path) -> Path | None:
+        for d in self.log_dirs:
+            if Path(path) == d or d in Path(path).parents:
+                return d
+        return None
+
     def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID | None = None) -> Log:
         tp = (topic, partition)
         lg = self._logs.get(tp)
@@ -141,11 +168,16 @@ class LogManager:
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
             return lg
-        if len(self.log_dirs) == 1:
-            parent = self.log_dirs[0]
+        if tp in self.offline_partitions:
+            raise OSError(f"{topic}-{partition} is in an offline log dir")
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise OSError("every log dir is offline")
+        if len(online) == 1:
+            parent = online[0]
         else:  # the log dir holding the fewest partitions (Kafka's default placement)
             counts = Counter(self._dir_of.values())
-            parent = min(self.log_dirs, key=lambda d: counts[d])
+            parent = min(online, key=lambda d: counts[d])
         lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id)
         self._logs[tp] = lg
         self._dir_of[tp] = parent
@@ -226,6 +258,8 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             tps = [tp for tp, ld in self._dir_of.items() if ld == d]
             write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: self._logs[tp].recovery_point for tp in tps})
             write_offset_checkpoint(
@@ -244,7 +278,8 @@ class LogManager:
         self._process_dir_deletes(0, force=True)
         self.checkpoint()
         for d in self.log_dirs:
-            write_atomic(d / CLEAN_SHUTDOWN_FILE, b"")
+            if d not in self.offline_dirs:
+                write_atomic(d / CLEAN_SHUTDOWN_FILE, b"")
         log.info(
             "Shut down %d log(s) cleanly in %.0f ms", len(self._logs), (time.monotonic() - start) * 1000
         )

@@ -100,6 +100,7 @@ class ReplicaFetcher:
         self.cfg = cfg
         self.throttled = throttled
         self.quota = quota
+        self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
         self.leader_id = leader_id
         self.address = (host, port)
         self.get_log = get_log
@@ -300,6 +301,9 @@ class ReplicaFetcher:
                             self.leader_id, tp[0], tp[1], e)
                 state.truncating = True
                 return
+            except OSError as e:
+                self.on_storage_error(plog.dir, e)
+                return
         plog.update_high_watermark(min(int(p.high_watermark), plog.log_end_offset))
         leader_start = int(p.log_start_offset)
         if plog.log_start_offset < leader_start <= plog.high_watermark:
@@ -315,6 +319,7 @@ class ReplicaFetcherManager:
         self.get_log = get_log
         self.throttled = throttled
         self.quota = ByteQuota(throttle_rate) if throttle_rate is not None else None
+        self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[TP, int] = {}
 
@@ -331,6 +336,7 @@ class ReplicaFetcherManager:
             f = self.fetchers[leader_id] = ReplicaFetcher(
                 self.cfg, leader_id, host, port, self.get_log, self.throttled, self.quota
             )
+            f.on_storage_error = self.on_storage_error
         f.add(tp, leader_epoch)
         self.leader_of[tp] = leader_id
 

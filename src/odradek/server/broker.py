@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
@@ -180,6 +181,28 @@ class Broker:
         """Cluster mode: this broker became leader or follower of a replica."""
         if self.groups is not None:
             self.groups.on_leadership(topic, partition, leader)
+
+    def on_log_dir_failure(self, path: Any, error: OSError) -> None:
+        """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel). The
+        partitions in it stop being served here and the controller is told (LogDirChange);
+        with no log dir left the broker halts, as Kafka does."""
+        d = self.log_manager.dir_containing(path)
+        if d is None or d in self.log_manager.offline_dirs:
+            return
+        log.error("I/O error in %s (%s)", path, error)
+        gone = self.log_manager.mark_dir_offline(d)
+        rm = self.replica_manager
+        for tp in gone:
+            part = rm.partitions.pop(tp, None) if rm.partitions is not None else None
+            if part is not None:
+                rm.make_follower(part)
+            if self.cluster.fetchers is not None:
+                self.cluster.fetchers.remove(tp)
+            self.groups.on_leadership(tp[0], tp[1], False)
+        if self.log_manager.offline_dirs >= set(self.log_manager.log_dirs):
+            log.error("every log dir has failed; halting broker %d", self.node_id)
+            os._exit(1)
+        self.cluster.notify_log_dir_failure()
 
     def reload_configs_from_store(self) -> None:
         """A /config/changes notification: re-read dynamic broker and topic configs."""

@@ -118,6 +118,8 @@ class ClusterLink:
             self._follower_throttled,
             lambda: int(self.broker.config.get("follower.replication.throttled.rate")),
         )
+        assert self.fetchers is not None
+        self.fetchers.on_storage_error = self.broker.on_log_dir_failure
         if self.zk is None:
             self._register()
             self._arm_watches()
@@ -125,6 +127,7 @@ class ClusterLink:
             self._drain()
             return
         self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
+        self.channel.on_response = self._on_broker_response
         self.zk.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
         self._thread = threading.Thread(target=self._controller_loop, name="controller-event-thread", daemon=True)
@@ -180,6 +183,7 @@ class ClusterLink:
         w(zd.DELETE_TOPICS, lambda _p: self.put("TopicDeletion"))
         w(zd.PREFERRED, lambda _p: self.put("PreferredReplicaElectionNode"))
         w(zd.REASSIGN, lambda _p: self.put("ReassignmentNode"))
+        w(zd.LOG_DIR_EVENT, lambda _p: self.put("LogDirEventNotification"))
         w("/config/changes", lambda _p: self._on_config_change())
         self._watch_topics()
 
@@ -302,7 +306,9 @@ class ClusterLink:
     def _send_from_controller(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
         if self.zk is None:  # embedded: the controller's only broker is this one
             if broker_id == self.broker_id and not self.stopping:
-                self.handle_request(api_key, body)
+                resp = self.handle_request(api_key, body)
+                if isinstance(resp, dict):
+                    self._on_broker_response(broker_id, api_key, resp)
             return
         info = self.controller.ctx.brokers.get(broker_id)
         if info is None or self.loop is None or self.channel is None:
@@ -315,6 +321,30 @@ class ClusterLink:
             channel.send(broker_id, api_key, body)
 
         self.loop.call_soon_threadsafe(send)
+
+    def _on_broker_response(self, broker_id: int, api_key: int, resp: dict[str, Any] | None) -> None:
+        """A LeaderAndIsr answer naming replicas in an offline log dir goes to the controller."""
+        if api_key != ib.LEADER_AND_ISR or not resp:
+            return
+        bad = [(str(p["topic"]), int(p["partition"])) for p in resp.get("partitions", [])
+               if p.get("error_code") == errors.KAFKA_STORAGE_ERROR]
+        if bad:
+            self.put("LeaderAndIsrResponse", broker_id=broker_id, storage_errors=bad)
+
+    def notify_log_dir_failure(self) -> None:
+        """Tell the controller (/log_dir_event_notification) that a log dir of this broker failed."""
+        doc = json.dumps({"version": 1, "broker": self.broker_id, "event": 1}).encode()
+
+        def work() -> None:
+            try:
+                self.store.create(zd.LOG_DIR_EVENT + "/log_dir_event_", doc, sequential=True, makepath=True)
+            except StoreError as e:
+                log.error("could not notify the controller of a log dir failure: %s", e)
+
+        if self.zk is None or self.loop is None:
+            work()
+        else:
+            self.loop.run_in_executor(None, work)
 
     def _unclean_allowed(self, topic: str) -> bool:
         meta = self.broker.topics.get(topic)
@@ -452,7 +482,9 @@ class ClusterLink:
             code = errors.NONE
             current = rm.partitions.get(tp)
             epoch = int(ps["leader_epoch"])
-            if current is not None and epoch < current.leader_epoch:
+            if tp in self.broker.log_manager.offline_partitions:
+                code = errors.KAFKA_STORAGE_ERROR  # its log dir failed: the controller moves it elsewhere
+            elif current is not None and epoch < current.leader_epoch:
                 code = errors.STALE_CONTROLLER_EPOCH
             elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
                 # the same state again (a new controller resends everything): keep going as we are
@@ -474,7 +506,12 @@ class ClusterLink:
         topic_id = meta.topic_id if meta is not None else None
         if meta is None:
             topic_id = self.broker.topics.topic_id_from_store(topic)
-        plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
+        try:
+            plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
+        except OSError as e:
+            d = self.broker.log_manager.log_dir_of(topic, index) or self.broker.log_manager.log_dirs[0]
+            self.broker.on_log_dir_failure(d, e)
+            return errors.KAFKA_STORAGE_ERROR
         part = Partition(
             topic, index, list(ps["replicas"]), int(ps["leader"]), int(ps["leader_epoch"]), list(ps["isr"]),
             int(ps["zk_version"]), int(ps["controller_epoch"]),

@@ -172,6 +172,9 @@ class ReplicaManager:
             return AppendResult(e.error_code, error_message=e.message, log_start_offset=plog.log_start_offset)
         except ProducerStateError as e:
             return AppendResult(e.error_code, error_message=str(e), log_start_offset=plog.log_start_offset)
+        except OSError as e:
+            self.broker.on_log_dir_failure(plog.dir, e)
+            return AppendResult(errors.KAFKA_STORAGE_ERROR, error_message=f"log dir failure: {e}")
         if not info.duplicate:
             if part is None:
                 # single replica: the high watermark follows the log end offset
