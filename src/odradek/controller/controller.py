@@ -150,6 +150,7 @@ class Controller:
         self._send_leader_and_isr(set(self.ctx.states), to_all_replicas=True)
         for tp in sorted(self.ctx.reassignments):
             self._maybe_complete_reassignment(tp)
+        self._on_TopicDeletion()  # deletions a previous controller left unfinished
 
     def _resign(self) -> None:
         if self.active:
@@ -429,6 +430,42 @@ class Controller:
         ctx.assignments.pop(topic, None)
         ctx.topic_ids.pop(topic, None)
         self._send_metadata_to(set(ctx.brokers))
+
+    def _on_TopicDeletion(self) -> None:
+        """/admin/delete_topics/<t>: stop and delete the replicas, then the topic's znodes."""
+        try:
+            names = self.store.children(zd.DELETE_TOPICS)
+        except NoNodeError:
+            return
+        for name in names:
+            log.info("deleting topic %s", name)
+            for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
+                with contextlib.suppress(NoNodeError):
+                    self.store.delete(path, recursive=True)
+            if name in self.ctx.assignments:
+                self._forget_topic(name)  # StopReplica(delete) to its replicas, metadata to everyone
+            with contextlib.suppress(NoNodeError):
+                self.store.delete(f"{zd.DELETE_TOPICS}/{name}")
+
+    def _on_PreferredReplicaElectionNode(self) -> None:
+        """/admin/preferred_replica_election: elect the listed partitions, then delete it."""
+        parts = zd.read_admin_partitions(self.store, zd.PREFERRED)
+        if parts:
+            self._on_PreferredReplicaElection([(str(p["topic"]), int(p["partition"])) for p in parts])
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(zd.PREFERRED)
+
+    def _on_ReassignmentNode(self) -> None:
+        """/admin/reassign_partitions (the ZooKeeper-era tool's way): start the listed
+        reassignments, then delete the znode (progress lives in /brokers/topics/<t>)."""
+        parts = zd.read_admin_partitions(self.store, zd.REASSIGN)
+        if parts:
+            wanted: dict[TP, list[int] | None] = {
+                (str(p["topic"]), int(p["partition"])): [int(b) for b in p["replicas"]] for p in parts
+            }
+            self._on_AlterReassignments(wanted, lambda res: log.info("reassignments from %s: %s", zd.REASSIGN, res))
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(zd.REASSIGN)
 
     def _on_IsrChangeNotification(self) -> None:
         names, parts = zd.read_isr_changes(self.store)

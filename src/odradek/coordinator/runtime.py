@@ -28,7 +28,7 @@ from odradek.coordinator.group.coordinator import (
     make_scheduler,
 )
 from odradek.protocol import errors
-from odradek.protocol.records import build_batch, decode_records, iter_batches, validate_batches
+from odradek.protocol.records import build_batch, decode_records, iter_batches
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -77,9 +77,8 @@ class GroupCoordinatorRuntime:
         )
         classic.modern = self.consumer
         broker.topics.listeners.append(self._on_topic_event)
-        # the __consumer_offsets partitions this broker leads, and so coordinates (None: all of
-        # them, for callers that replay the whole topic themselves)
-        self.owned: set[int] | None = set()
+        # the __consumer_offsets partitions this broker leads, and so coordinates
+        self.owned: set[int] = set()
         self.pending_writes: dict[int, int] = {}
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
@@ -96,7 +95,7 @@ class GroupCoordinatorRuntime:
     def coordinator_error(self, group_id: str) -> int:
         """COORDINATOR_NOT_AVAILABLE while __consumer_offsets is missing (its creation is
         started), NOT_COORDINATOR when this broker does not lead the group's partition."""
-        if self.owned is None or not group_id:
+        if not group_id:
             return errors.NONE
         if self.broker.topics.get(OFFSETS_TOPIC) is None:
             self.ensure_topic()
@@ -152,37 +151,29 @@ class GroupCoordinatorRuntime:
     def _write(self, partition: int, records: Records) -> None:
         if not self.ensure_topic():
             raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
-        plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        if plog is None or (self.owned is not None and partition not in self.owned):
-            raise WriteError(errors.NOT_COORDINATOR)
         rm = self.broker.replica_manager
-        epoch = rm.leader_epoch(OFFSETS_TOPIC, partition) if rm.partitions is not None else 0
+        plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        part = rm.leading(OFFSETS_TOPIC, partition)
+        if plog is None or part is None or partition not in self.owned:
+            raise WriteError(errors.NOT_COORDINATOR)
         batch = build_batch([(k, v) for k, v in records], timestamp=self.broker.now_ms())
         try:
-            info = plog.append_as_leader(batch, validate_batches(batch), max(epoch, 0), self.broker.now_ms(),
-                                         from_client=False)
+            info = rm.append_internal(part, plog, batch, self.broker.now_ms())
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
-            raise WriteError(errors.UNKNOWN_SERVER_ERROR) from e
-        if rm.partitions is None:
-            plog.update_high_watermark(plog.log_end_offset)
-        else:
-            part = rm.partitions.get((OFFSETS_TOPIC, partition))
-            if part is not None:
-                rm.after_append(part, plog)
-            self.pending_writes[partition] = max(self.pending_writes.get(partition, 0), info.last_offset + 1)
-        rm.notify(OFFSETS_TOPIC, partition)
+            raise WriteError(errors.NOT_COORDINATOR) from e
+        self.pending_writes[partition] = max(self.pending_writes.get(partition, 0), info.last_offset + 1)
 
     def take_pending_writes(self) -> dict[int, int]:
-        """Offsets the requests handled since the last call appended (cluster mode): the
-        response waits until the high watermark passes them, as Kafka's coordinator does."""
+        """Offsets the requests handled since the last call appended: the response waits
+        until the high watermark passes them, as Kafka's coordinator does."""
         out, self.pending_writes = self.pending_writes, {}
         return out
 
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
-        """Cluster mode: leadership of a __consumer_offsets partition moved; its groups follow."""
-        if topic != OFFSETS_TOPIC or self.owned is None:
+        """Leadership of a __consumer_offsets partition moved; its groups follow."""
+        if topic != OFFSETS_TOPIC:
             return
         if leader and partition not in self.owned:
             plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
@@ -197,24 +188,6 @@ class GroupCoordinatorRuntime:
             gone = self.coordinator.unload_partition(partition)
             self.consumer.unload_partition(partition, self.coordinator.partition_for)
             log.info("no longer coordinating the %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
-
-    def load(self) -> None:
-        """Replay every __consumer_offsets partition this broker leads."""
-        meta = self.broker.topics.get(OFFSETS_TOPIC)
-        if meta is None:
-            return
-        t0 = time.monotonic()
-        count = 0
-        for p in meta.partitions:
-            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, p.index)
-            if plog is None:
-                continue
-            count += self._replay(plog)
-        self.coordinator.finish_loading()
-        log.info(
-            "loaded %d groups from %d %s records in %.0f ms",
-            len(self.coordinator.groups), count, OFFSETS_TOPIC, (time.monotonic() - t0) * 1000,
-        )
 
     def _replay(self, plog: Log) -> int:
         """Apply every record of one __consumer_offsets partition; returns how many."""

@@ -33,6 +33,7 @@ incarnation of the broker, is rejected (STALE_CONTROLLER_EPOCH / STALE_BROKER_EP
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 LEADER_AND_ISR = 4
@@ -100,7 +101,11 @@ def encode(api_key: int, body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
 def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, Any]:
+    """Decode and check a request body; topic names must be legal (they become directory names)."""
     if version != VERSION:
         raise InterBrokerDecodeError(f"unsupported version {version} of inter-broker api {api_key}")
     try:
@@ -108,6 +113,10 @@ def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, An
     except (ValueError, UnicodeDecodeError) as e:
         raise InterBrokerDecodeError(f"api {api_key}: body is not JSON: {e}") from None
     _check(body, SCHEMAS[api_key], f"api {api_key}")
+    for ps in body.get("partitions", ()):
+        topic = ps["topic"]
+        if not _TOPIC.match(topic) or topic in (".", ".."):
+            raise InterBrokerDecodeError(f"api {api_key}: illegal topic name {topic!r}")
     return body
 
 

@@ -127,7 +127,6 @@ class Broker:
         self.topics.listeners.append(self._on_topic_event)
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
-        self.replica_manager.partitions = {}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -193,7 +192,7 @@ class Broker:
         gone = self.log_manager.mark_dir_offline(d)
         rm = self.replica_manager
         for tp in gone:
-            part = rm.partitions.pop(tp, None) if rm.partitions is not None else None
+            part = rm.partitions.pop(tp, None)
             if part is not None:
                 rm.make_follower(part)
             if self.cluster.fetchers is not None:

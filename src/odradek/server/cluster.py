@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.controller import zk_data as zd
 from odradek.controller.channel import ControllerChannel
 from odradek.controller.controller import Controller
-from odradek.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
+from odradek.controller.store import BadVersionError, MetadataStore, StoreError
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
@@ -95,7 +95,7 @@ class ClusterLink:
         self._drain_scheduled = False
         self._watched_topics: set[str] = set()
         self._session_lost = False
-        self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
+        self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[Any], Callable[[], Any]]] = []
         self.stopping = False
 
     # ------------------------------------------------------------------ start / stop
@@ -279,19 +279,8 @@ class ClusterLink:
                 kind = "Startup"
             elif kind == "TopicChange":
                 self._watch_topics()
-            elif kind == "PreferredReplicaElectionNode":
-                self._preferred_from_znode()
-                return
-            elif kind == "ReassignmentNode":
-                self._reassignments_from_znode()
-                return
-            elif kind == "TopicDeletion":
-                self._delete_topics()
-                return
             c.put(kind, **args)
             c.process_all()
-            if kind in ("Startup", "ControllerChange") and c.active:
-                self._delete_topics()  # deletions a previous controller left unfinished
         except Exception:
             log.exception("controller event %s failed", kind)
         self._sync_channel()
@@ -351,63 +340,19 @@ class ClusterLink:
         v, _ = self.broker.config.topic_value("unclean.leader.election.enable", meta.configs if meta else {})
         return bool(v)
 
-    def _preferred_from_znode(self) -> None:
-        """/admin/preferred_replica_election: elect the listed partitions, then delete it."""
-        if not self.controller.active:
-            return
-        parts = zd.read_admin_partitions(self.store, zd.PREFERRED)
-        if parts:
-            self.controller.put("PreferredReplicaElection", partitions=[(str(p["topic"]), int(p["partition"])) for p in parts])
-            self.controller.process_all()
-        with contextlib.suppress(NoNodeError):
-            self.store.delete(zd.PREFERRED)
-
-    def _reassignments_from_znode(self) -> None:
-        """/admin/reassign_partitions (the ZooKeeper-era tool's way): start the listed
-        reassignments, then delete the znode (progress lives in /brokers/topics/<t>)."""
-        if not self.controller.active:
-            return
-        parts = zd.read_admin_partitions(self.store, zd.REASSIGN)
-        if parts:
-            wanted = {(str(p["topic"]), int(p["partition"])): [int(b) for b in p["replicas"]] for p in parts}
-            self.controller.put("AlterReassignments", requests=wanted,
-                                reply=lambda res: log.info("reassignments from %s: %s", zd.REASSIGN, res))
-            self.controller.process_all()
-        with contextlib.suppress(NoNodeError):
-            self.store.delete(zd.REASSIGN)
-
-    def _delete_topics(self) -> None:
-        """/admin/delete_topics/<t>: stop and delete the replicas, then the topic's znodes."""
-        c = self.controller
-        if not c.active:
-            return
-        try:
-            names = self.store.children(zd.DELETE_TOPICS)
-        except NoNodeError:
-            return
-        for name in names:
-            log.info("deleting topic %s", name)
-            with contextlib.suppress(NoNodeError):
-                self.store.delete(f"/brokers/topics/{name}", recursive=True)
-            with contextlib.suppress(NoNodeError):
-                self.store.delete(f"/config/topics/{name}")
-            self._watched_topics.discard(name)
-            if name in c.ctx.assignments:
-                c._forget_topic(name)  # noqa: SLF001  StopReplica(delete) + metadata, on the controller thread
-            with contextlib.suppress(NoNodeError):
-                self.store.delete(f"{zd.DELETE_TOPICS}/{name}")
-
-    def call_controller(self, kind: str, timeout_s: float = 30.0, **args: Any) -> asyncio.Future[Any]:
-        """Run a controller event that answers through ``reply``; the future resolves on the loop."""
+    def call_controller(self, kind: str, then: Callable[[Any], Any], **args: Any) -> asyncio.Future[Any]:
+        """Run a controller event that answers through ``reply``; the future resolves on the loop
+        with ``then(answer)``."""
         assert self.loop is not None
         loop = self.loop
         fut: asyncio.Future[Any] = loop.create_future()
 
+        def settle(answer: Any) -> None:
+            if not fut.done():
+                fut.set_result(then(answer))
+
         def reply(*result: Any) -> None:
-            def settle() -> None:
-                if not fut.done():
-                    fut.set_result(result if len(result) != 1 else result[0])
-            loop.call_soon_threadsafe(settle)
+            loop.call_soon_threadsafe(settle, result if len(result) != 1 else result[0])
 
         self.put(kind, reply=reply, **args)
         return fut
@@ -416,8 +361,6 @@ class ClusterLink:
     def handle_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | asyncio.Future[Any]:
         if api_key == ib.CONTROLLED_SHUTDOWN:
             return self._on_controlled_shutdown_request(body)
-        if self.stopping and api_key in (ib.LEADER_AND_ISR, ib.STOP_REPLICA) and self.fetchers is None:
-            return {"error_code": errors.BROKER_NOT_AVAILABLE, "partitions": []}
         fenced = self._fence(body)
         if fenced is not None:
             return {"error_code": fenced, "partitions": []}
@@ -459,7 +402,7 @@ class ClusterLink:
         """A follower told of its leader while that leader was down has no fetcher: start it
         once the leader is live again."""
         rm = self.broker.replica_manager
-        if self.fetchers is None or rm.partitions is None or self.embedded:
+        if self.fetchers is None or self.embedded:
             return
         for tp, part in rm.partitions.items():
             if part.leader == self.broker_id or tp in self.fetchers.leader_of:
@@ -472,7 +415,7 @@ class ClusterLink:
         if self.fetchers is None:  # shutting down
             return []
         rm = self.broker.replica_manager
-        assert rm.partitions is not None and self.fetchers is not None
+        assert self.fetchers is not None
         leaders = {int(n["id"]): n for n in body["live_leaders"]}
         out = []
         now_ms = self.broker.now_ms()
@@ -499,7 +442,7 @@ class ClusterLink:
 
     def _become(self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int) -> int:
         rm = self.broker.replica_manager
-        assert rm.partitions is not None and self.fetchers is not None
+        assert self.fetchers is not None
         topic, index = str(ps["topic"]), int(ps["partition"])
         tp = (topic, index)
         meta = self.broker.topics.get(topic)
@@ -544,7 +487,7 @@ class ClusterLink:
         if self.fetchers is None:  # shutting down
             return []
         rm = self.broker.replica_manager
-        assert rm.partitions is not None and self.fetchers is not None
+        assert self.fetchers is not None
         out = []
         for ps in body["partitions"]:
             tp = (str(ps["topic"]), int(ps["partition"]))
@@ -560,33 +503,30 @@ class ClusterLink:
         return out
 
     def _on_controlled_shutdown_request(self, body: dict[str, Any]) -> asyncio.Future[Any]:
-        assert self.loop is not None
-        out: asyncio.Future[Any] = self.loop.create_future()
-        inner = self.call_controller("ControlledShutdown", broker_id=int(body["broker_id"]),
-                                     broker_epoch=int(body["broker_epoch"]))
+        def answer(result: tuple[int, list[TP]]) -> dict[str, Any]:
+            code, remaining = result
+            return {"error_code": code, "remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]}
 
-        def done(f: asyncio.Future[Any]) -> None:
-            code, remaining = f.result()
-            out.set_result({"error_code": code,
-                            "remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]})
-
-        inner.add_done_callback(done)
-        return out
+        return self.call_controller("ControlledShutdown", answer, broker_id=int(body["broker_id"]),
+                                    broker_epoch=int(body["broker_epoch"]))
 
     # ------------------------------------------------------------------ metadata waits
-    def wait_for_metadata(self, predicate: Callable[[], bool], timeout_ms: int) -> asyncio.Future[bool]:
-        """Resolves True when ``predicate()`` holds after a metadata update, False at the timeout."""
+    def wait_for_metadata(
+        self, predicate: Callable[[], bool], timeout_ms: int, then: Callable[[], Any]
+    ) -> asyncio.Future[Any]:
+        """Resolves with ``then()`` once ``predicate()`` holds after a metadata update, or at the
+        timeout (``then`` looks at the cache itself to tell which)."""
         assert self.loop is not None
-        fut: asyncio.Future[bool] = self.loop.create_future()
+        fut: asyncio.Future[Any] = self.loop.create_future()
         if predicate():
-            fut.set_result(True)
+            fut.set_result(then())
             return fut
-        entry = (predicate, fut)
+        entry = (predicate, fut, then)
         self._metadata_waiters.append(entry)
 
         def expire() -> None:
             if not fut.done():
-                fut.set_result(predicate())
+                fut.set_result(then())
             with contextlib.suppress(ValueError):
                 self._metadata_waiters.remove(entry)
 
@@ -595,13 +535,13 @@ class ClusterLink:
 
     def _check_metadata_waiters(self) -> None:
         keep = []
-        for pred, fut in self._metadata_waiters:
+        for pred, fut, then in self._metadata_waiters:
             if fut.done():
                 continue
             if pred():
-                fut.set_result(True)
+                fut.set_result(then())
             else:
-                keep.append((pred, fut))
+                keep.append((pred, fut, then))
         self._metadata_waiters = keep
 
     # ------------------------------------------------------------------ leader ISR writes

@@ -31,7 +31,7 @@ from odradek.replication.isr import LeaderState
 from odradek.replication.partition import Partition
 
 if TYPE_CHECKING:
-    from odradek.log.log import Log
+    from odradek.log.log import AppendInfo, Log
     from odradek.server.broker import Broker
 
 log = logging.getLogger("odradek.replica")
@@ -111,8 +111,8 @@ class ReplicaManager:
         self.broker = broker
         self.waiters: dict[TopicPartition, set[DelayedFetch]] = {}
         self._wake_scheduled: set[TopicPartition] = set()
-        # cluster mode: the replicas this broker hosts, with their roles (None when embedded)
-        self.partitions: dict[TopicPartition, Partition] | None = None
+        # the replicas this broker hosts, with the roles the controller gave them
+        self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_waiters: dict[TopicPartition, set[DelayedProduce]] = {}
 
     # -- lookup
@@ -120,13 +120,13 @@ class ReplicaManager:
         return self.broker.log_manager.get_log(topic, partition)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        if self.partitions is not None:
-            part = self.partitions.get((topic, partition))
-            return part.leader_epoch if part is not None else -1
-        meta = self.broker.topics.get(topic)
-        if meta is None or partition >= len(meta.partitions):
-            return -1
-        return meta.partitions[partition].leader_epoch
+        part = self.partitions.get((topic, partition))
+        return part.leader_epoch if part is not None else -1
+
+    def leading(self, topic: str, partition: int) -> Partition | None:
+        """The partition when this broker is its leader, else None (NOT_LEADER_OR_FOLLOWER)."""
+        part = self.partitions.get((topic, partition))
+        return part if part is not None and part.is_leader(self.broker.node_id) else None
 
     # -- produce
     def append(
@@ -138,20 +138,16 @@ class ReplicaManager:
         plog = self.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
-        part: Partition | None = None
-        leader_epoch = meta.partitions[partition].leader_epoch
-        if self.partitions is not None:
-            part = self.partitions.get((topic, partition))
-            if part is None or not part.is_leader(self.broker.node_id):
-                return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
-            leader_epoch = part.leader_epoch
-            if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
-                return AppendResult(
-                    errors.NOT_ENOUGH_REPLICAS,
-                    error_message=f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
-                    f"requirement of {plog.config.min_insync_replicas} for partition {topic}-{partition}",
-                    log_start_offset=plog.log_start_offset,
-                )
+        part = self.leading(topic, partition)
+        if part is None:
+            return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
+        if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
+            return AppendResult(
+                errors.NOT_ENOUGH_REPLICAS,
+                error_message=f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
+                f"requirement of {plog.config.min_insync_replicas} for partition {topic}-{partition}",
+                log_start_offset=plog.log_start_offset,
+            )
         if not records:
             return AppendResult(errors.CORRUPT_MESSAGE, error_message="empty records")
         try:
@@ -166,7 +162,7 @@ class ReplicaManager:
                         errors.INVALID_TXN_STATE,
                         error_message="transactional produce is not supported by this broker yet",
                     )
-            info = plog.append_as_leader(records, headers, leader_epoch, now_ms)
+            info = plog.append_as_leader(records, headers, part.leader_epoch, now_ms)
         except InvalidRecordError as e:
             log.info("rejected produce to %s-%d: %s", topic, partition, e.message)
             return AppendResult(e.error_code, error_message=e.message, log_start_offset=plog.log_start_offset)
@@ -176,11 +172,7 @@ class ReplicaManager:
             self.broker.on_log_dir_failure(plog.dir, e)
             return AppendResult(errors.KAFKA_STORAGE_ERROR, error_message=f"log dir failure: {e}")
         if not info.duplicate:
-            if part is None:
-                # single replica: the high watermark follows the log end offset
-                plog.update_high_watermark(plog.log_end_offset)
-            else:
-                self._maybe_advance_high_watermark(part, plog)
+            self._maybe_advance_high_watermark(part, plog)
             self.notify(topic, partition)  # consumers, and followers waiting at the log end
         return AppendResult(
             errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset
@@ -214,10 +206,8 @@ class ReplicaManager:
         plog = self.get_log(topic, partition)
         if plog is None:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, None, None
-        if self.partitions is not None:
-            part = self.partitions.get((topic, partition))
-            if part is None or not part.is_leader(self.broker.node_id):
-                return errors.NOT_LEADER_OR_FOLLOWER, None, None
+        if self.leading(topic, partition) is None:
+            return errors.NOT_LEADER_OR_FOLLOWER, None, None
         max_offset = plog.log_end_offset if replica_id >= 0 else plog.high_watermark  # no transactions: LSO == HW
         try:
             data = plog.read(fetch_offset, max_bytes, max_offset, min_one_message)
@@ -253,9 +243,9 @@ class ReplicaManager:
         return out
 
     def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
-        part = self.partitions.get(tp) if self.partitions is not None else None
+        part = self.leading(*tp)
         plog = self.get_log(*tp)
-        if part is None or plog is None or not part.is_leader(self.broker.node_id):
+        if part is None or plog is None:
             return errors.NOT_LEADER_OR_FOLLOWER
         if plog.high_watermark >= required_offset:
             if len(part.isr) < plog.config.min_insync_replicas:
@@ -268,9 +258,17 @@ class ReplicaManager:
             w.try_complete(tp)
 
     # ------------------------------------------------------------------ cluster mode: leader side
-    def after_append(self, part: Partition, plog: Log) -> None:
-        """An internal append (coordinators) landed on a partition this broker leads."""
+    def append_internal(self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int) -> AppendInfo:
+        """A coordinator's own batch (control batches allowed) on a partition this broker leads:
+        the leader's epoch, the high watermark and waiting fetches as for a produce."""
+        try:
+            info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms, from_client=False)
+        except OSError as e:
+            self.broker.on_log_dir_failure(plog.dir, e)
+            raise
         self._maybe_advance_high_watermark(part, plog)
+        self.notify(part.topic, part.index)
+        return info
 
     def _maybe_advance_high_watermark(self, part: Partition, plog: Log) -> None:
         ls = part.leader_state
@@ -283,7 +281,7 @@ class ReplicaManager:
 
     def on_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         """A follower fetched from ``fetch_offset``: that is its log end offset now."""
-        part = self.partitions.get((topic, partition)) if self.partitions is not None else None
+        part = self.partitions.get((topic, partition))
         plog = self.get_log(topic, partition)
         if part is None or plog is None or part.leader_state is None:
             return
@@ -299,8 +297,6 @@ class ReplicaManager:
 
     def check_isr(self, now_ms: int, lag_time_max_ms: int) -> None:
         """Followers that fell behind for replica.lag.time.max.ms leave the ISR."""
-        if self.partitions is None:
-            return
         for part in list(self.partitions.values()):
             ls = part.leader_state
             if ls is None or part.isr_write_in_flight:
@@ -315,14 +311,12 @@ class ReplicaManager:
 
     def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
         cluster = self.broker.cluster
-        if cluster is None:
-            return
         part.isr_write_in_flight = True
         epoch = part.leader_epoch
 
         def done(result: tuple[list[int], int, int] | None) -> None:
             part.isr_write_in_flight = False
-            current = self.partitions.get(part.tp) if self.partitions is not None else None
+            current = self.partitions.get(part.tp)
             if current is not part or part.leader_epoch != epoch or part.leader_state is None:
                 return  # leadership moved on meanwhile; the controller has the last word
             ls = part.leader_state

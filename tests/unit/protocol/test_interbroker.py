@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from odradek.protocol import interbroker as ib
@@ -33,3 +35,11 @@ def test_nested_type_errors_and_versions() -> None:
     assert ib.decode_response(b'{"error_code": 0}') == {"error_code": 0}
     with pytest.raises(ib.InterBrokerDecodeError):
         ib.decode_response(b'{"x": 0}')
+
+
+def test_an_illegal_topic_name_is_refused() -> None:
+    for name in ("../../etc", "a/b", "", ".."):
+        body = {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1,
+                "partitions": [{"topic": name, "partition": 0, "leader_epoch": 0, "delete": True}]}
+        with pytest.raises(ib.InterBrokerDecodeError):
+            ib.decode(ib.STOP_REPLICA, ib.VERSION, json.dumps(body).encode())

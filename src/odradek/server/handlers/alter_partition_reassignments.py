@@ -4,7 +4,6 @@ its event queue (controller.reassignment)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -42,18 +41,9 @@ def handle(ctx: Any, request: Any) -> Any:
     cluster = broker.cluster
     if not cluster.controller.active:
         return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-    inner = cluster.call_controller("AlterReassignments", requests=wanted)
-    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def respond(results: dict[TP, tuple[int, str | None]] | None) -> Any:
+        if results is None:  # resigned meanwhile
+            return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+        return _response(m, request, results)
 
-    def done(f: asyncio.Future[Any]) -> None:
-        if out.done():
-            return
-        res = f.result()
-        if res is None:
-            out.set_result(_response(m, request, {}, errors.NOT_CONTROLLER,
-                                     "This is not the correct controller for this cluster."))
-        else:
-            out.set_result(_response(m, request, res))
-
-    inner.add_done_callback(done)
-    return out
+    return cluster.call_controller("AlterReassignments", respond, requests=wanted)

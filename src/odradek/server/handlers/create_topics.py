@@ -6,7 +6,6 @@ metadata cache shows them, as Kafka's DelayedCreatePartitions does."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.controller.topics import TopicError
@@ -86,10 +85,8 @@ def handle(ctx: Any, request: Any) -> Any:
         return meta is not None and bool(meta.partitions) and all(p.leader in cluster.live_brokers for p in meta.partitions)
 
     timeout_ms = int(request.timeout.total_seconds() * 1000)
-    waited = cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms)
-    out: Any = asyncio.get_running_loop().create_future()
 
-    def finish(f: Any) -> None:
+    def respond() -> Any:
         final = []
         for r in results:
             if r.name in created and not ready(r.name):
@@ -97,8 +94,6 @@ def handle(ctx: Any, request: Any) -> Any:
                          error_message="The controller did not elect leaders in time", topic_config_error_code=errors.NONE,
                          num_partitions=r.num_partitions, replication_factor=r.replication_factor, configs=())
             final.append(r)
-        if not out.done():
-            out.set_result(make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(final)))
+        return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(final))
 
-    waited.add_done_callback(finish)
-    return out
+    return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)

@@ -23,10 +23,9 @@ def handle(ctx: Any, request: Any) -> Any:
             low = -1
             rm = broker.replica_manager
             plog = rm.get_log(t.name, p.partition_index)
-            part = rm.partitions.get((t.name, p.partition_index)) if rm.partitions is not None else None
             if plog is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif rm.partitions is not None and (part is None or not part.is_leader(broker.node_id)):
+            elif rm.leading(t.name, p.partition_index) is None:
                 code = errors.NOT_LEADER_OR_FOLLOWER  # followers follow the leader's log start offset
             else:
                 target = plog.high_watermark if p.offset == -1 else int(p.offset)

@@ -3,7 +3,6 @@ the controller has deleted the topics (REQUEST_TIMED_OUT after the request's tim
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.controller.topics import TopicError
@@ -55,10 +54,8 @@ def handle(ctx: Any, request: Any) -> Any:
     if not deleted:
         return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))
     timeout_ms = int(request.timeout.total_seconds() * 1000)
-    waited = cluster.wait_for_metadata(lambda: all(reg.get(n) is None for n in deleted), timeout_ms)
-    fut: Any = asyncio.get_running_loop().create_future()
 
-    def finish(f: Any) -> None:
+    def respond() -> Any:
         final = [
             r if r.name not in deleted or reg.get(r.name) is None else make(
                 m.DeletableTopicResult, name=r.name, topic_id=r.topic_id, error_code=errors.REQUEST_TIMED_OUT,
@@ -66,8 +63,6 @@ def handle(ctx: Any, request: Any) -> Any:
             )
             for r in out
         ]
-        if not fut.done():
-            fut.set_result(make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(final)))
+        return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(final))
 
-    waited.add_done_callback(finish)
-    return fut
+    return cluster.wait_for_metadata(lambda: all(reg.get(n) is None for n in deleted), timeout_ms, respond)

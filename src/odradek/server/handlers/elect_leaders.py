@@ -4,7 +4,6 @@ runs on the controller's event queue."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -46,18 +45,9 @@ def handle(ctx: Any, request: Any) -> Any:
         return _response(m, version, {}, errors.INVALID_REQUEST)
     if not cluster.controller.active:
         return _response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER), errors.NOT_CONTROLLER)
-    inner = cluster.call_controller("ElectLeaders", election_type=election_type, partitions=wanted)
-    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    def done(f: asyncio.Future[Any]) -> None:
-        results = f.result()
-        if out.done():
-            return
+    def respond(results: dict[TP, int] | None) -> Any:
         if results is None:  # resigned meanwhile
-            out.set_result(_response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER),
-                                     errors.NOT_CONTROLLER))
-        else:
-            out.set_result(_response(m, version, results))
+            return _response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER), errors.NOT_CONTROLLER)
+        return _response(m, version, results)
 
-    inner.add_done_callback(done)
-    return out
+    return cluster.call_controller("ElectLeaders", respond, election_type=election_type, partitions=wanted)

@@ -74,7 +74,7 @@ def handle(ctx: Any, request: Any) -> Any:
     requested, forgotten = _requested(version, request, reg)
     replica_state = getattr(request, "replica_state", None)
     replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
-    follower = replica_id >= 0 and rm.partitions is not None
+    follower = replica_id >= 0
     # a follower's fetch offset counts as its log end offset only for a partition whose
     # epoch check and read succeeded, and only on the request's first attempt
     record_follower = [follower]
@@ -123,7 +123,7 @@ def handle(ctx: Any, request: Any) -> Any:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            leader_epoch = rm.leader_epoch(name, p) if rm.partitions is not None else meta.partitions[p].leader_epoch
+            leader_epoch = rm.leader_epoch(name, p)
             if cp.current_leader_epoch >= 0 and cp.current_leader_epoch != leader_epoch:
                 pr.error_code = (
                     errors.FENCED_LEADER_EPOCH if cp.current_leader_epoch < leader_epoch else errors.UNKNOWN_LEADER_EPOCH

@@ -4,7 +4,6 @@ partition (Utils.abs(javaHashCode(group)) % partitions) does."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -55,15 +54,7 @@ def handle(ctx: Any, request: Any) -> Any:
             meta = broker.topics.get("__consumer_offsets")
             return meta is not None and all(p.leader in cluster.live_brokers for p in meta.partitions)
 
-        waited = cluster.wait_for_metadata(ready, 5000)
-        out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def finish(_f: Any) -> None:
-            if not out.done():
-                out.set_result(_answer(ctx, request))
-
-        waited.add_done_callback(finish)
-        return out
+        return cluster.wait_for_metadata(ready, 5000, lambda: _answer(ctx, request))
     return _answer(ctx, request)
 
 

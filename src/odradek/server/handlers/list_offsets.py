@@ -38,11 +38,9 @@ def handle(ctx: Any, request: Any) -> Any:
             if meta is None or not 0 <= p.partition_index < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                part = rm.partitions.get((t.name, p.partition_index)) if rm.partitions is not None else None
-                epoch = part.leader_epoch if part is not None else meta.partitions[p.partition_index].leader_epoch
+                epoch = rm.leader_epoch(t.name, p.partition_index)
                 cur = getattr(p, "current_leader_epoch", -1)
-                if rm.partitions is not None and (part is None or not part.is_leader(broker.node_id)) and (
-                        request.replica_id != DEBUG_REPLICA):
+                if rm.leading(t.name, p.partition_index) is None and request.replica_id != DEBUG_REPLICA:
                     code = errors.NOT_LEADER_OR_FOLLOWER  # only the leader answers (or a debug request)
                 elif cur is not None and cur >= 0 and cur != epoch:
                     code = errors.FENCED_LEADER_EPOCH if cur < epoch else errors.UNKNOWN_LEADER_EPOCH

@@ -4,7 +4,6 @@ answers (NOT_CONTROLLER elsewhere)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -39,17 +38,9 @@ def handle(ctx: Any, request: Any) -> Any:
     cluster = broker.cluster
     if not cluster.controller.active:
         return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-    inner = cluster.call_controller("ListReassignments", partitions=wanted)
-    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def respond(ongoing: dict[TP, tuple[list[int], list[int], list[int]]] | None) -> Any:
+        if ongoing is None:  # resigned meanwhile
+            return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+        return _response(m, ongoing)
 
-    def done(f: asyncio.Future[Any]) -> None:
-        if out.done():
-            return
-        res = f.result()
-        if res is None:
-            out.set_result(_response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster."))
-        else:
-            out.set_result(_response(m, res))
-
-    inner.add_done_callback(done)
-    return out
+    return cluster.call_controller("ListReassignments", respond, partitions=wanted)

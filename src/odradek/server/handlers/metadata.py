@@ -4,7 +4,6 @@ controller to elect their leaders)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any
@@ -97,15 +96,7 @@ def handle(ctx: Any, request: Any) -> Any:
         return all((m := broker.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
                    for n in created)
 
-    waited = cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS)
-    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    def finish(_f: Any) -> None:
-        if not out.done():
-            out.set_result(_respond(ctx, requested, allow_auto))
-
-    waited.add_done_callback(finish)
-    return out
+    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto))
 
 
 def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:

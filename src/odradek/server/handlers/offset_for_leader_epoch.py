@@ -30,19 +30,13 @@ def handle(ctx: Any, request: Any) -> Any:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 rm = broker.replica_manager
-                leader_epoch = meta.partitions[p.partition].leader_epoch
+                part = rm.leading(t.topic, p.partition)  # only the leader answers, at its own epoch
                 cur = p.current_leader_epoch
-                plog = rm.get_log(t.topic, p.partition)
-                if rm.partitions is not None:  # cluster mode: only the leader answers, at its own epoch
-                    part = rm.partitions.get((t.topic, p.partition))
-                    if part is None or not part.is_leader(broker.node_id):
-                        plog = None
-                    else:
-                        leader_epoch = part.leader_epoch
-                if cur is not None and cur >= 0 and cur != leader_epoch and plog is not None:
-                    code = errors.FENCED_LEADER_EPOCH if cur < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
-                elif plog is None:
+                plog = rm.get_log(t.topic, p.partition) if part is not None else None
+                if part is None or plog is None:
                     code = errors.NOT_LEADER_OR_FOLLOWER
+                elif cur is not None and cur >= 0 and cur != part.leader_epoch:
+                    code = errors.FENCED_LEADER_EPOCH if cur < part.leader_epoch else errors.UNKNOWN_LEADER_EPOCH
                 else:
                     epoch, end = plog.leader_epoch_cache.end_offset_for(int(p.leader_epoch), plog.log_end_offset)
             parts.append(make(m.EpochEndOffset, error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))

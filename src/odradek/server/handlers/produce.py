@@ -32,7 +32,7 @@ def handle(ctx: Any, request: Any) -> Any:
     now_ms = broker.now_ms()
     m = ctx.response_module
     rm = broker.replica_manager
-    wait = acks == -1 and rm.partitions is not None
+    wait = acks == -1
     required: dict[tuple[str, int], int] = {}
     topics_out = []
     for td in request.topic_data:
