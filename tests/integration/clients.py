@@ -248,15 +248,17 @@ async def _produce_aiokafka(bootstrap: str, topic: str, msgs: Sequence[Out], com
 
 
 def consume(client: str, bootstrap: str, topic: str, starts: dict[int, int], count: int,
-            timeout: float = 60.0) -> list[Msg]:
+            timeout: float = 60.0, max_partition_fetch_bytes: int | None = None) -> list[Msg]:
     """Assign ``{partition: start offset}`` and read until ``count`` messages arrived (then linger a
     moment to catch any extra ones). Returns what was read, in arrival order."""
+    limit = max_partition_fetch_bytes
     if client == "confluent":
-        return consume_confluent(bootstrap, topic, starts, count, timeout)
+        extra = {"max.partition.fetch.bytes": limit} if limit else {}
+        return consume_confluent(bootstrap, topic, starts, count, timeout, **extra)
     if client == "kafka-python":
-        return consume_kafka_python(bootstrap, topic, starts, count, timeout)
+        return consume_kafka_python(bootstrap, topic, starts, count, timeout, limit)
     if client == "aiokafka":
-        return asyncio.run(_consume_aiokafka(bootstrap, topic, starts, count, timeout))
+        return asyncio.run(_consume_aiokafka(bootstrap, topic, starts, count, timeout, limit))
     raise ValueError(client)
 
 
@@ -314,12 +316,13 @@ def consume_confluent(bootstrap: str, topic: str, starts: dict[int, int], count:
 
 
 def consume_kafka_python(bootstrap: str, topic: str, starts: dict[int, int], count: int,
-                         timeout: float = 60.0) -> list[Msg]:
+                         timeout: float = 60.0, max_partition_fetch_bytes: int | None = None) -> list[Msg]:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
+    extra = {"max_partition_fetch_bytes": max_partition_fetch_bytes} if max_partition_fetch_bytes else {}
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      auto_offset_reset="earliest", fetch_max_wait_ms=100)
+                      auto_offset_reset="earliest", fetch_max_wait_ms=100, **extra)
     out: list[Msg] = []
     try:
         tps = {p: KTP(topic, p) for p in starts}
@@ -344,12 +347,13 @@ def consume_kafka_python(bootstrap: str, topic: str, starts: dict[int, int], cou
 
 
 async def _consume_aiokafka(bootstrap: str, topic: str, starts: dict[int, int], count: int,
-                            timeout: float) -> list[Msg]:
+                            timeout: float, max_partition_fetch_bytes: int | None = None) -> list[Msg]:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition as ATP
 
+    extra = {"max_partition_fetch_bytes": max_partition_fetch_bytes} if max_partition_fetch_bytes else {}
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", fetch_max_wait_ms=100)
+                         auto_offset_reset="earliest", fetch_max_wait_ms=100, **extra)
     await c.start()
     out: list[Msg] = []
     try:

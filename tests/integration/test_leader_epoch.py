@@ -30,8 +30,9 @@ def test_end_offset_of_the_current_epoch(broker: Broker) -> None:
         p.produce("le", b"%d" % i, partition=0)
     assert p.flush(15) == 0
     assert _ask(broker.bootstrap, 0, 0) == (0, 0, 7)
-    assert (broker.partition_dir("le", 0) / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
     broker.restart()
+    # written by the log's flush (a clean stop flushes), not at every new epoch
+    assert (broker.partition_dir("le", 0) / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
     assert _ask(broker.bootstrap, 0, 0) == (0, 0, 7)
     assert _ask(broker.bootstrap, 0, 0, current=3)[0] == errors.UNKNOWN_LEADER_EPOCH
     assert _ask(broker.bootstrap, 5, 0)[0] == errors.UNKNOWN_TOPIC_OR_PARTITION

@@ -101,9 +101,21 @@ def decode_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
-    body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}\n"
-    write_atomic(partition_dir / PARTITION_METADATA_FILE, body.encode(), sync=sync)
+def write_partition_metadata(
+    partition_dir: Path, topic_id: uuid.UUID, *, sync: bool = True, new: bool = False
+) -> None:
+    """``new``: the directory was just created, so the file is written in place (no temporary
+    file and rename: nothing older can be half-replaced)."""
+    body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}\n".encode()
+    path = partition_dir / PARTITION_METADATA_FILE
+    if new and not sync:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        return
+    write_atomic(path, body, sync=sync)
 
 
 def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:

@@ -10,11 +10,20 @@ File ``leader-epoch-checkpoint`` in the partition directory (Kafka's checkpoint 
     0            <- version
     N            <- number of entries
     E O          <- epoch and start offset, one entry per line, ascending
+
+Durability (as Kafka 3.7 after KAFKA-15046, which took the fsync off ``assign``): a new
+epoch (``assign``) is only recorded in memory, so becoming leader of many partitions
+touches no file; the log's flush writes the file with fsync (``sync``) before it moves the
+recovery point, and after a crash the log's recovery re-assigns the epochs of the batches
+it recovered (those past the recovery point). An epoch that never got a batch before a
+crash is simply forgotten: nothing was written under it. Truncations rewrite the file at
+once (fsync). An unreadable file is reported and ignored.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -22,6 +31,8 @@ from typing import NamedTuple
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+
+log = logging.getLogger("odradek.log")
 
 
 class EpochEntry(NamedTuple):
@@ -33,8 +44,12 @@ class LeaderEpochCache:
     def __init__(self, directory: Path | None) -> None:
         self.path = directory / FILE_NAME if directory is not None else None
         self.entries: list[EpochEntry] = []
+        self._unsynced = False
         if self.path is not None and self.path.exists():
-            self.entries = read_checkpoint(self.path)
+            try:
+                self.entries = read_checkpoint(self.path)
+            except (ValueError, IndexError, UnicodeDecodeError) as e:
+                log.warning("Ignoring unreadable leader epoch checkpoint %s: %s", self.path, e)
 
     # -- queries
     @property
@@ -72,7 +87,7 @@ class LeaderEpochCache:
             return False
         self.entries = [e for e in self.entries if e.start_offset < start_offset]
         self.entries.append(EpochEntry(epoch, start_offset))
-        self.flush()
+        self._unsynced = True  # written by the log's next flush (sync)
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -98,6 +113,18 @@ class LeaderEpochCache:
     def flush(self) -> None:
         if self.path is not None:
             write_checkpoint(self.path, self.entries)
+            self._unsynced = False
+
+    def sync(self) -> None:
+        """Write (with fsync) what ``assign`` only recorded in memory."""
+        if self._unsynced and self.path is not None:
+            write_checkpoint(self.path, self.entries)
+            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._unsynced = False
 
 
 def write_checkpoint(path: Path, entries: list[EpochEntry]) -> None:

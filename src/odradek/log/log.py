@@ -160,7 +160,7 @@ class Log:
         # topic id is also in the metadata store, and a partition whose directory a crash
         # loses before the next flush held no data yet; the broker recreates it on start.
         if topic_id is not None:
-            write_partition_metadata(d, topic_id, sync=False)
+            write_partition_metadata(d, topic_id, sync=False, new=True)
         lg = cls(
             d, topic, partition, config, [seg], log_start_offset=0, log_end_offset=0,
             recovery_point=0, high_watermark=0, topic_id=topic_id, time_ms=t,
@@ -198,6 +198,12 @@ class Log:
             recovery_point=loaded.recovery_point, high_watermark=high_watermark,
             topic_id=read_partition_metadata(dir), producer_state_loaded=not clean, time_ms=t,
         )
+        # the epoch checkpoint is written without fsync on assign (KAFKA-15046): what a crash
+        # lost of it comes back from the recovered batches' leader epochs
+        cache = lg.leader_epoch_cache
+        for epoch, start in loaded.recovered_epochs:
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, start)
         if not clean:
             log.info(
                 "Recovered partition %s: %d segment(s) checked from offset %d, %d bytes truncated, "
@@ -453,6 +459,7 @@ class Log:
             if seg.dirty:
                 seg.flush()
         self.producer_state.sync()
+        self.leader_epoch_cache.sync()
         if self._dir_dirty:
             fsync_dir(self.dir)
             self._dir_dirty = False

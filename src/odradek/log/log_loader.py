@@ -45,6 +45,8 @@ class LoadedSegments(NamedTuple):
     recovery_point: int
     truncated_bytes: int
     recovered_segments: int
+    # (leader epoch, start offset) where the recovered batches' epoch grew, in log order
+    recovered_epochs: tuple[tuple[int, int], ...] = ()
 
 
 def load_segments(
@@ -119,16 +121,20 @@ def load_segments(
             recovered += 1
             next_offset = segments[-1].read_next_offset()
             assert next_offset is not None
+            epochs = tuple(segments[-1].recovered_epochs)
+            return LoadedSegments(segments, next_offset, next_offset, truncated, recovered, epochs)
         return LoadedSegments(segments, next_offset, next_offset, truncated, recovered)
 
     # unclean: recover from the segment holding the recovery point
     start = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
     i = start
+    recovered_epochs: list[tuple[int, int]] = []
     while i < len(segments):
         seg = segments[i]
         cut = seg.recover()
         recovered += 1
         truncated += cut
+        recovered_epochs.extend(seg.recovered_epochs)
         if cut > 0 and i < len(segments) - 1:
             doomed = segments[i + 1 :]
             log.warning(
@@ -146,4 +152,6 @@ def load_segments(
     if next_offset is None:  # cannot happen after recover(); be defensive
         truncated += segments[-1].recover()
         next_offset = segments[-1].read_next_offset() or segments[-1].base_offset
-    return LoadedSegments(segments, next_offset, min(recovery_point, next_offset), truncated, recovered)
+    return LoadedSegments(
+        segments, next_offset, min(recovery_point, next_offset), truncated, recovered, tuple(recovered_epochs)
+    )

@@ -103,6 +103,26 @@ class OffsetIndex(AbstractIndex):
         r, pos = _ENTRY.unpack_from(mm, slot << 3)
         return base + r, pos
 
+    def position_at_most(self, position: int) -> int:
+        """Largest indexed batch position <= ``position`` (positions grow with the entries), or -1."""
+        mm = self._mm
+        n = self._entries
+        if mm is None or n == 0:
+            return -1
+        unpack = _I32.unpack_from
+        if unpack(mm, ((n - 1) << 3) + 4)[0] <= position:
+            return int(unpack(mm, ((n - 1) << 3) + 4)[0])
+        if unpack(mm, 4)[0] > position:
+            return -1
+        lo, hi = 0, n - 1  # position of entry lo <= position < position of entry hi
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if unpack(mm, (mid << 3) + 4)[0] <= position:
+                lo = mid
+            else:
+                hi = mid
+        return int(unpack(mm, (lo << 3) + 4)[0])
+
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets must increase strictly."""
         if self._entries and offset <= self.last_offset:

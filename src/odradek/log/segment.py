@@ -55,6 +55,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 
 _INDEX_ENTRY = struct.Struct(">ii")
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 def filename_prefix(offset: int) -> str:
@@ -108,8 +109,9 @@ class LogSegment:
         records = FileRecords.create(
             Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0
         )
+        # the index files are created when first used (an append or a lookup): creating a
+        # partition costs two files fewer, and a partition nobody writes never has them
         seg = cls(dir, base_offset, config, records, active=True, time_ms=time_ms)
-        seg._load_indexes()
         seg._max_ts = -1
         seg._rolling_ts_loaded = True
         seg.dirty = True
@@ -166,6 +168,12 @@ class LogSegment:
         oi: OffsetIndex | None = None
         ti: TimeIndex | None = None
         try:
+            if self._indexes_need_rebuild and self.log.size == 0:
+                # nothing to index (a segment never written has no index files): start them afresh
+                for path in (self.offset_index_path, self.time_index_path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                self._indexes_need_rebuild = False
             if self._indexes_need_rebuild:
                 raise CorruptIndexError("index files missing")
             oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active)
@@ -357,9 +365,16 @@ class LogSegment:
     def read(
         self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
     ) -> FetchData | None:
-        """Region from the batch containing ``start_offset`` up to ``max_position``
-        (default: the segment's end), at most ``max_size`` bytes (the last batch may be
-        cut) unless ``min_one_message`` and the first batch alone is larger.
+        """Whole batches from the one containing ``start_offset`` up to ``max_position``
+        (default: the segment's end), at most ``max_size`` bytes unless ``min_one_message``
+        and the first batch alone is larger (KIP-74).
+
+        Where Kafka cuts the last batch at ``max_size`` and leaves the client to drop the
+        fragment (and fetch it again in full next time), the region here ends at the last
+        batch boundary within the limit: the protocol allows a broker to return less, and
+        the fragment is pure waste (with producer batches near 1 MB and the default 1 MB
+        ``max.partition.fetch.bytes`` it is a fifth of the bytes sent). A first batch larger
+        than the limit without ``min_one_message`` gives an empty region.
 
         None when no batch of this segment contains ``start_offset`` or later."""
         found = self.translate_offset(start_offset)
@@ -370,9 +385,31 @@ class LogSegment:
         first_size = h.batch_length + LOG_OVERHEAD
         adjusted = max(max_size, first_size) if min_one_message else max_size
         length = min(end - pos, adjusted)
+        if length < end - pos:  # cut by the size limit, not by the end of the data
+            length = self._whole_batches(pos, first_size, length)
         if length <= 0:
             return FetchData([], 0, start_offset, self.base_offset, pos)
         return FetchData([FileRegion(self.log, pos, length)], length, start_offset, self.base_offset, pos)
+
+    def _whole_batches(self, pos: int, first_size: int, length: int, max_steps: int = 32) -> int:
+        """Bytes from ``pos`` to the last batch boundary within ``length`` (0 when even the first
+        batch does not fit). The offset index gives a boundary close to the limit (an entry per
+        ``index.interval.bytes``); at most ``max_steps`` batch headers are read after it, and a
+        batch boundary found so far is kept when they run out."""
+        if length < first_size:
+            return 0
+        limit = pos + length
+        boundary = max(pos + first_size, self.offset_index.position_at_most(limit))
+        fd = self.log.fileno()
+        for _ in range(max_steps):
+            head = os.pread(fd, 12, boundary)
+            if len(head) < 12:
+                break
+            nxt = boundary + LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(head, 8)[0]
+            if nxt > limit or nxt <= boundary:
+                break
+            boundary = nxt
+        return boundary - pos
 
     def read_next_offset(self) -> int | None:
         """Next offset after the last batch, found by scanning forward from the last
@@ -459,7 +496,10 @@ class LogSegment:
 
     def recover(self) -> int:
         """Scan every batch from position 0 checking framing, magic, CRC-32C and offsets;
-        truncate at the first bad batch, rebuild both indexes. Returns bytes truncated."""
+        truncate at the first bad batch, rebuild both indexes. Returns bytes truncated.
+        ``recovered_epochs`` then lists (leader epoch, base offset) where the batches' leader
+        epoch grew, for the leader epoch cache (Kafka's LogSegment.recover does the same)."""
+        self.recovered_epochs: list[tuple[int, int]] = []
         oi, ti = self._fresh_indexes()
         self._reset_index_state()
         fd = self.log.fileno()
@@ -484,6 +524,8 @@ class LogSegment:
         crc = _crc32c.crc32c
         pos = 0
         prev_last = self.base_offset - 1
+        epochs = self.recovered_epochs
+        epoch = -1
         with memoryview(mm) as view:
             while file_size - pos >= BATCH_HEADER_SIZE:
                 h = BatchHeader._make(unpack(view, pos))
@@ -505,6 +547,9 @@ class LogSegment:
                     )
                     break
                 self._index_batch(oi, ti, pos, h)
+                if h.partition_leader_epoch > epoch:
+                    epoch = h.partition_leader_epoch
+                    epochs.append((epoch, h.base_offset))
                 prev_last = h.base_offset + h.last_offset_delta
                 pos += size
         return pos

@@ -14,6 +14,7 @@ def test_assign_and_end_offsets(tmp_path: Path) -> None:
     assert c.end_offset_for(0, 50) == (0, 10)
     assert c.end_offset_for(7, 50) == (5, 50)
     assert c.epoch_for_offset(15) == 2 and c.epoch_for_offset(0) == 0
+    c.sync()  # the log's flush
     reloaded = LeaderEpochCache(tmp_path)
     assert reloaded.entries == [EpochEntry(0, 0), EpochEntry(2, 10), EpochEntry(5, 30)]
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 10\n5 30\n"
@@ -32,3 +33,26 @@ def test_truncation(tmp_path: Path) -> None:
     # a new leader epoch starting below existing entries replaces them
     c.assign(3, 11)
     assert c.entries == [EpochEntry(3, 11)]
+
+
+def test_epochs_lost_with_an_unsynced_checkpoint_come_back_from_recovery(tmp_path: Path) -> None:
+    from tests.unit.log.log_helpers import append, make_batch, new_log, reopen
+
+    lg = new_log(tmp_path)
+    append(lg, make_batch(2), leader_epoch=1)
+    append(lg, make_batch(3), leader_epoch=1)
+    append(lg, make_batch(1), leader_epoch=4)
+    assert lg.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(4, 5)]
+    # a crash lost the checkpoint that assign wrote without fsync (and left an unreadable one)
+    (lg.dir / "leader-epoch-checkpoint").write_text("0\n")
+    crashed = reopen(lg, clean=False)
+    assert crashed.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(4, 5)]
+    assert crashed.leader_epoch_cache.end_offset_for(1, crashed.log_end_offset) == (1, 5)
+
+
+def test_assign_is_written_by_sync(tmp_path: Path) -> None:
+    c = LeaderEpochCache(tmp_path)
+    c.assign(3, 0)
+    assert not (tmp_path / "leader-epoch-checkpoint").exists()
+    c.sync()
+    assert LeaderEpochCache(tmp_path).entries == [EpochEntry(3, 0)]

@@ -59,12 +59,37 @@ def test_read_bounds(tmp_path: Path) -> None:
     log.update_high_watermark(6)
     assert log.high_watermark == 6
     assert log.read(2, 1 << 20, log.high_watermark, False).size == 2 * size
-    # max_bytes may cut the last batch; min_one_message returns the whole first one
-    assert log.read(0, size + 7, 10, False).size == size + 7
+    # max_bytes ends the region at the last whole batch (no fragment); min_one_message returns the
+    # whole first one; without it a first batch larger than max_bytes gives nothing
+    assert log.read(0, size + 7, 10, False).size == size
+    assert log.read(0, 3 * size - 1, 10, False).size == 2 * size
+    assert log.read(0, 3 * size, 10, False).size == 3 * size
     assert log.read(0, 10, 10, True).size == size
-    assert log.read(0, 10, 10, False).size == 10
+    assert log.read(0, 10, 10, False).size == 0
     assert log.update_high_watermark(100) == 10
     assert log.update_high_watermark(-5) == 0
+
+
+def test_read_ends_at_a_batch_boundary_found_through_the_index(tmp_path: Path) -> None:
+    # small index interval: entries for most batches; the walk after the index entry is bounded
+    log = new_log(tmp_path, LogConfig(index_interval_bytes=300))
+    for _ in range(40):
+        append(log, make_batch(2, value_size=100))
+    size = len(make_batch(2, value_size=100))
+    for start in (0, 2, 17, 40):
+        for max_bytes in (size, size + 1, 5 * size - 3, 11 * size + size // 2, 30 * size):
+            data = log.read(start, max_bytes, 80, True)
+            remaining = (80 - start // 2 * 2) // 2
+            assert data.size == min(max_bytes // size, remaining) * size, (start, max_bytes)
+            # every region is a sequence of whole batches
+            raw = region_bytes(data)
+            pos = 0
+            while pos < len(raw):
+                h = read_header(raw[pos:])
+                pos += h.batch_length + 12
+            assert pos == len(raw)
+    # the end of the data is no cut: a read up to the high watermark returns what is there
+    assert log.read(76, 1 << 20, 80, True).size == 2 * size
 
 
 def test_read_returns_one_segment_at_a_time(tmp_path: Path) -> None:

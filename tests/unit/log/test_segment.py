@@ -51,13 +51,15 @@ def test_append_and_read_regions(tmp_path: Path) -> None:
         assert first.base_offset <= off <= first.last_offset
         assert got == bytes(data[fd.position :])
     assert seg.read(250, 1000) is None  # beyond the segment
-    # capped at max_size (last batch cut), min_one_message returns a whole first batch
+    # capped at max_size on a batch boundary, min_one_message returns a whole first batch
     fd = seg.read(100, size + 10)
-    assert fd is not None and fd.size == size + 10
+    assert fd is not None and fd.size == size
+    fd = seg.read(100, 7 * size - 1)
+    assert fd is not None and fd.size == 6 * size
     fd = seg.read(100, 5, min_one_message=True)
     assert fd is not None and fd.size == size
     fd = seg.read(100, 5, min_one_message=False)
-    assert fd is not None and fd.size == 5
+    assert fd is not None and fd.size == 0
     # max_position bounds the region
     fd = seg.read(100, 10**9, max_position=3 * size)
     assert fd is not None and fd.size == 3 * size
