@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import threading
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -23,23 +24,32 @@ class DecodeError(Exception):
     pass
 
 
+# kio builds schema modules on first use; the broker's warm-up thread
+# (server.handlers.warm_up_schemas) and the event loop must not build the same one at once
+# (a half-built module seen by the other thread would be cached here as "no schema").
+_LOADING = threading.RLock()
+
+
 @cache
 def request_class(api_key: int, version: int) -> type[Any] | None:
-    try:
-        return load_request_schema(api_key, version)
-    except Exception:
-        return None
+    with _LOADING:
+        try:
+            return load_request_schema(api_key, version)
+        except Exception:
+            return None
 
 
 @cache
 def response_class(api_key: int, version: int) -> type[Any]:
-    return load_response_schema(api_key, version)
+    with _LOADING:
+        return load_response_schema(api_key, version)
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module holding the response classes (nested ones included) of a version."""
-    return load_payload_module(api_key, version, EntityType.response)
+    with _LOADING:
+        return load_payload_module(api_key, version, EntityType.response)
 
 
 @cache
@@ -81,6 +91,8 @@ def decode_request(api_key: int, version: int, frame: bytes | bytearray | memory
     cls = request_class(api_key, version)
     if cls is None:
         raise DecodeError(f"no schema for api {api_key} v{version}")
+    if isinstance(frame, memoryview) and not frame.readonly:
+        frame = frame.toreadonly()  # kio insists on immutable buffers
     try:
         value, size = _reader(_any(cls))(frame, offset)
     except Exception as e:  # kio raises many types on malformed input

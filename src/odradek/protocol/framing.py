@@ -136,7 +136,8 @@ class FrameDecoder:
 
     def advance(self, n: int) -> list[bytes | memoryview]:
         """``n`` bytes were received into :meth:`recv_target`. A finished frame is handed
-        out as a read-only view (kio's decoder insists on immutable buffers)."""
+        out as a writable view of a buffer no one else holds (Produce assigns offsets in
+        place; the kio path makes it read-only)."""
         assert self._big is not None
         self._big_filled += n
         if self._big_filled < len(self._big):
@@ -145,7 +146,7 @@ class FrameDecoder:
         self._big = None
         self._big_filled = 0
         self._need = -1
-        return [memoryview(frame).toreadonly()]
+        return [memoryview(frame)]
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
         buf = self._buf

@@ -34,6 +34,7 @@ from odradek.log.manager import LogManager
 from odradek.protocol import errors
 from odradek.server.connection import Connection
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers import warm_up_schemas
 from odradek.server.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ class Broker:
         self.topics.broker_racks = self._broker_racks
         self.topics.config_changed = self.cluster.notify_config_change
         self.topics.listeners.append(self._on_topic_event)
+        self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
         self.replica_manager = ReplicaManager(self)
         self.fetch_sessions = FetchSessionCache(
@@ -215,15 +217,22 @@ class Broker:
             plog.update_config(self.log_config_for(plog.topic))
 
     def log_config_for(self, topic: str) -> LogConfig:
+        """The topic's log config: its overrides over the broker's (dynamic, then static) values.
+        Memoised on the overrides (LogConfig is frozen; new dynamic broker values clear it)."""
         meta = self.topics.get(topic)
         overrides = meta.configs if meta is not None else {}
+        key = tuple(sorted(overrides.items()))
+        cached = self._log_configs.get(key)
+        if cached is not None:
+            return cached
         values: dict[str, Any] = {}
         for kafka_name, field in KAFKA_NAMES.items():
             v, _ = self.config.topic_value(kafka_name, overrides)
             if isinstance(v, list):
                 v = ",".join(v)
             values[field] = v
-        return LogConfig(**values)
+        cfg = self._log_configs[key] = LogConfig(**values)
+        return cfg
 
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:
         for name, host, port in self.config.advertised_listeners:
@@ -292,6 +301,7 @@ class Broker:
         self._reschedule_retention()
 
     def _load_dynamic_broker_configs(self) -> None:
+        self._log_configs.clear()
         self.config.set_dynamic(False, self.topics.broker_configs(""))
         self.config.set_dynamic(True, self.topics.broker_configs(str(self.node_id)))
 
@@ -343,6 +353,7 @@ class Broker:
             await self._start_listeners()  # the registration names the bound port
             await self.cluster.start()
         self._schedule_periodic()
+        warm_up_schemas()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
             self.node_id,

@@ -184,13 +184,19 @@ class Connection:
             self.close()
             return
         try:
-            header = parse_request_header(frame, codec.request_header_flexible(api_key, api_version))
-            request = codec.decode_request(api_key, api_version, frame, header.body_offset)
+            if handler.decode is not None:  # hand-written codec (Produce)
+                flexible = api_version >= handler.first_flexible
+                header = parse_request_header(frame, flexible)
+                request = handler.decode(api_version, frame, header.body_offset)
+            else:
+                flexible = codec.response_header_flexible(api_key, api_version)
+                header = parse_request_header(frame, codec.request_header_flexible(api_key, api_version))
+                request = codec.decode_request(api_key, api_version, frame, header.body_offset)
         except (FrameError, codec.DecodeError) as e:
             log.warning("malformed request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
             return
-        slot = _Slot(correlation_id, codec.response_header_flexible(api_key, api_version))
+        slot = _Slot(correlation_id, flexible)
         self.pending.append(slot)
         ctx = RequestContext(self, api_key, api_version, correlation_id, header.client_id)
         try:
