@@ -83,7 +83,7 @@ def consumer_config(opts: PerfOptions, stats: FetchStats | None = None) -> dict[
 
 
 def run_consume(opts: PerfOptions) -> tuple[dict[str, Any], int]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
     admin = check_reachable(opts)
     partitions = ensure_topic(admin, opts)
@@ -111,21 +111,24 @@ def run_consume(opts: PerfOptions) -> tuple[dict[str, Any], int]:
     first_error: str | None = None
     timed_out = idle = False
     consume = consumer.consume
+    message_error, message_key = Message.error, Message.key
     try:
         while records < n:
             msgs = consume(num_messages=min(10_000, n - records), timeout=0.2)
             now = time.monotonic()
             if msgs:
-                got = 0
-                for m in msgs:
-                    if m.error() is not None:
-                        errors += 1
-                        if first_error is None:
-                            first_error = str(m.error())
-                        continue
-                    got += 1
-                    key = m.key()
-                    nbytes += len(m) + (len(key) if key else 0)
+                # per-message work stays in C (map/filter/sum over the Message methods): a Python
+                # loop over each record costs this client a third of its CPU at 1 KB records
+                failed = list(filter(None, map(message_error, msgs)))
+                got = len(msgs)
+                nbytes += sum(map(len, msgs)) + sum(map(len, filter(None, map(message_key, msgs))))
+                if failed:
+                    bad = [m for m in msgs if m.error() is not None]
+                    got -= len(bad)
+                    nbytes -= sum(map(len, bad)) + sum(len(m.key() or b"") for m in bad)
+                    errors += len(failed)
+                    if first_error is None:
+                        first_error = str(failed[0])
                 records += got
                 window_records += got
                 if got:
