@@ -8,6 +8,7 @@ config with :func:`dataclasses.replace` and hand it to ``Log.update_config``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 MAX_LONG = 2**63 - 1
@@ -86,5 +87,6 @@ class LogConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _policies(policy: str) -> set[str]:
-    return {p.strip().lower() for p in policy.split(",") if p.strip()}
+@functools.cache
+def _policies(policy: str) -> frozenset[str]:
+    return frozenset(p.strip().lower() for p in policy.split(",") if p.strip())

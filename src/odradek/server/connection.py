@@ -120,28 +120,35 @@ class Connection:
 
     # -- reading
     def _on_readable(self) -> None:
-        target = self.decoder.recv_target()
-        try:
-            if target is not None:
-                n = self.sock.recv_into(target)
-                data = None
-            else:
-                data = self.sock.recv(_RECV_SIZE)
-                n = len(data)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self.close(f"read error: {e}")
-            return
-        if not n:
-            self.close()
-            return
-        try:
-            frames = self.decoder.feed(data) if data is not None else self.decoder.advance(n)
-        except FrameError as e:
-            log.warning("bad frame from %s: %s", self.peer, e)
-            self.close()
-            return
+        decoder = self.decoder
+        sock = self.sock
+        while True:
+            target = decoder.recv_target()
+            try:
+                if target is not None:
+                    n = sock.recv_into(target)
+                    data = None
+                else:
+                    data = sock.recv(_RECV_SIZE)
+                    n = len(data)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self.close(f"read error: {e}")
+                return
+            if not n:
+                self.close()
+                return
+            try:
+                frames = decoder.feed(data) if data is not None else decoder.advance(n)
+            except FrameError as e:
+                log.warning("bad frame from %s: %s", self.peer, e)
+                self.close()
+                return
+            # a large frame still filling: read on while the socket has data (one event loop
+            # round trip per socket-buffer's worth of a 1 MB produce request costs more)
+            if frames or decoder.recv_target() is None:
+                break
         # responses finished while handling this burst go out in one write
         self._batching = True
         try:
