@@ -438,7 +438,8 @@ class LogSegment:
         if self._offset_index is not None:
             return self._offset_index.last_entry()
         if self._indexes_need_rebuild:
-            return None
+            # a segment never written has no index files (they are made on first use)
+            return (self.base_offset, 0) if self.log.size == 0 else None
         try:
             fd = os.open(self.offset_index_path, os.O_RDONLY)
         except FileNotFoundError:

@@ -412,3 +412,15 @@ def test_fetch_offset_by_timestamp_is_record_exact(tmp_path: Path) -> None:
     log.update_high_watermark(13)
     log.delete_records_before(3, NOW)
     assert log.fetch_offset_by_timestamp(NOW) == (3, NOW + 30)
+
+
+def test_a_log_never_written_has_no_index_files_and_reopens_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = new_log(tmp_path)
+    assert sorted(p.suffix for p in log.dir.iterdir()) == [".log"]  # index files are made on first use
+    with caplog.at_level("WARNING", logger="odradek.log"):
+        again = reopen(log, clean=True)
+    assert not [r for r in caplog.records if "inconsistent" in r.getMessage() or "Rebuilding" in r.getMessage()]
+    append(again, make_batch(3))
+    assert again.log_end_offset == 3 and again.read(0, 1 << 20, 3, True).size > 0
