@@ -771,9 +771,12 @@ class Controller:
                     by_broker.setdefault(b, []).append(tp)
         for b, parts in sorted(by_broker.items()):
             leaders = {self.ctx.states[tp].leader for tp in parts}
+            topics = {t for t, _ in parts}
             self._send(b, ib.LEADER_AND_ISR, {
                 "partitions": [self._partition_state_json(tp) for tp in sorted(parts)],
                 "live_leaders": self._nodes(leaders),
+                # as LeaderAndIsr v5+: a broker creating a log learns its topic id from the request
+                "topic_ids": {t: i for t, i in self.ctx.topic_ids.items() if t in topics},
             })
 
     def _send_metadata_to(self, brokers: set[int], only_partitions: set[TP] | None = None) -> None:

@@ -60,7 +60,7 @@ _NODE = {"id": _INT, "host": str, "port": _INT}
 
 SCHEMAS: dict[int, dict[str, Any]] = {
     LEADER_AND_ISR: {"controller_id": _INT, "controller_epoch": _INT, "broker_epoch": _INT,
-                     "partitions": [_PARTITION_STATE], "live_leaders": [_NODE]},
+                     "partitions": [_PARTITION_STATE], "live_leaders": [_NODE], "topic_ids": dict},
     STOP_REPLICA: {"controller_id": _INT, "controller_epoch": _INT, "broker_epoch": _INT,
                    "partitions": [{"topic": str, "partition": _INT, "leader_epoch": _INT, "delete": bool}]},
     UPDATE_METADATA: {"controller_id": _INT, "controller_epoch": _INT, "broker_epoch": _INT,

@@ -36,6 +36,7 @@ import queue
 import struct
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from odradek.controller import zk_data as zd
 from odradek.controller.channel import ControllerChannel
 from odradek.controller.controller import Controller
 from odradek.controller.store import BadVersionError, MetadataStore, StoreError
+from odradek.controller.topics import topic_id_from_str
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
@@ -56,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.cluster")
 
 TP = tuple[str, int]
+
+
+SELF_SLICE = 16  # LeaderAndIsr partitions an embedded broker applies per event loop turn
 
 
 class ClusterLink:
@@ -93,6 +98,10 @@ class ClusterLink:
         self._thread: threading.Thread | None = None
         self._pending: deque[tuple[str, dict[str, Any]]] = deque()  # embedded: events run on the loop
         self._drain_scheduled = False
+        # embedded: the controller's requests to this broker, served in order on the loop, a slice of
+        # LeaderAndIsr partitions per turn so creating many partitions does not stall other clients
+        self._to_self: deque[tuple[int, dict[str, Any]]] = deque()
+        self._serve_scheduled = False
         self._watched_topics: set[str] = set()
         self._session_lost = False
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[Any], Callable[[], Any]]] = []
@@ -125,6 +134,7 @@ class ClusterLink:
             self._arm_watches()
             self.put("Startup")
             self._drain()
+            self._serve_self(until_empty=True)  # lead every partition before the listeners open
             return
         self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
         self.channel.on_response = self._on_broker_response
@@ -202,6 +212,7 @@ class ClusterLink:
         self.stopping = True
         if self.zk is None:
             self._pending.clear()
+            self._to_self.clear()
             if self.fetchers is not None:
                 fetchers, self.fetchers = self.fetchers, None
                 await fetchers.shutdown()
@@ -295,9 +306,15 @@ class ClusterLink:
     def _send_from_controller(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
         if self.zk is None:  # embedded: the controller's only broker is this one
             if broker_id == self.broker_id and not self.stopping:
-                resp = self.handle_request(api_key, body)
-                if isinstance(resp, dict):
-                    self._on_broker_response(broker_id, api_key, resp)
+                q = self._to_self
+                i = len(q)
+                if api_key == ib.LEADER_AND_ISR:  # Kafka's batch order: LeaderAndIsr, then UpdateMetadata
+                    while i > 0 and q[i - 1][0] == ib.UPDATE_METADATA:
+                        i -= 1
+                q.insert(i, (api_key, body))
+                if not self._serve_scheduled and self.loop is not None:
+                    self._serve_scheduled = True
+                    self.loop.call_soon(self._serve_self)
             return
         info = self.controller.ctx.brokers.get(broker_id)
         if info is None or self.loop is None or self.channel is None:
@@ -310,6 +327,32 @@ class ClusterLink:
             channel.send(broker_id, api_key, body)
 
         self.loop.call_soon_threadsafe(send)
+
+    def _serve_self(self, until_empty: bool = False) -> None:
+        """Embedded: serve the controller's queued requests in order. A LeaderAndIsr naming more
+        than SELF_SLICE partitions is served a slice per loop turn; UpdateMetadata is queued
+        behind it (see _send_from_controller), so metadata never names this broker leader of a
+        partition before it leads it."""
+        self._serve_scheduled = False
+        queue_ = self._to_self
+        while queue_ and not self.stopping:
+            api_key, body = queue_[0]
+            parts = body.get("partitions") if api_key == ib.LEADER_AND_ISR else None
+            if not until_empty and parts is not None and len(parts) > SELF_SLICE:
+                head = dict(body, partitions=parts[:SELF_SLICE])
+                body["partitions"] = parts[SELF_SLICE:]
+                self._answer_self(api_key, head)
+                self._serve_scheduled = True
+                assert self.loop is not None
+                self.loop.call_soon(self._serve_self)
+                return
+            queue_.popleft()
+            self._answer_self(api_key, body)
+
+    def _answer_self(self, api_key: int, body: dict[str, Any]) -> None:
+        resp = self.handle_request(api_key, body)
+        if isinstance(resp, dict):
+            self._on_broker_response(self.broker_id, api_key, resp)
 
     def _on_broker_response(self, broker_id: int, api_key: int, resp: dict[str, Any] | None) -> None:
         """A LeaderAndIsr answer naming replicas in an offline log dir goes to the controller."""
@@ -417,6 +460,7 @@ class ClusterLink:
         rm = self.broker.replica_manager
         assert self.fetchers is not None
         leaders = {int(n["id"]): n for n in body["live_leaders"]}
+        topic_ids: dict[str, str] = body.get("topic_ids") or {}
         out = []
         now_ms = self.broker.now_ms()
         for ps in body["partitions"]:
@@ -436,19 +480,23 @@ class ClusterLink:
             elif self.broker_id not in ps["replicas"]:
                 code = errors.NONE  # not ours (reassignment leftovers); StopReplica removes it
             else:
-                code = self._become(ps, leaders, now_ms)
+                code = self._become(ps, leaders, now_ms, topic_ids)
             out.append({"topic": topic, "partition": index, "error_code": code})
         return out
 
-    def _become(self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int) -> int:
+    def _become(
+        self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int, topic_ids: dict[str, str]
+    ) -> int:
         rm = self.broker.replica_manager
         assert self.fetchers is not None
         topic, index = str(ps["topic"]), int(ps["partition"])
         tp = (topic, index)
-        meta = self.broker.topics.get(topic)
-        topic_id = meta.topic_id if meta is not None else None
-        if meta is None:
-            topic_id = self.broker.topics.topic_id_from_store(topic)
+        named = topic_ids.get(topic)
+        if named:  # the controller's word (the metadata cache may not know a new topic yet)
+            topic_id: uuid.UUID | None = topic_id_from_str(named)
+        else:
+            meta = self.broker.topics.get(topic)
+            topic_id = meta.topic_id if meta is not None else self.broker.topics.topic_id_from_store(topic)
         try:
             plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
         except OSError as e:

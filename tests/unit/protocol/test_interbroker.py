@@ -12,7 +12,7 @@ STATE = {
 
 def test_round_trip() -> None:
     body = {"controller_id": 1, "controller_epoch": 3, "broker_epoch": 99, "partitions": [STATE],
-            "live_leaders": [{"id": 1, "host": "h", "port": 9092, "rack": None}]}
+            "live_leaders": [{"id": 1, "host": "h", "port": 9092, "rack": None}], "topic_ids": {"t": "AAAAAAAAAAAAAAAAAAAAAQ"}}
     assert ib.decode(ib.LEADER_AND_ISR, 0, ib.encode(ib.LEADER_AND_ISR, body)) == body
 
 
@@ -27,7 +27,7 @@ def test_malformed_bodies_rejected(raw: bytes) -> None:
 
 def test_nested_type_errors_and_versions() -> None:
     bad = dict(STATE, isr=[1, "2"])
-    body = {"controller_id": 1, "controller_epoch": 3, "broker_epoch": 9, "partitions": [bad], "live_leaders": []}
+    body = {"controller_id": 1, "controller_epoch": 3, "broker_epoch": 9, "partitions": [bad], "live_leaders": [], "topic_ids": {}}
     with pytest.raises(ib.InterBrokerDecodeError):
         ib.encode(ib.LEADER_AND_ISR, body)
     with pytest.raises(ib.InterBrokerDecodeError):
