@@ -377,7 +377,7 @@ class TopicRegistry:
             if meta is None:
                 tid_str = topic_ids.get(name)
                 tid = topic_id_from_str(tid_str) if tid_str else self.topic_id_from_store(name) or uuid.uuid4()
-                meta = TopicMeta(name, tid, [], self._read_configs(name))
+                meta = TopicMeta(name, tid, [], self.read_configs(name))
                 created = True
             parts = {p.index: p for p in meta.partitions}
             for ps in states:
@@ -408,7 +408,7 @@ class TopicRegistry:
         tid = json.loads(data).get("topic_id")
         return topic_id_from_str(tid) if tid else None
 
-    def _read_configs(self, name: str) -> dict[str, str]:
+    def read_configs(self, name: str) -> dict[str, str]:
         try:
             cdata, _ = self.store.get(f"/config/topics/{name}")
         except NoNodeError:
@@ -419,7 +419,7 @@ class TopicRegistry:
         """Re-read every cached topic's configs; returns the topics whose configs changed."""
         changed = []
         for meta in list(self.topics.values()):
-            fresh = self._read_configs(meta.name)
+            fresh = self.read_configs(meta.name)
             if fresh != meta.configs:
                 meta.configs = fresh
                 changed.append(meta)

@@ -220,7 +220,9 @@ class Broker:
         """The topic's log config: its overrides over the broker's (dynamic, then static) values.
         Memoised on the overrides (LogConfig is frozen; new dynamic broker values clear it)."""
         meta = self.topics.get(topic)
-        overrides = meta.configs if meta is not None else {}
+        # a log may be created (LeaderAndIsr) before the metadata cache knows its topic: its
+        # overrides are then read from the store, as Kafka's LogManager reads them from ZooKeeper
+        overrides = meta.configs if meta is not None else self.topics.read_configs(topic)
         key = tuple(sorted(overrides.items()))
         cached = self._log_configs.get(key)
         if cached is not None:
