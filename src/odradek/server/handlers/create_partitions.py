@@ -1,4 +1,4 @@
-"""CreatePartitions (37)."""
+"""CreatePartitions (37): grows topics, answered once the new partitions have leaders."""
 
 from __future__ import annotations
 
@@ -32,4 +32,26 @@ def handle(ctx: Any, request: Any) -> Any:
             except TopicError as e:
                 code, msg = e.error_code, e.message
         out.append(make(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=msg))
-    return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(out))
+    grown = {t.name: t.count for t in request.topics if counts[t.name] == 1} if not request.validate_only else {}
+    grown = {n: c for n, c in grown.items() if any(r.name == n and r.error_code == errors.NONE for r in out)}
+    if not grown:
+        return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(out))
+    cluster = broker.cluster
+
+    def ready(name: str, count: int) -> bool:
+        meta = broker.topics.get(name)
+        return (meta is not None and len(meta.partitions) >= count
+                and all(p.leader in cluster.live_brokers for p in meta.partitions))
+
+    def respond() -> Any:
+        final = []
+        for r in out:
+            if r.name in grown and not ready(r.name, grown[r.name]):
+                r = make(m.CreatePartitionsTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
+                         error_message="The controller did not elect leaders for the new partitions in time")
+            final.append(r)
+        return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(final))
+
+    # as Kafka's DelayedCreatePartitions: answered once the new partitions have leaders
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    return cluster.wait_for_metadata(lambda: all(ready(n, c) for n, c in grown.items()), timeout_ms, respond)
