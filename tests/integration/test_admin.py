@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -170,3 +171,27 @@ def test_cli_topics_and_configs(broker: Broker) -> None:
     assert r.returncode == 0, r.stderr
     r = _cli("topics", "--bootstrap-server", b, "--list")
     assert t not in r.stdout.split()
+
+
+def test_old_versions_with_no_time_to_wait_are_answered(broker: Broker) -> None:
+    """CreateTopics v2 and DeleteTopics v1 with timeout 0: answered REQUEST_TIMED_OUT or done, in the
+    fields those versions have (the timeout answer once read fields of later versions)."""
+    from . import wire
+
+    t = _name("t0")
+    with wire.Conn(broker.bootstrap) as c:
+        r = c.request(wire.CREATE_TOPICS, 2, wire.create_topics_body([(t, 3, {})], timeout_ms=0))
+        r.int32()
+        (name, code, _msg), = r.array(lambda rr: (rr.string(), rr.int16(), rr.string()))
+        assert name == t and code in (0, 7)  # NONE, or REQUEST_TIMED_OUT: the creation goes on
+        deadline = time.monotonic() + T
+        while t not in _admin(broker).list_topics(timeout=T).topics:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        body = wire.Writer().array([t], lambda w, n: w.string(n)).int32(0).done()
+        r = c.request(20, 1, body)  # DeleteTopics v1
+        r.int32()
+        (name, code), = r.array(lambda rr: (rr.string(), rr.int16()))
+        assert name == t and code in (0, 7)
+    broker.assert_alive()
+    assert "Traceback" not in broker.log_text()

@@ -90,9 +90,11 @@ def handle(ctx: Any, request: Any) -> Any:
         final = []
         for r in results:
             if r.name in created and not ready(r.name):
-                r = make(m.CreatableTopicResult, name=r.name, topic_id=r.topic_id, error_code=errors.REQUEST_TIMED_OUT,
+                r = make(m.CreatableTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
                          error_message="The controller did not elect leaders in time", topic_config_error_code=errors.NONE,
-                         num_partitions=r.num_partitions, replication_factor=r.replication_factor, configs=())
+                         configs=(),  # fields of later versions, copied when the version has them
+                         **{f: getattr(r, f) for f in ("topic_id", "num_partitions", "replication_factor")
+                            if hasattr(r, f)})
             final.append(r)
         return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(final))
 

@@ -58,7 +58,8 @@ def handle(ctx: Any, request: Any) -> Any:
     def respond() -> Any:
         final = [
             r if r.name not in deleted or reg.get(r.name) is None else make(
-                m.DeletableTopicResult, name=r.name, topic_id=r.topic_id, error_code=errors.REQUEST_TIMED_OUT,
+                m.DeletableTopicResult, name=r.name, topic_id=getattr(r, "topic_id", None),  # v6+
+                error_code=errors.REQUEST_TIMED_OUT,
                 error_message="The controller did not delete the topic in time",
             )
             for r in out
