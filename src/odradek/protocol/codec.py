@@ -24,9 +24,8 @@ class DecodeError(Exception):
     pass
 
 
-# kio builds schema modules on first use; the broker's warm-up thread
-# (server.handlers.warm_up_schemas) and the event loop must not build the same one at once
-# (a half-built module seen by the other thread would be cached here as "no schema").
+# kio builds schema modules on first use; two threads must not build the same one at once
+# (a half-built module seen by the other would be cached here as "no schema").
 _LOADING = threading.RLock()
 
 

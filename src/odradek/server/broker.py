@@ -34,7 +34,6 @@ from odradek.log.manager import LogManager
 from odradek.protocol import errors
 from odradek.server.connection import Connection
 from odradek.server.fetch_session import FetchSessionCache
-from odradek.server.handlers import warm_up_schemas
 from odradek.server.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -355,7 +354,6 @@ class Broker:
             await self._start_listeners()  # the registration names the bound port
             await self.cluster.start()
         self._schedule_periodic()
-        warm_up_schemas()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
             self.node_id,

@@ -9,8 +9,6 @@ used by Fetch for zero copy), :data:`NO_RESPONSE` (Produce with acks=0), or an
 from __future__ import annotations
 
 import importlib
-import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -110,35 +108,3 @@ def _register() -> None:
 
 
 _register()
-
-# Versions librdkafka 2.16 sends (measured with debug=protocol against this broker): the
-# schemas worth loading early (all versions of all APIs would cost ~0.4 s of CPU).
-CLIENT_VERSIONS: dict[int, tuple[int, ...]] = {
-    18: (3,), 3: (12,), 1: (16,), 2: (7,), 10: (2,), 19: (4,), 22: (4,),
-    11: (5,), 14: (3,), 12: (3,), 13: (1,), 8: (9,), 9: (9,),
-}
-
-
-def warm_up_schemas() -> threading.Thread:
-    """Load kio's schemas for the versions clients use most, on a background thread.
-
-    kio builds a version's classes on first use, 5-20 ms each (Fetch v16: ~20 ms); left to the
-    first request, that lands in its latency. Start-up does not wait for this (~0.15 s); the
-    thread runs once the listeners are open, the GIL handing the event loop its turn every
-    few milliseconds."""
-    from odradek.protocol import codec
-
-    pairs = [(k, v) for k, vs in CLIENT_VERSIONS.items() if k in registry for v in vs]
-
-    def run() -> None:
-        for key, version in pairs:
-            try:
-                codec.request_class(key, version)
-                codec.response_class(key, version)
-                codec.response_module(key, version)
-            except Exception:  # a schema that fails to load fails again, and is reported, on use
-                logging.getLogger("odradek.protocol").debug("no schema for api %d v%d", key, version)
-
-    t = threading.Thread(target=run, name="schema-warm-up", daemon=True)
-    t.start()
-    return t
