@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -199,13 +200,15 @@ class AbstractIndex:
     def _slot_key(self, mm: mmap.mmap, slot: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _largest_lower_bound_slot(self, target: int) -> int:
-        """Largest slot whose key is <= target, or -1."""
+    def _largest_lower_bound_slot(
+        self, target: int, key: Callable[[mmap.mmap, int], int] | None = None
+    ) -> int:
+        """Largest slot whose key (default ``_slot_key``) is <= target, or -1; keys must grow with slots."""
         mm = self._mm
         n = self._entries
         if mm is None or n == 0:
             return -1
-        key = self._slot_key
+        key = key or self._slot_key
         if key(mm, 0) > target:
             return -1
         lo, hi = 0, n - 1

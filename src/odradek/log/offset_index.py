@@ -27,6 +27,10 @@ _I32 = struct.Struct(">i")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
+def _position_key(mm: mmap.mmap, slot: int) -> int:
+    return int(_I32.unpack_from(mm, (slot << 3) + 4)[0])
+
+
 class OffsetIndex(AbstractIndex):
     ENTRY_SIZE = 8
     KIND = "offset index"
@@ -105,23 +109,8 @@ class OffsetIndex(AbstractIndex):
 
     def position_at_most(self, position: int) -> int:
         """Largest indexed batch position <= ``position`` (positions grow with the entries), or -1."""
-        mm = self._mm
-        n = self._entries
-        if mm is None or n == 0:
-            return -1
-        unpack = _I32.unpack_from
-        if unpack(mm, ((n - 1) << 3) + 4)[0] <= position:
-            return int(unpack(mm, ((n - 1) << 3) + 4)[0])
-        if unpack(mm, 4)[0] > position:
-            return -1
-        lo, hi = 0, n - 1  # position of entry lo <= position < position of entry hi
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
-            if unpack(mm, (mid << 3) + 4)[0] <= position:
-                lo = mid
-            else:
-                hi = mid
-        return int(unpack(mm, (lo << 3) + 4)[0])
+        slot = self._largest_lower_bound_slot(position, _position_key)
+        return -1 if slot < 0 or self._mm is None else int(_I32.unpack_from(self._mm, (slot << 3) + 4)[0])
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets must increase strictly."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import io
-import threading
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -24,31 +23,23 @@ class DecodeError(Exception):
     pass
 
 
-# kio builds schema modules on first use; two threads must not build the same one at once
-# (a half-built module seen by the other would be cached here as "no schema").
-_LOADING = threading.RLock()
-
-
 @cache
 def request_class(api_key: int, version: int) -> type[Any] | None:
-    with _LOADING:
-        try:
-            return load_request_schema(api_key, version)
-        except Exception:
-            return None
+    try:
+        return load_request_schema(api_key, version)
+    except Exception:
+        return None
 
 
 @cache
 def response_class(api_key: int, version: int) -> type[Any]:
-    with _LOADING:
-        return load_response_schema(api_key, version)
+    return load_response_schema(api_key, version)
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module holding the response classes (nested ones included) of a version."""
-    with _LOADING:
-        return load_payload_module(api_key, version, EntityType.response)
+    return load_payload_module(api_key, version, EntityType.response)
 
 
 @cache

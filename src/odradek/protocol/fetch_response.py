@@ -75,7 +75,8 @@ _ABORTED = struct.Struct(">qq")
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """Unsigned varint (flexible versions' compact lengths and tag counts)."""
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -100,16 +101,16 @@ def encode_fetch_response(
         head += _TOP_V7.pack(throttle_time_ms, error_code, session_id)
     else:
         head += _I32.pack(throttle_time_ms)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     total = 0
     for t in topics:
         if version >= 13:
             head += (t.topic_id or uuid.UUID(int=0)).bytes
         else:
             name = t.name.encode()
-            head += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            head += uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             head += name
-        head += _uvarint(len(t.partitions) + 1) if flexible else _I32.pack(len(t.partitions))
+        head += uvarint(len(t.partitions) + 1) if flexible else _I32.pack(len(t.partitions))
         for p in t.partitions:
             if version >= 5:
                 head += _PART_V5.pack(
@@ -121,7 +122,7 @@ def encode_fetch_response(
             if aborted is None:
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for pid, first in aborted:
                     head += _ABORTED.pack(pid, first)
                     if flexible:
@@ -129,7 +130,7 @@ def encode_fetch_response(
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
             size = p.records_size
-            head += _uvarint(size + 1) if flexible else _I32.pack(size)
+            head += uvarint(size + 1) if flexible else _I32.pack(size)
             if size:
                 parts.append(bytes(head))
                 total += len(head)

@@ -47,6 +47,7 @@ import struct
 from dataclasses import dataclass
 
 from odradek.protocol.codec import DecodeError
+from odradek.protocol.fetch_response import uvarint
 
 MIN_VERSION = 3
 MAX_VERSION = 12
@@ -186,20 +187,11 @@ def decode_produce_request(version: int, frame: bytes | bytearray | memoryview, 
 PartitionResult = tuple[int, int, int, int, int, "str | None"]
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str | None, flex: bool) -> bytes:
     if s is None:
         return b"\x00" if flex else b"\xff\xff"
     raw = s.encode()
-    return (_uvarint(len(raw) + 1) if flex else _I16.pack(len(raw))) + raw
+    return (uvarint(len(raw) + 1) if flex else _I16.pack(len(raw))) + raw
 
 
 def encode_produce_response(
@@ -207,10 +199,10 @@ def encode_produce_response(
 ) -> bytes:
     flex = version >= FIRST_FLEXIBLE
     out = bytearray()
-    out += _uvarint(len(topics) + 1) if flex else _I32.pack(len(topics))
+    out += uvarint(len(topics) + 1) if flex else _I32.pack(len(topics))
     for name, parts in topics:
         out += _string(name, flex)
-        out += _uvarint(len(parts) + 1) if flex else _I32.pack(len(parts))
+        out += uvarint(len(parts) + 1) if flex else _I32.pack(len(parts))
         for index, code, base, append_time, log_start, message in parts:
             if version >= 5:
                 out += _PART_V5.pack(index, code, base, append_time, log_start)
