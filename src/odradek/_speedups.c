@@ -6,6 +6,10 @@
  *   Walks an uncompressed v2 records section: each record starts with its zig-zag
  *   varint length. Returns the number of records when the lengths add up exactly to
  *   end - start, else -1 (a malformed section).
+ *
+ * uninitialized_bytearray(n) -> bytearray
+ *   A bytearray of n bytes whose contents are not zeroed (bytearray(n) zero-fills: a memset of
+ *   every large request's buffer right before the socket overwrites it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,7 +52,21 @@ count_records(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(count);
 }
 
+static PyObject *
+uninitialized_bytearray(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
 static PyMethodDef methods[] = {
+    {"uninitialized_bytearray", uninitialized_bytearray, METH_O, "A bytearray of n bytes, contents not zeroed."},
     {"count_records", count_records, METH_VARARGS, "Count the records of an uncompressed v2 records section, -1 if malformed."},
     {NULL, NULL, 0, NULL},
 };

@@ -23,6 +23,11 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+try:  # src/odradek/_speedups.c: a large frame's buffer is about to be overwritten by the socket
+    from odradek._speedups import uninitialized_bytearray as _frame_buffer
+except ImportError:  # pragma: no cover - not built
+    _frame_buffer = bytearray
+
 _HDR = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _I32 = struct.Struct(">i")
@@ -149,33 +154,48 @@ class FrameDecoder:
         return [memoryview(frame)]
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
+        """Frames completed by ``data`` (copied out: the caller may reuse ``data``'s memory)."""
         buf = self._buf
-        buf += data
+        accumulated = bool(buf)
+        if accumulated:  # a small frame or a size field left over from the last read
+            buf += data
+            view = memoryview(buf)
+        else:  # the usual case: frames start at the start of this read; no accumulation copy
+            view = memoryview(data).cast("B")
         frames: list[bytes | memoryview] = []
-        while True:
-            if self._need < 0:
-                if len(buf) < 4:
+        pos, end = 0, len(view)
+        try:
+            while True:
+                if self._need < 0:
+                    if end - pos < 4:
+                        break
+                    size = _SIZE.unpack_from(view, pos)[0]
+                    if size < 0 or size > self.max_size:
+                        raise FrameError(f"request size {size} outside [0, {self.max_size}]")
+                    if size < 8:
+                        raise FrameError(f"request size {size} smaller than a request header")
+                    self._need = size
+                    pos += 4
+                n = self._need
+                if end - pos < n:
+                    if n >= LARGE_FRAME:
+                        big = _frame_buffer(n)
+                        have = end - pos
+                        big[:have] = view[pos:end]
+                        pos = end
+                        self._big = big
+                        self._big_filled = have
                     break
-                size = _SIZE.unpack_from(buf, 0)[0]
-                if size < 0 or size > self.max_size:
-                    raise FrameError(f"request size {size} outside [0, {self.max_size}]")
-                if size < 8:
-                    raise FrameError(f"request size {size} smaller than a request header")
-                self._need = size
-                del buf[:4]
-            n = self._need
-            if len(buf) < n:
-                if n >= LARGE_FRAME:
-                    big = bytearray(n)
-                    have = len(buf)
-                    big[:have] = buf
-                    buf.clear()
-                    self._big = big
-                    self._big_filled = have
-                break
-            frames.append(bytes(buf[:n]))
-            del buf[:n]
-            self._need = -1
+                frames.append(bytes(view[pos : pos + n]))
+                pos += n
+                self._need = -1
+            rest = bytes(view[pos:end]) if not accumulated and pos < end else b""
+        finally:
+            view.release()
+        if accumulated:
+            del buf[:pos]
+        elif rest:
+            buf += rest
         return frames
 
     @property

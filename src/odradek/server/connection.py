@@ -15,6 +15,7 @@ import errno
 import logging
 import os
 import socket
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,16 @@ _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
 _IOV_MAX = 512
+_scratch = threading.local()
+
+
+def _recv_scratch() -> memoryview:
+    """This thread's receive buffer. Every connection of an event loop reads into the same
+    one: the decoder copies what it needs out of it before the next read."""
+    mv: memoryview | None = getattr(_scratch, "buf", None)
+    if mv is None:
+        mv = _scratch.buf = memoryview(bytearray(_RECV_SIZE))
+    return mv
 
 
 class _Slot:
@@ -64,6 +75,7 @@ class Connection:
         self.listener = listener
         self.loop = asyncio.get_running_loop()
         self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
+        self._scratch = _recv_scratch()
         self.pending: deque[_Slot] = deque()
         self.out: deque[Any] = deque()  # bytes | memoryview | file region tuple
         self.out_bytes = 0
@@ -122,15 +134,12 @@ class Connection:
     def _on_readable(self) -> None:
         decoder = self.decoder
         sock = self.sock
+        scratch = self._scratch
         while True:
             target = decoder.recv_target()
+            into_scratch = target is None
             try:
-                if target is not None:
-                    n = sock.recv_into(target)
-                    data = None
-                else:
-                    data = sock.recv(_RECV_SIZE)
-                    n = len(data)
+                n = sock.recv_into(scratch if target is None else target)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -140,7 +149,7 @@ class Connection:
                 self.close()
                 return
             try:
-                frames = decoder.feed(data) if data is not None else decoder.advance(n)
+                frames = decoder.feed(scratch[:n]) if into_scratch else decoder.advance(n)
             except FrameError as e:
                 log.warning("bad frame from %s: %s", self.peer, e)
                 self.close()

@@ -82,3 +82,41 @@ def test_large_frame_is_received_in_place() -> None:
     assert not out[0].readonly  # the request owns its buffer: Produce assigns offsets in place
     small = frame(header_v1(18, 0, 2, None))
     assert d.feed(small) == [small[4:]]
+
+
+def test_feed_copies_out_of_a_reused_receive_buffer() -> None:
+    """The connection reads every socket into one scratch buffer: what a feed keeps (a partial
+    small frame, the start of a large one) must survive the buffer being overwritten."""
+    d = FrameDecoder()
+    small = frame(header_v1(18, 0, 1, "c") + b"abc")
+    big_body = header_v1(0, 9, 2, "c") + bytes(range(256)) * 300  # > 64 KiB
+    big = frame(big_body)
+    data = small + big + small
+    scratch = bytearray(4096)
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        target = d.recv_target()
+        if target is None:
+            n = min(len(scratch), len(data) - pos, 7 if pos < 20 else 4096)
+            scratch[:n] = data[pos : pos + n]
+            out += [bytes(f) for f in d.feed(memoryview(scratch)[:n])]
+            scratch[:] = b"\xee" * len(scratch)  # the next read overwrites it
+        else:
+            n = min(len(target), len(data) - pos, 5000)
+            target[:n] = data[pos : pos + n]
+            out += [bytes(f) for f in d.advance(n)]
+        pos += n
+    assert out == [small[4:], big_body, small[4:]]
+    assert d.buffered == 0 and d.recv_target() is None
+
+
+def test_large_frame_buffer_is_exactly_the_frame() -> None:
+    d = FrameDecoder()
+    body = header_v1(0, 9, 1, "c") + b"\x00" * 70000
+    assert d.feed(frame(body)[:10]) == []
+    target = d.recv_target()
+    assert target is not None
+    target[:] = body[6:]
+    (f,) = d.advance(len(target))
+    assert bytes(f) == body and len(f) == len(body)
