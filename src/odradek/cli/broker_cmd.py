@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import importlib.abc
 import logging
 import signal
 import sys
@@ -45,7 +46,34 @@ def load_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig(props)
 
 
+class _NoHypothesis(importlib.abc.MetaPathFinder):
+    """Makes ``import hypothesis`` fail while kio loads (see :func:`import_kio`)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "hypothesis" or name.startswith("hypothesis."):
+            raise ImportError("hypothesis is not loaded in a broker process")
+        return None
+
+
+def import_kio() -> None:
+    """Import kio's core without hypothesis.
+
+    When hypothesis is installed (it is with the test extra), kio registers a hypothesis strategy
+    for each of its primitive types as it loads: ~0.3 s of a broker's start-up spent on a test
+    library it never uses. A broker process imports kio with hypothesis hidden; hypothesis itself
+    stays importable afterwards."""
+    if "kio.static.primitive" in sys.modules or "hypothesis" in sys.modules:
+        return
+    finder = _NoHypothesis()
+    sys.meta_path.insert(0, finder)
+    try:
+        import kio.static.primitive  # noqa: F401
+    finally:
+        sys.meta_path.remove(finder)
+
+
 async def serve(config: BrokerConfig) -> None:
+    import_kio()
     from odradek.server.broker import Broker
 
     broker = Broker(config)

@@ -52,6 +52,17 @@ def _writer(cls: Any) -> Any:
     return entity_writer(cls)
 
 
+def load(api_key: int, version: int) -> None:
+    """Build (and cache) everything a request of this version needs: its request class and
+    reader, its response class, writer and module. Raises what kio raises for an unknown one."""
+    cls: Any = request_class(api_key, version)
+    if cls is not None:
+        _reader(cls)
+    response: Any = response_class(api_key, version)
+    _writer(response)
+    response_module(api_key, version)
+
+
 def _any(x: Any) -> Any:
     return x
 

@@ -34,6 +34,7 @@ from odradek.log.manager import LogManager
 from odradek.protocol import errors
 from odradek.server.connection import Connection
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.broker")
 
 PRODUCER_ID_BLOCK = 1000
+SCHEMA_WARM_UP_GAP_S = 0.01  # between two schema warm-up steps: requests get the loop in between
 
 
 @contextlib.contextmanager
@@ -354,6 +356,7 @@ class Broker:
             await self._start_listeners()  # the registration names the bound port
             await self.cluster.start()
         self._schedule_periodic()
+        self._warm_up_schemas()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
             self.node_id,
@@ -454,6 +457,23 @@ class Broker:
 
             self._every(backoff_ms, clean_tick, "log-cleaner")
         # ---- end log cleaner
+
+    def _warm_up_schemas(self) -> None:
+        """Load the protocol classes clients use most, one API per loop turn, 10 ms apart, so the
+        first Fetch or ListOffsets does not pay for them (and stall the loop) when it comes."""
+        loop = asyncio.get_running_loop()
+        steps = schema_warm_up_steps()
+
+        def run(i: int) -> None:
+            try:
+                steps[i]()
+            except Exception:  # the request that needs it fails the same way, and reports it
+                log.debug("protocol schema warm-up step %d failed", i, exc_info=True)
+            if i + 1 < len(steps) and self._stopping is not None and not self._stopping.is_set():
+                self._timers.append(loop.call_later(SCHEMA_WARM_UP_GAP_S, run, i + 1))
+
+        if steps:
+            self._timers.append(loop.call_later(SCHEMA_WARM_UP_GAP_S, run, 0))
 
     def _prune_timers(self) -> None:
         self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]
