@@ -18,3 +18,30 @@ def test_the_clients_versions_are_covered() -> None:
         assert h.min_version <= min(v, h.max_version), key
     for key, lo in {3: 0, 0: 3, 1: 4, 2: 1}.items():  # aiokafka's oldest
         assert registry[key].min_version <= lo
+
+
+def test_schema_warm_up_covers_the_client_versions() -> None:
+    from odradek.protocol import codec
+    from odradek.server.handlers import CLIENT_VERSIONS, schema_warm_up_steps
+
+    steps = schema_warm_up_steps()
+    assert len(steps) == sum(len(v) for v in CLIENT_VERSIONS.values())  # every one is a served version
+    for step in steps:
+        step()
+    assert codec.request_class(1, 16) is not None  # Fetch v16, as librdkafka 2.16 sends it
+
+
+def test_broker_process_loads_kio_without_hypothesis() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from odradek.cli.broker_cmd import import_kio\n"
+        "import_kio()\n"
+        "assert 'hypothesis' not in sys.modules, 'kio pulled in hypothesis'\n"
+        "from odradek.protocol import codec\n"
+        "codec.load(3, 12)\n"
+        "import hypothesis.strategies\n"  # still importable afterwards
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

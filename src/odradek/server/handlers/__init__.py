@@ -129,4 +129,10 @@ def schema_warm_up_steps() -> list[Callable[[], None]]:
     def step(key: int, version: int) -> Callable[[], None]:
         return lambda: codec.load(key, version)
 
-    return [step(k, v) for k, vs in CLIENT_VERSIONS.items() if k in registry for v in vs]
+    return [
+        step(k, v)
+        for k, vs in CLIENT_VERSIONS.items()
+        if k in registry
+        for v in vs
+        if registry[k].min_version <= v <= registry[k].max_version
+    ]
