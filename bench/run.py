@@ -4,8 +4,8 @@
                         [--json-out results.json]
 
 Every workload runs in a fresh broker (W3 consumes what W2 wrote, on W2's broker), as a subprocess
-`odradek perf ... --json`; with a peer, the brokers alternate per repetition (Odradek first in odd
-repetitions, the peer first in even ones). For each run the broker's CPU seconds (utime+stime from
+`odradek perf ... --json`, started SETTLE_S after the broker answers; with a peer, the brokers
+alternate per repetition (Odradek first in odd repetitions, the peer first in even ones). For each run the broker's CPU seconds (utime+stime from
 /proc/<pid>/stat) and peak RSS (VmHWM, reset per workload) are recorded; loopback TCP bandwidth is
 measured in the same run. The table shows medians over the repetitions and the issue's targets.
 
@@ -48,6 +48,7 @@ from w6 import run_w6  # noqa: E402
 
 MB = 1024.0 * 1024.0
 GB = 1024.0 * MB
+SETTLE_S = 1.0  # pause between a broker answering and its first workload (either broker)
 ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
 
 
@@ -210,6 +211,7 @@ class Bench:
                 self.runs.append({"workload": name, "broker": kind, "rep": rep, "metric": None,
                                   "perf": {"error": f"broker start failed: {e}"}})
             return
+        time.sleep(SETTLE_S)  # start-up housekeeping (Odradek's protocol warm-up) is not the workload's
         topics: dict[str, str] = {}
         try:
             for name in names:

@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.broker")
 
 PRODUCER_ID_BLOCK = 1000
-SCHEMA_WARM_UP_GAP_S = 0.01  # between two schema warm-up steps: requests get the loop in between
+# schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
+SCHEMA_WARM_UP_IDLE_S = 0.02
+SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
 
 
 @contextlib.contextmanager
@@ -141,6 +143,7 @@ class Broker:
         self._servers: list[tuple[socket.socket, str]] = []
         self._stopping: asyncio.Event | None = None
         self._timers: list[asyncio.TimerHandle] = []
+        self.reads = 0  # socket read bursts served (connections count them; idle detection)
         self.bound: dict[str, tuple[str, int]] = {}
 
     # -- configuration
@@ -459,21 +462,35 @@ class Broker:
         # ---- end log cleaner
 
     def _warm_up_schemas(self) -> None:
-        """Load the protocol classes clients use most, one API per loop turn, 10 ms apart, so the
-        first Fetch or ListOffsets does not pay for them (and stall the loop) when it comes."""
+        """Load the protocol classes clients use most while the broker is idle, one API per loop
+        turn, so the first Fetch or ListOffsets does not pay for them (and stall the loop) when
+        it comes. A step waits while sockets are being read (clients get the CPU first) and
+        runs anyway once it has waited SCHEMA_WARM_UP_MAX_WAIT_S."""
         loop = asyncio.get_running_loop()
         steps = schema_warm_up_steps()
+        waited_since = loop.time()
+        seen = self.reads
 
         def run(i: int) -> None:
+            nonlocal waited_since, seen
+            if self._stopping is None or self._stopping.is_set():
+                return
+            busy = self.reads != seen
+            seen = self.reads
+            if busy and loop.time() - waited_since < SCHEMA_WARM_UP_MAX_WAIT_S:
+                self._timers.append(loop.call_later(SCHEMA_WARM_UP_IDLE_S, run, i))
+                return
             try:
                 steps[i]()
             except Exception:  # the request that needs it fails the same way, and reports it
                 log.debug("protocol schema warm-up step %d failed", i, exc_info=True)
-            if i + 1 < len(steps) and self._stopping is not None and not self._stopping.is_set():
-                self._timers.append(loop.call_later(SCHEMA_WARM_UP_GAP_S, run, i + 1))
+            waited_since = loop.time()
+            seen = self.reads
+            if i + 1 < len(steps):
+                self._timers.append(loop.call_later(SCHEMA_WARM_UP_IDLE_S, run, i + 1))
 
         if steps:
-            self._timers.append(loop.call_later(SCHEMA_WARM_UP_GAP_S, run, 0))
+            self._timers.append(loop.call_later(SCHEMA_WARM_UP_IDLE_S, run, 0))
 
     def _prune_timers(self) -> None:
         self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]

@@ -158,6 +158,7 @@ class Connection:
             # round trip per socket-buffer's worth of a 1 MB produce request costs more)
             if frames or decoder.recv_target() is None:
                 break
+        self.broker.reads += 1
         # responses finished while handling this burst go out in one write
         self._batching = True
         try:
