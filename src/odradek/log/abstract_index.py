@@ -52,6 +52,10 @@ class AbstractIndex:
                 raise CorruptIndexError(f"{self.KIND} file {self.path} has size {size}, not a multiple of {es}")
             self._entries = size // es
             self._allocated = size
+            if self._writable and size:
+                # a crashed active index was extended sparse: only the start is backed by blocks
+                with contextlib.suppress(OSError):
+                    self._allocated = min(size, os.lseek(fd, 0, os.SEEK_HOLE))
             if self._writable:
                 target = max(self._max_index_size // es * es, size)
                 if target != size:

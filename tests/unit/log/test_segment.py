@@ -100,6 +100,38 @@ def test_recover_torn_tail(tmp_path: Path) -> None:
         assert read_header(data, pos).last_offset == off
 
 
+def test_recover_reuses_a_crashed_full_size_index(tmp_path: Path) -> None:
+    """After a crash the active segment's indexes are at their preallocated size with entries
+    past the recovered data: recovery keeps the files (same inode), forgets those entries, and a
+    clean close trims to the rebuilt ones."""
+    cfg = LogConfig(index_interval_bytes=0)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 40)
+    seg.append(data, headers)
+    assert seg.offset_index.entries == 39
+    seg.offset_index._mm.flush()  # type: ignore[union-attr]  # what a killed broker leaves in the page cache
+    seg.time_index._mm.flush()  # type: ignore[union-attr]
+    inode = os.stat(seg.offset_index_path).st_ino
+    full = os.path.getsize(seg.offset_index_path)
+    assert full > 39 * 8  # preallocated, not trimmed
+    keep = sum(h.size for h in headers[:25])
+    os.truncate(tmp_path / "00000000000000000000.log", keep + 10)  # a torn 26th batch
+    seg2 = LogSegment.open(tmp_path, 0, cfg, keep + 10, active=True, time_ms=NOW)
+    assert seg2.recover() == 10
+    assert os.stat(seg2.offset_index_path).st_ino == inode
+    assert seg2.offset_index.entries == 24 and seg2.time_index.entries == 24
+    assert seg2.read_next_offset() == 75
+    assert seg2.offset_index.lookup(10**6)[0] == headers[24].last_offset == 74  # no stale entry beyond
+    assert seg2.find_offset_by_timestamp(NOW + 30) is None  # nor in the time index
+    more, hs = _batches(75, 3, ts0=NOW + 100)
+    seg2.append(more, hs)
+    seg2.close()
+    assert os.path.getsize(seg2.offset_index_path) == 27 * 8
+    seg3 = LogSegment.open(tmp_path, 0, cfg, keep + len(more), active=True, time_ms=NOW)
+    assert seg3.read_next_offset() == 84
+    assert seg3.offset_index.entry(26) == (83, keep + hs[0].size + hs[1].size)
+
+
 def test_recover_garbage_tail(tmp_path: Path) -> None:
     seg = _segment(tmp_path, 0)
     data, headers = _batches(0, 10)
