@@ -48,12 +48,15 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
-    def start(self) -> Cluster:
+    def ensure_chroot(self) -> None:
         zk = KazooClient(hosts=self.zk.servers[0].connect)
         zk.start(timeout=10)
         zk.ensure_path(self.chroot)
         zk.stop()
         zk.close()
+
+    def start(self) -> Cluster:
+        self.ensure_chroot()
         for b in self.brokers.values():
             b.start()
         self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers), 30, "all brokers registered")

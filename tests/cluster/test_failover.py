@@ -307,3 +307,27 @@ def test_log_dir_failure_moves_leadership(tmp_path: Path, zookeeper: Ensemble) -
         assert got == list(range(600))
     finally:
         c.stop()
+
+
+def test_new_broker_names_the_controller_before_the_controller_reaches_it(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """A broker that registers after the election learns the controller from ZooKeeper: its
+    Metadata must not say -1 while the controller's UpdateMetadata is still on the way
+    (librdkafka's admin client, told -1, waits for a broker state change and times out)."""
+    c = Cluster(tmp_path, zookeeper, 3, {"zookeeper.session.timeout.ms": "10000"})
+    c.ensure_chroot()
+    try:
+        c.brokers[1].start()
+        c.brokers[2].start()
+        ctl = c.wait_for(c.controller, 30, "a controller")
+        c.pause(ctl)  # it cannot send the newcomer anything
+        try:
+            c.brokers[3].start()
+            c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
+            with WireClient(c.brokers[3].bootstrap) as w:
+                c.wait_for(lambda: w.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False).controller_id == ctl,
+                           10, f"broker 3 to name controller {ctl}")
+        finally:
+            c.resume(ctl)
+    finally:
+        c.stop()

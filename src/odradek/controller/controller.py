@@ -94,6 +94,8 @@ class Controller:
         self.imbalance_percentage = imbalance_percentage
         self.ctx = ControllerContext()
         self.active = False
+        # the controller as ZooKeeper names it, seen at the last election attempt (None: none yet)
+        self.known_controller: int | None = None
         self.queue: deque[Event] = deque()
 
     # ------------------------------------------------------------------ event queue
@@ -139,8 +141,10 @@ class Controller:
         self.active = False
         claim = zd.try_become_controller(self.store, self.broker_id)
         if claim is None:
-            log.info("broker %d is not the controller (controller is %s)", self.broker_id, zd.read_controller(self.store))
+            self.known_controller = zd.read_controller(self.store)
+            log.info("broker %d is not the controller (controller is %s)", self.broker_id, self.known_controller)
             return
+        self.known_controller = self.broker_id
         self.ctx = ControllerContext(epoch=claim.epoch, epoch_zk_version=claim.epoch_zk_version)
         self.active = True
         log.info("broker %d became the controller with epoch %d", self.broker_id, claim.epoch)

@@ -292,9 +292,20 @@ class ClusterLink:
                 self._watch_topics()
             c.put(kind, **args)
             c.process_all()
+            if kind in ("Startup", "ControllerChange") and c.known_controller is not None and self.loop is not None:
+                self.loop.call_soon_threadsafe(self._learn_controller, c.known_controller)
         except Exception:
             log.exception("controller event %s failed", kind)
         self._sync_channel()
+
+    def _learn_controller(self, controller_id: int) -> None:
+        """The controller ZooKeeper names, for Metadata answers until a controller's own request
+        says who it is. Without it a broker that registered after the election answered
+        controller -1 until the controller's UpdateMetadata came, and librdkafka's admin client,
+        told -1 twice, waits for a broker state change that never comes (CreateTopics or
+        ElectLeaders then time out)."""
+        if self.controller_id < 0:
+            self.controller_id = controller_id
 
     def _sync_channel(self) -> None:
         brokers = (
