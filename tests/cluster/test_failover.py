@@ -87,7 +87,9 @@ def test_min_insync_replicas(cluster: Cluster) -> None:
     create(c, "minisr", 1, 3, **{"min.insync.replicas": "2"})
     leader = c.leader("minisr", 0)
     others = [b for b in c.brokers if b != leader]
-    assert _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0
+    # ZooKeeper names the leader before its LeaderAndIsr has arrived: NOT_LEADER_OR_FOLLOWER (6) until then,
+    # which a client retries
+    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10, "the leader to lead")
     for b in others:
         c.kill(b)
     c.wait_for(lambda: c.state("minisr", 0)["isr"] == [leader], 30, "the ISR to shrink to the leader")
