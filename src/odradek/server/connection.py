@@ -137,7 +137,6 @@ class Connection:
         scratch = self._scratch
         while True:
             target = decoder.recv_target()
-            into_scratch = target is None
             try:
                 n = sock.recv_into(scratch if target is None else target)
             except (BlockingIOError, InterruptedError):
@@ -149,7 +148,7 @@ class Connection:
                 self.close()
                 return
             try:
-                frames = decoder.feed(scratch[:n]) if into_scratch else decoder.advance(n)
+                frames = decoder.feed(scratch[:n]) if target is None else decoder.advance(n)
             except FrameError as e:
                 log.warning("bad frame from %s: %s", self.peer, e)
                 self.close()
