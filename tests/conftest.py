@@ -1,0 +1,34 @@
+"""Suite-wide hooks.
+
+A failing test that started broker processes gets the tail of each broker's log
+(``<name>.stderr.log`` under the test's ``tmp_path``) in its report, so a failure seen only in CI
+can be read from CI's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LOG_TAIL_BYTES = 12_000
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    tmp = funcargs.get("tmp_path")
+    if not isinstance(tmp, Path) or not tmp.is_dir():
+        return
+    for log in sorted(tmp.rglob("*.stderr.log")):
+        data = log.read_bytes()
+        tail = data[-LOG_TAIL_BYTES:].decode(errors="replace")
+        if len(data) > LOG_TAIL_BYTES:
+            tail = "[...]" + tail[tail.find("\n"):]
+        report.sections.append((f"broker log {log.relative_to(tmp)} (last {LOG_TAIL_BYTES} bytes)", tail))
