@@ -333,3 +333,32 @@ def test_new_broker_names_the_controller_before_the_controller_reaches_it(tmp_pa
             c.resume(ctl)
     finally:
         c.stop()
+
+
+def test_admin_through_a_broker_the_controller_has_not_reached(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """An admin client whose only bootstrap broker registered while the controller could not
+    reach it: that broker's Metadata must already name the live brokers (from their ZooKeeper
+    registrations), or librdkafka knows the controller's id but not its address and waits for a
+    broker state change that never comes (CreateTopics timed out after 30 s in CI)."""
+    c = Cluster(tmp_path, zookeeper, 3, {"zookeeper.session.timeout.ms": "10000"})
+    c.ensure_chroot()
+    try:
+        c.brokers[1].start()
+        c.brokers[2].start()
+        ctl = c.wait_for(c.controller, 30, "a controller")
+        c.pause(ctl)
+        try:
+            c.brokers[3].start()
+            c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
+            with WireClient(c.brokers[3].bootstrap) as w:
+                md = w.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+            assert {b.node_id for b in md.brokers} == {1, 2, 3}
+            admin = AdminClient({"bootstrap.servers": c.brokers[3].bootstrap})
+            fut = admin.create_topics([NewTopic("late", 1, 3)], operation_timeout=20)["late"]
+            time.sleep(1.0)
+        finally:
+            c.resume(ctl)
+        fut.result(20)
+    finally:
+        c.stop()

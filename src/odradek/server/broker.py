@@ -356,8 +356,12 @@ class Broker:
             await self.cluster.start()  # elects itself and leads every partition before serving
             await self._start_listeners()
         else:
-            await self._start_listeners()  # the registration names the bound port
+            # the registration names the bound port; connections wait in the backlog until this
+            # broker is registered and knows the registered brokers and the controller (Kafka
+            # enables request processing at the end of start-up too)
+            await self._start_listeners(accept=False)
             await self.cluster.start()
+            self._accept_connections()
         self._schedule_periodic()
         self._warm_up_schemas()
         log.info(
@@ -369,8 +373,7 @@ class Broker:
             ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
         )
 
-    async def _start_listeners(self) -> None:
-        loop = asyncio.get_running_loop()
+    async def _start_listeners(self, accept: bool = True) -> None:
         for name, host, port in self.config.listeners:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -381,6 +384,12 @@ class Broker:
             bound = sock.getsockname()
             self.bound[name] = (str(bound[0]), int(bound[1]))
             self._servers.append((sock, name))
+        if accept:
+            self._accept_connections()
+
+    def _accept_connections(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sock, name in self._servers:
             loop.add_reader(sock.fileno(), self._accept, sock, name)
 
     def _accept(self, server: socket.socket, listener: str) -> None:

@@ -84,6 +84,7 @@ class ClusterLink:
         self.controller_epoch = 0  # the highest seen in a controller request
         self.controller_id = -1
         self.live_brokers: dict[int, dict[str, Any]] = {}
+        self.metadata_received = False  # a controller's UpdateMetadata has been applied
         self.loop: asyncio.AbstractEventLoop | None = None
         self.channel: ControllerChannel | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -140,6 +141,10 @@ class ClusterLink:
         self.channel.on_response = self._on_broker_response
         self.zk.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
+        brokers, controller = await self.loop.run_in_executor(None, self._read_cluster)
+        self._learn_brokers(brokers)
+        if controller is not None:
+            self._learn_controller(controller)
         self._thread = threading.Thread(target=self._controller_loop, name="controller-event-thread", daemon=True)
         self._thread.start()
         await self.loop.run_in_executor(None, self._arm_watches)
@@ -294,6 +299,8 @@ class ClusterLink:
             c.process_all()
             if kind in ("Startup", "ControllerChange") and c.known_controller is not None and self.loop is not None:
                 self.loop.call_soon_threadsafe(self._learn_controller, c.known_controller)
+            if kind in ("Startup", "BrokerChange") and not self.metadata_received and self.loop is not None:
+                self.loop.call_soon_threadsafe(self._learn_brokers, self._registered_brokers())
         except Exception:
             log.exception("controller event %s failed", kind)
         self._sync_channel()
@@ -306,6 +313,32 @@ class ClusterLink:
         ElectLeaders then time out)."""
         if self.controller_id < 0:
             self.controller_id = controller_id
+
+    def _registered_brokers(self) -> dict[int, dict[str, Any]]:
+        try:
+            infos = zd.live_brokers(self.store)
+        except StoreError as e:
+            log.info("reading the broker registrations failed: %s", e)
+            return {}
+        return {b: {"id": b, "host": i.host, "port": i.port, "rack": i.rack} for b, i in infos.items()}
+
+    def _read_cluster(self) -> tuple[dict[int, dict[str, Any]], int | None]:
+        """Blocking: the registered brokers and the controller ZooKeeper names."""
+        try:
+            controller = zd.read_controller(self.store)
+        except StoreError:
+            controller = None
+        return self._registered_brokers(), controller
+
+    def _learn_brokers(self, brokers: dict[int, dict[str, Any]]) -> None:
+        """The brokers registered in ZooKeeper, for Metadata answers until the controller's first
+        UpdateMetadata arrives. Without them a broker that registered while the controller could
+        not reach it answered with no brokers at all, and librdkafka's admin client, told the
+        controller's id (see _learn_controller) but not its address, waits for a broker state
+        change that never comes: it does not ask for Metadata again (CreateTopics timed out
+        after 30 s in CI)."""
+        if not self.metadata_received and brokers:
+            self.live_brokers = brokers
 
     def _sync_channel(self) -> None:
         brokers = (
@@ -442,6 +475,7 @@ class ClusterLink:
         return None
 
     def apply_metadata(self, body: dict[str, Any]) -> None:
+        self.metadata_received = True
         self.live_brokers = {int(n["id"]): n for n in body["live_brokers"]}
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for ps in body["partitions"]:
