@@ -4,10 +4,12 @@ leader election."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
@@ -311,6 +313,27 @@ def test_log_dir_failure_moves_leadership(tmp_path: Path, zookeeper: Ensemble) -
         c.stop()
 
 
+@contextlib.contextmanager
+def _third_broker_joins_while_the_controller_is_paused(c: Cluster) -> Iterator[int]:
+    """Brokers 1 and 2 elect a controller; it is paused (SIGSTOP: it cannot send the newcomer
+    anything) while broker 3 starts and registers. Yields the controller's id; resumes it after."""
+    c.brokers[1].start()
+    c.brokers[2].start()
+    ctl = c.wait_for(c.controller, 30, "a controller")
+    c.pause(ctl)
+    try:
+        c.brokers[3].start()
+        c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
+        yield ctl
+    finally:
+        c.resume(ctl)
+
+
+def _metadata(bootstrap: str) -> Any:
+    with WireClient(bootstrap) as w:
+        return w.request(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
 def test_new_broker_names_the_controller_before_the_controller_reaches_it(tmp_path: Path, zookeeper: Ensemble) -> None:
     """A broker that registers after the election learns the controller from ZooKeeper: its
     Metadata must not say -1 while the controller's UpdateMetadata is still on the way
@@ -318,19 +341,9 @@ def test_new_broker_names_the_controller_before_the_controller_reaches_it(tmp_pa
     c = Cluster(tmp_path, zookeeper, 3, {"zookeeper.session.timeout.ms": "10000"})
     c.ensure_chroot()
     try:
-        c.brokers[1].start()
-        c.brokers[2].start()
-        ctl = c.wait_for(c.controller, 30, "a controller")
-        c.pause(ctl)  # it cannot send the newcomer anything
-        try:
-            c.brokers[3].start()
-            c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
-            with WireClient(c.brokers[3].bootstrap) as w:
-                c.wait_for(lambda: w.request(3, 12, topics=None, allow_auto_topic_creation=False,
-                                             include_topic_authorized_operations=False).controller_id == ctl,
-                           10, f"broker 3 to name controller {ctl}")
-        finally:
-            c.resume(ctl)
+        with _third_broker_joins_while_the_controller_is_paused(c) as ctl:
+            c.wait_for(lambda: _metadata(c.brokers[3].bootstrap).controller_id == ctl,
+                       10, f"broker 3 to name controller {ctl}")
     finally:
         c.stop()
 
@@ -343,22 +356,12 @@ def test_admin_through_a_broker_the_controller_has_not_reached(tmp_path: Path, z
     c = Cluster(tmp_path, zookeeper, 3, {"zookeeper.session.timeout.ms": "10000"})
     c.ensure_chroot()
     try:
-        c.brokers[1].start()
-        c.brokers[2].start()
-        ctl = c.wait_for(c.controller, 30, "a controller")
-        c.pause(ctl)
-        try:
-            c.brokers[3].start()
-            c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
-            with WireClient(c.brokers[3].bootstrap) as w:
-                md = w.request(3, 12, topics=None, allow_auto_topic_creation=False,
-                               include_topic_authorized_operations=False)
+        with _third_broker_joins_while_the_controller_is_paused(c):
+            md = _metadata(c.brokers[3].bootstrap)
             assert {b.node_id for b in md.brokers} == {1, 2, 3}
             admin = AdminClient({"bootstrap.servers": c.brokers[3].bootstrap})
             fut = admin.create_topics([NewTopic("late", 1, 3)], operation_timeout=20)["late"]
             time.sleep(1.0)
-        finally:
-            c.resume(ctl)
         fut.result(20)
     finally:
         c.stop()
