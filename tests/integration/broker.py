@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shlex
 import signal
 import socket
@@ -95,7 +96,7 @@ class Broker:
     log directory."""
 
     def __init__(self, basedir: Path, overrides: Mapping[str, str] | None = None, port: int | None = None,
-                 name: str = "broker") -> None:
+                 name: str = "broker", memory_limit: int | None = None) -> None:
         self.basedir = Path(basedir)
         self.basedir.mkdir(parents=True, exist_ok=True)
         self.logdir = self.basedir / "data"
@@ -108,6 +109,9 @@ class Broker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.exit_codes: list[int] = []
+        # RLIMIT_AS of the broker process, in bytes: a hostile-input test that makes the broker inflate a bomb
+        # sees the broker fail (MemoryError, or killed) instead of the test machine swapping
+        self.memory_limit = memory_limit
 
     # ------------------------------------------------------------------ properties
 
@@ -162,12 +166,16 @@ class Broker:
         try:
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                cwd=self.basedir, start_new_session=True,
+                cwd=self.basedir, start_new_session=True, preexec_fn=self._limits,
             )
         finally:
             err.close()
         self._wait_ready(timeout)
         return self
+
+    def _limits(self) -> None:
+        if self.memory_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (self.memory_limit, self.memory_limit))
 
     def _wait_ready(self, timeout: float) -> None:
         assert self.proc is not None
@@ -251,14 +259,15 @@ class Broker:
 
 
 class BrokerFactory:
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, memory_limit: int | None = None) -> None:
         self.base = base
         self.brokers: list[Broker] = []
+        self.memory_limit = memory_limit
 
     def __call__(self, overrides: dict[str, Any] | None = None, *, start: bool = True,
                  **kw: Any) -> Broker:
         b = Broker(self.base / f"broker{len(self.brokers)}", normalise_overrides(overrides, **kw),
-                   name=f"broker{len(self.brokers)}")
+                   name=f"broker{len(self.brokers)}", memory_limit=self.memory_limit)
         self.brokers.append(b)
         if start:
             b.start()
