@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
-import re
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from odradek.config import ConfigError, validate_topic_configs
 from odradek.controller.assignment import AssignmentError, assign_replicas
 from odradek.controller.store import MetadataStore, NoNodeError, Op
+from odradek.names import MAX_NAME_LENGTH, has_only_legal_characters, is_legal_topic_name
 from odradek.protocol import errors
 
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+log = logging.getLogger("odradek.controller")
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -58,7 +59,7 @@ def validate_topic_name(name: str) -> None:
             errors.INVALID_TOPIC_EXCEPTION,
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
         )
-    if not _LEGAL.match(name):
+    if not has_only_legal_characters(name):
         raise TopicError(
             errors.INVALID_TOPIC_EXCEPTION,
             f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
@@ -121,6 +122,11 @@ class TopicRegistry:
             if self.store.exists(path) is None:
                 self.store.create(path, b"", makepath=True)
         for name in self.store.children("/brokers/topics"):
+            if not is_legal_topic_name(name):
+                # written by a version whose name check let it through: serving it would create a
+                # directory the log loader cannot parse again
+                log.error("Ignoring topic %r in the metadata store: not a legal topic name", name)
+                continue
             meta = self._read_topic(name)
             if meta is not None:
                 self.topics[name] = meta

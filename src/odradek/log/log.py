@@ -41,6 +41,7 @@ from odradek.log.log_loader import load_segments
 from odradek.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.log.segment import LogSegment
 from odradek.log.segment import now_ms as _clock
+from odradek.names import is_legal_topic_name
 from odradek.protocol.records import (
     CORRUPT_MESSAGE,
     CRC_START,
@@ -63,7 +64,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
-_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+_DIR_NAME = re.compile(r"(.+)-([0-9]{1,10})")
 
 
 class AppendInfo(NamedTuple):
@@ -76,9 +77,10 @@ class AppendInfo(NamedTuple):
 
 
 def parse_dir_name(name: str) -> tuple[str, int] | None:
-    """``<topic>-<partition>`` -> (topic, partition); split on the last '-'."""
-    m = _DIR_NAME.match(name)
-    if m is None:
+    """``<topic>-<partition>`` -> (topic, partition), split on the last '-'; None unless the topic is a
+    legal name and the partition a decimal number (ASCII digits: ``str.isdigit`` accepts others)."""
+    m = _DIR_NAME.fullmatch(name)
+    if m is None or not is_legal_topic_name(m.group(1)) or int(m.group(2)) > 2**31 - 1:
         return None
     return m.group(1), int(m.group(2))
 

@@ -104,6 +104,9 @@ class LogManager:
                 continue
             tp = parse_dir_name(name)
             if tp is None:
+                # Kafka's LogManager takes the whole log dir offline here; one stray directory should not
+                # cost every partition in it, so it is named, left untouched and not served
+                log.warning("Skipping %r in %s: not a <topic>-<partition> directory", name, d)
                 continue
             if tp in self._logs:
                 raise LogError(f"duplicate log directories for {name}: {self._dir_of[tp]} and {d}")

@@ -33,8 +33,9 @@ incarnation of the broker, is rejected (STALE_CONTROLLER_EPOCH / STALE_BROKER_EP
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
+
+from odradek.names import is_legal_topic_name
 
 LEADER_AND_ISR = 4
 STOP_REPLICA = 5
@@ -101,9 +102,6 @@ def encode(api_key: int, body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
 def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, Any]:
     """Decode and check a request body; topic names must be legal (they become directory names)."""
     if version != VERSION:
@@ -115,7 +113,7 @@ def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, An
     _check(body, SCHEMAS[api_key], f"api {api_key}")
     for ps in body.get("partitions", ()):
         topic = ps["topic"]
-        if not _TOPIC.match(topic) or topic in (".", ".."):
+        if not is_legal_topic_name(topic):
             raise InterBrokerDecodeError(f"api {api_key}: illegal topic name {topic!r}")
     return body
 

@@ -31,7 +31,7 @@ def test_multi_is_atomic(tmp_path) -> None:
     assert s.exists("/y/z") is None
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad/name", "sp ace", "ü"])
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad/name", "sp ace", "ü", "evil\n", "a\n", "\n"])
 def test_invalid_names(name: str) -> None:
     with pytest.raises(TopicError) as e:
         validate_topic_name(name)
@@ -71,3 +71,16 @@ def test_registry_lifecycle(tmp_path) -> None:
     reg.delete_topic("t.1")
     assert reg.get("t.1") is None and s.exists("/brokers/topics/t.1") is None
     assert events == [("created", "t.1"), ("partitions", "t.1"), ("config", "t.1"), ("deleted", "t.1")]
+
+
+def test_registry_ignores_an_illegal_name_left_in_the_store(tmp_path) -> None:
+    s = LocalStore(tmp_path / "m.json")
+    reg = TopicRegistry(s, lambda: [0])
+    reg.load()
+    reg.create_topic("good", 1, 1)
+    # what a version with the old prefix-match name check wrote
+    data, _ = s.get("/brokers/topics/good")
+    s.create("/brokers/topics/evil\n", data)
+    reg2 = TopicRegistry(s, lambda: [0])
+    reg2.load()
+    assert set(reg2.topics) == {"good"}

@@ -424,3 +424,9 @@ def test_a_log_never_written_has_no_index_files_and_reopens_cleanly(
     assert not [r for r in caplog.records if "inconsistent" in r.getMessage() or "Rebuilding" in r.getMessage()]
     append(again, make_batch(3))
     assert again.log_end_offset == 3 and again.read(0, 1 << 20, 3, True).size > 0
+
+
+def test_parse_dir_name_refuses_what_is_not_a_legal_topic_and_an_ascii_partition() -> None:
+    for name in ["evil\n-0", "t-0\n", "-3", "bad name-0", "t-\u0663", "t-99999999999", "a" * 250 + "-0"]:
+        assert parse_dir_name(name) is None, name
+    assert parse_dir_name("a" * 249 + "-2147483647") == ("a" * 249, 2147483647)
