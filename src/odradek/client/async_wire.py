@@ -19,7 +19,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from odradek.protocol import codec
+from odradek.protocol import codec, kio_guard
 
 MAX_RESPONSE = 256 << 20
 
@@ -120,6 +120,7 @@ class AsyncWireClient:
         if resp_cls.__header_schema__.__version__ >= 1:
             offset += 1  # empty tagged fields of response header v1
         try:
+            kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
             value, _ = entity_reader(resp_cls)(data, offset)
         except Exception as e:
             raise WireError(f"undecodable response to api {api_key} v{version}: {e!r}") from None

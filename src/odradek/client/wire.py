@@ -14,6 +14,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from odradek.protocol import kio_guard
+
 
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "odradek-cli") -> None:
@@ -64,5 +66,6 @@ class WireClient:
         offset = 4  # correlation id
         if resp_cls.__header_schema__.__version__ >= 1 and api_key != 18:
             offset += 1  # empty tagged fields
+        kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
         value, _ = entity_reader(resp_cls)(data, offset)
         return value

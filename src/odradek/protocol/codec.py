@@ -18,6 +18,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from odradek.protocol import kio_guard
+
 
 class DecodeError(Exception):
     pass
@@ -94,6 +96,10 @@ def decode_request(api_key: int, version: int, frame: bytes | bytearray | memory
         raise DecodeError(f"no schema for api {api_key} v{version}")
     if isinstance(frame, memoryview) and not frame.readonly:
         frame = frame.toreadonly()  # kio insists on immutable buffers
+    try:
+        kio_guard.check(cls, frame, offset)  # kio's native reader aborts the process on a lying count
+    except kio_guard.LengthError as e:
+        raise DecodeError(f"malformed api {api_key} v{version} body: {e}") from None
     try:
         value, size = _reader(_any(cls))(frame, offset)
     except Exception as e:  # kio raises many types on malformed input

@@ -108,10 +108,11 @@ def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, An
         raise InterBrokerDecodeError(f"unsupported version {version} of inter-broker api {api_key}")
     try:
         body = json.loads(bytes(data))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InterBrokerDecodeError(f"api {api_key}: body is not JSON: {e}") from None
-    _check(body, SCHEMAS[api_key], f"api {api_key}")
-    for ps in body.get("partitions", ()):
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser's stack
+        raise InterBrokerDecodeError(f"api {api_key}: body is not JSON: {type(e).__name__}: {e}") from None
+    schema = SCHEMAS[api_key]
+    _check(body, schema, f"api {api_key}")
+    for ps in body["partitions"] if "partitions" in schema else ():  # a field the schema lacks is unchecked
         topic = ps["topic"]
         if not is_legal_topic_name(topic):
             raise InterBrokerDecodeError(f"api {api_key}: illegal topic name {topic!r}")
@@ -125,8 +126,8 @@ def encode_response(body: dict[str, Any]) -> bytes:
 def decode_response(data: bytes | memoryview) -> dict[str, Any]:
     try:
         body = json.loads(bytes(data))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InterBrokerDecodeError(f"response is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise InterBrokerDecodeError(f"response is not JSON: {type(e).__name__}: {e}") from None
     if not isinstance(body, dict) or not isinstance(body.get("error_code"), int):
         raise InterBrokerDecodeError("response has no error_code")
     return body
