@@ -25,6 +25,7 @@ from odradek.controller.store import (
     MetadataStore,
     NodeExistsError,
     NoNodeError,
+    PersistError,
     StoreError,
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
@@ -50,13 +51,15 @@ SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
 
 @contextlib.contextmanager
 def store_errors_as_topic_errors() -> Iterator[None]:
-    """An operation that needs the metadata store (ZooKeeper) while it is unreachable fails
-    with a retriable REQUEST_TIMED_OUT and says why."""
+    """An operation that needs the metadata store while it is unreachable (ZooKeeper) or cannot
+    be written (the embedded LocalStore's file) fails with a retriable REQUEST_TIMED_OUT and says
+    why; the store applied nothing of it."""
     try:
         yield
     except StoreError as e:
         log.warning("metadata store operation failed: %s", e)
-        raise TopicError(errors.REQUEST_TIMED_OUT, f"ZooKeeper is not available: {e}") from None
+        what = "The metadata could not be written" if isinstance(e, PersistError) else "ZooKeeper is not available"
+        raise TopicError(errors.REQUEST_TIMED_OUT, f"{what}: {e}") from None
 
 
 class ProducerIdManager:
