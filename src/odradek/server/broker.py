@@ -433,6 +433,13 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
+        self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms")))
+        self._every(
+            int(self.config.get("producer.id.expiration.check.interval.ms")),
+            lambda: self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms"))),
+            "producer-id-expiration",
+        )
         if not self.cluster.embedded:
             lag = int(self.config.get("replica.lag.time.max.ms"))
             self._every(
