@@ -233,6 +233,14 @@ _BROKER_DEFS: list[ConfigDef] = [
               "a producer id idle this long with no open transaction is forgotten by each partition", _ge(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", T_INT, "600000",
               "period of the producer id expiration check", _ge(1)),
+    # security protocols (odradek.config_check refuses any but PLAINTEXT)
+    ConfigDef("listener.security.protocol.map", T_STRING,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "security protocol of each listener name (only PLAINTEXT is implemented)"),
+    ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
+              "security protocol between brokers (only PLAINTEXT is implemented)",
+              lambda v: v.upper() in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+              "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),

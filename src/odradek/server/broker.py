@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
+from odradek.config_check import check_startup
 from odradek.controller.store import (
     BadVersionError,
     LocalStore,
@@ -107,6 +108,9 @@ class ProducerIdManager:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
+        # refuse security that is not built (ConfigError), name every setting that is not implemented
+        for warning in check_startup(config.static):
+            log.warning("%s", warning)
         self.config = config
         self.node_id = config.node_id
         self.rack: str | None = config.raw("broker.rack")[0]
