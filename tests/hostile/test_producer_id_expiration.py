@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from integration.broker import Broker
 from integration.clients import consume_confluent, create_topic, unique
 
@@ -63,3 +64,21 @@ def test_active_producer_state_is_kept(make_broker) -> None:  # type: ignore[no-
     del p
     broker.stop()
     assert len(_snapshot_producers(broker, topic, 2)) == 1
+
+
+def test_expiration_is_a_dynamic_broker_config(make_broker) -> None:  # type: ignore[no-untyped-def]
+    """producer.id.expiration.ms is dynamic in Kafka: lowered at run time, the next check uses it."""
+    broker = make_broker(overrides={"producer.id.expiration.check.interval.ms": 200})  # expiration: 1 day
+    topic = unique("pid-dynamic")
+    create_topic(broker.bootstrap, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    _produce(p, topic, [b"a", b"b"])
+    del p
+    res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("producer.id.expiration.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.incremental_alter_configs([res])[res].result(15)
+    del admin
+    time.sleep(1.5)
+    broker.stop()
+    assert _snapshot_producers(broker, topic, 2) == set()

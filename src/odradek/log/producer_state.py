@@ -34,8 +34,10 @@ Expiration (Kafka's ProducerStateManager.removeExpiredProducers, KIP-854): a pro
 whose last write (``last_timestamp``: the max timestamp of its last batch or transaction
 marker) is ``producer.id.expiration.ms`` old or older and that has no open transaction is
 removed from ``producers``. The log manager runs the check every
-``producer.id.expiration.check.interval.ms``; a snapshot is written without expired
-producers, and expired entries of a snapshot are skipped when it is loaded. A later write
+``producer.id.expiration.check.interval.ms``, so snapshots written after a check do not
+hold the producers it removed; expired entries of a snapshot are skipped when it is loaded
+(Kafka's loadFromSnapshot). As in Kafka, nothing else removes a producer (a snapshot taken
+between its expiry and the next check still holds it). A later write
 of an expired producer id is that of a producer with no state: accepted at any sequence,
 as Kafka does since 2.5 (KIP-360; before, a sequence other than 0 got UNKNOWN_PRODUCER_ID).
 """
@@ -331,9 +333,7 @@ class ProducerStateManager:
         return producers
 
     def take_snapshot(self, *, sync: bool = True) -> Path:
-        """Write the state at ``map_end_offset`` (replacing a snapshot at that offset),
-        expired producers removed first."""
-        self.remove_expired_producers(_wall_clock_ms())
+        """Write the state at ``map_end_offset`` (replacing a snapshot at that offset)."""
         path = snapshot_path(self.dir, self.map_end_offset)
         write_atomic(path, self.encode_snapshot(), sync=sync)
         self.last_snapshot_offset = self.map_end_offset

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from odradek.config import BrokerConfig, ConfigError
 from odradek.log import LogConfig, LogManager
 from odradek.log.producer_state import ProducerStateManager, snapshot_path
 from odradek.protocol.records import build_batch, validate_batches
@@ -59,22 +62,18 @@ def test_expired_producer_writes_again_at_any_sequence(tmp_path: Path) -> None:
     assert append(log, idem(1, 3, pid=9)).duplicate
 
 
-def test_snapshots_leave_out_expired_producers(tmp_path: Path) -> None:
+def test_snapshots_leave_out_removed_producers(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     append(log, idem(1, 0, pid=1, ts=NOW - 2 * HOUR))
     append(log, idem(1, 0, pid=2))
     ps = log.producer_state
-    ps.map_end_offset = log.log_end_offset
-    path = ps.take_snapshot()  # no expiration known: both written
-    assert set(ProducerStateManager.decode_snapshot(path.read_bytes())) == {1, 2}
-    # wall-clock based from here: pid 2 wrote at NOW (2023), long enough ago for a 1-hour expiration,
-    # so give pid 3 a timestamp in the far future to keep it
-    append(log, idem(1, 0, pid=3, ts=2**62))
     ps.expiration_ms = HOUR
     ps.map_end_offset = log.log_end_offset
+    path = ps.take_snapshot()  # as Kafka's takeSnapshot: what is in memory, until a check removes it
+    assert set(ProducerStateManager.decode_snapshot(path.read_bytes())) == {1, 2}
+    assert ps.remove_expired_producers(NOW) == 1
     path = ps.take_snapshot()
-    assert set(ProducerStateManager.decode_snapshot(path.read_bytes())) == {3}
-    assert set(ps.producers) == {3}
+    assert set(ProducerStateManager.decode_snapshot(path.read_bytes())) == {2}
 
 
 def test_expired_snapshot_entries_are_skipped_on_load(tmp_path: Path) -> None:
@@ -111,3 +110,15 @@ def test_log_manager_check_covers_every_log(tmp_path: Path) -> None:
     assert a.producer_entry(1) is None and b.producer_entry(2) is None and b.producer_entry(3) is not None
     assert a.producer_state.expiration_ms == HOUR
     mgr.shutdown()
+
+
+def test_broker_configs() -> None:
+    c = BrokerConfig()
+    assert c.get("producer.id.expiration.ms") == 86_400_000
+    assert c.get("producer.id.expiration.check.interval.ms") == 600_000
+    BrokerConfig.validate_dynamic("producer.id.expiration.ms", "1000")  # dynamic, as in Kafka
+    with pytest.raises(ConfigError):
+        BrokerConfig.validate_dynamic("producer.id.expiration.check.interval.ms", "1000")
+    for name in ("producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
+        with pytest.raises(ConfigError):
+            BrokerConfig({name: "0"})
