@@ -257,9 +257,9 @@ class LogManager:
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         """producer.id.expiration.ms for every log (Kafka's PeriodicProducerExpirationCheck):
-        forget the idempotent producers idle for ``expiration_ms`` with no open transaction,
-        and let every later snapshot write and load use it. Logs whose producer state is not
-        loaded yet hold nothing to remove. Call it every producer.id.expiration.check.interval.ms;
+        forget the idempotent producers idle for ``expiration_ms`` with no open transaction;
+        a log whose producer state is not loaded yet holds nothing to remove and skips the
+        expired entries of its snapshot when it loads it. Call it every producer.id.expiration.check.interval.ms;
         returns how many producers were removed."""
         t = _clock() if now_ms is None else now_ms
         removed = 0
