@@ -228,6 +228,19 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("controlled.shutdown.retry.backoff.ms", T_LONG, "5000", "pause between attempts", _ge(0)),
     ConfigDef("odradek.validate.records", T_BOOLEAN, "true",
               "walk uncompressed records on produce to check the record count"),
+    # idempotent producer state (KIP-854; Kafka's ProducerStateManagerConfig), odradek.log.producer_state
+    ConfigDef("producer.id.expiration.ms", T_INT, "86400000",
+              "a producer id idle this long with no open transaction is forgotten by each partition", _ge(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", T_INT, "600000",
+              "period of the producer id expiration check", _ge(1)),
+    # security protocols (odradek.config_check refuses any but PLAINTEXT)
+    ConfigDef("listener.security.protocol.map", T_STRING,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "security protocol of each listener name (only PLAINTEXT is implemented)"),
+    ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
+              "security protocol between brokers (only PLAINTEXT is implemented)",
+              lambda v: v.upper() in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+              "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),
@@ -254,6 +267,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     s for syns in TOPIC_SYNONYMS.values() for s in syns
 ) | {"log.retention.check.interval.ms", "num.partitions", "auto.create.topics.enable",
      "leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+DYNAMIC_BROKER_CONFIGS |= {"producer.id.expiration.ms"}  # dynamic in Kafka too (cluster default or per broker)
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

@@ -10,6 +10,10 @@ File layout of LocalStore (``<log.dir>/odradek-metadata.json``)::
     {"version": 1, "nodes": {"<path>": {"data": "<base64>", "version": <int>}, ...}}
 
 Ephemeral nodes are not persisted (they belong to a session that ends with the process).
+
+Every mutation is all-or-nothing, as a ZooKeeper write is: when the file cannot be written
+(:class:`PersistError`), the in-memory tree, node versions, ephemeral set and sequence counter
+are back to what they were before the call and no watcher fires.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +46,11 @@ class BadVersionError(StoreError):
 
 class NotEmptyError(StoreError):
     pass
+
+
+class PersistError(StoreError):
+    """The change could not be made durable (the LocalStore file could not be written);
+    it was not applied."""
 
 
 @dataclass
@@ -90,9 +100,27 @@ class LocalStore:
                 self._nodes[path] = (base64.b64decode(node["data"]), int(node["version"]))
 
     # -- persistence
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Undo every in-memory change made inside the block if it raises (a failed check
+        or a failed write of the file): nodes, versions, ephemeral set and sequence."""
+        saved = (dict(self._nodes), set(self._ephemeral), self._sequence)
+        try:
+            yield
+        except BaseException:
+            self._nodes, self._ephemeral, self._sequence = saved
+            raise
+
     def _persist(self) -> None:
         if self.file is None:
             return
+        try:
+            self._write_file()
+        except OSError as e:
+            raise PersistError(f"could not write {self.file}: {e}") from e
+
+    def _write_file(self) -> None:
+        assert self.file is not None
         doc = {
             "version": 1,
             "nodes": {
@@ -155,12 +183,15 @@ class LocalStore:
     def create(
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
     ) -> str:
-        if sequential:
-            self._sequence += 1
-            path = f"{path}{self._sequence:010d}"
-        touched = self._create(path, data, ephemeral, makepath)
-        if not ephemeral:
-            self._persist()
+        with self._transaction():
+            if sequential:
+                self._sequence += 1
+                path = f"{path}{self._sequence:010d}"
+            count = len(self._nodes)
+            touched = self._create(path, data, ephemeral, makepath)
+            # parents made by makepath are persistent, even those of an ephemeral node
+            if not ephemeral or len(self._nodes) - count > 1:
+                self._persist()
         self._fire(touched)
         return path
 
@@ -171,14 +202,16 @@ class LocalStore:
             raise NoNodeError(path) from None
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
-        touched = self._set(path, data, version)
-        self._persist()
+        with self._transaction():
+            touched = self._set(path, data, version)
+            self._persist()
         self._fire(touched)
         return self._nodes[path][1]
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        touched = self._delete(path, version, recursive)
-        self._persist()
+        with self._transaction():
+            touched = self._delete(path, version, recursive)
+            self._persist()
         self._fire(touched)
 
     def exists(self, path: str) -> int | None:
@@ -192,10 +225,10 @@ class LocalStore:
         return sorted(p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
 
     def multi(self, ops: list[Op]) -> None:
-        """Apply all operations or none (atomic, like ZooKeeper's multi)."""
-        snapshot = (dict(self._nodes), set(self._ephemeral))
+        """Apply all operations or none (atomic, like ZooKeeper's multi): a failed check or a
+        failed write of the file leaves the store as it was, and no watcher fires."""
         touched: set[str] = set()
-        try:
+        with self._transaction():
             for op in ops:
                 if op.kind == "create":
                     touched |= self._create(op.path, op.data, op.ephemeral, True)
@@ -208,10 +241,7 @@ class LocalStore:
                         raise BadVersionError(op.path)
                 else:
                     raise StoreError(f"unknown op {op.kind}")
-        except StoreError:
-            self._nodes, self._ephemeral = snapshot
-            raise
-        self._persist()
+            self._persist()
         self._fire(touched)
 
     def watch(self, path: str, callback: Watcher) -> None:

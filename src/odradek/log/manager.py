@@ -258,6 +258,22 @@ class LogManager:
         """Alternative driver: one clean, the heavy part awaited in the worker thread."""
         return await self.cleaner.clean_once(self.logs(), loop, _clock)
 
+    def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
+        """producer.id.expiration.ms for every log (Kafka's PeriodicProducerExpirationCheck):
+        forget the idempotent producers idle for ``expiration_ms`` with no open transaction;
+        a log whose producer state is not loaded yet holds nothing to remove and skips the
+        expired entries of its snapshot when it loads it. Call it every producer.id.expiration.check.interval.ms;
+        returns how many producers were removed."""
+        t = _clock() if now_ms is None else now_ms
+        removed = 0
+        for lg in self._logs.values():
+            ps = lg.producer_state
+            ps.expiration_ms = expiration_ms
+            removed += ps.remove_expired_producers(t)
+        if removed:
+            log.debug("Removed %d expired producer id(s) (producer.id.expiration.ms=%d)", removed, expiration_ms)
+        return removed
+
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         for d in self.log_dirs:

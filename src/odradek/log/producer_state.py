@@ -19,7 +19,9 @@ version 1, big-endian::
                     lastSequence             int32
                     lastOffset               int64
                     offsetDelta              int32   lastOffset - firstOffset
-                    timestamp                int64   max timestamp of the batch
+                    timestamp                int64   max timestamp of the batch (of the
+                                                     transaction marker for a producer
+                                                     with no retained batch)
                     coordinatorEpoch         int32
                     currentTxnFirstOffset    int64   -1 if no open transaction
 
@@ -27,6 +29,17 @@ Kafka writes one entry per producer (its last batch). We write one entry per
 retained batch, oldest first, so all five survive a restart; a reader that keeps
 only the last entry per producer (Kafka's) still reads the file correctly. A
 producer with no retained batch is written once with lastSequence -1.
+
+Expiration (Kafka's ProducerStateManager.removeExpiredProducers, KIP-854): a producer
+whose last write (``last_timestamp``: the max timestamp of its last batch or transaction
+marker) is ``producer.id.expiration.ms`` old or older and that has no open transaction is
+removed from ``producers``. The log manager runs the check every
+``producer.id.expiration.check.interval.ms``, so snapshots written after a check do not
+hold the producers it removed; expired entries of a snapshot are skipped when it is loaded
+(Kafka's loadFromSnapshot). As in Kafka, nothing else removes a producer (a snapshot taken
+between its expiry and the next check still holds it). A later write
+of an expired producer id is that of a producer with no state: accepted at any sequence,
+as Kafka does since 2.5 (KIP-360; before, a sequence other than 0 got UNKNOWN_PRODUCER_ID).
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import contextlib
 import logging
 import os
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -53,6 +67,7 @@ NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOTS_TO_KEEP = 2
 NO_SEQUENCE = -1
 NO_EPOCH = -1
+NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
 
 _HEAD = struct.Struct(">hIi")
@@ -81,7 +96,7 @@ class BatchMetadata:
 
 
 class ProducerStateEntry:
-    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset")
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset", "last_timestamp")
 
     def __init__(self, producer_id: int, epoch: int = NO_EPOCH) -> None:
         self.producer_id = producer_id
@@ -89,12 +104,14 @@ class ProducerStateEntry:
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.coordinator_epoch = -1
         self.current_txn_first_offset = -1
+        self.last_timestamp = NO_TIMESTAMP  # of the last batch or transaction marker (expiration)
 
     def copy(self) -> ProducerStateEntry:
         e = ProducerStateEntry(self.producer_id, self.epoch)
         e.batches.extend(self.batches)
         e.coordinator_epoch = self.coordinator_epoch
         e.current_txn_first_offset = self.current_txn_first_offset
+        e.last_timestamp = self.last_timestamp
         return e
 
     @property
@@ -123,12 +140,27 @@ class ProducerStateEntry:
         self.set_epoch(h.producer_epoch)
         last_offset = h.base_offset + h.last_offset_delta
         self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, last_offset, h.max_timestamp))
+        self.last_timestamp = h.max_timestamp
         if h.is_transactional and self.current_txn_first_offset < 0:
             self.current_txn_first_offset = h.base_offset
+
+    def end_transaction(self, h: BatchHeader) -> None:
+        """A transaction marker (control batch) of this producer."""
+        self.set_epoch(h.producer_epoch)
+        self.current_txn_first_offset = -1
+        self.last_timestamp = h.max_timestamp
+
+    def is_expired(self, now_ms: int, expiration_ms: int) -> bool:
+        """Kafka's ProducerStateManager.isProducerExpired: idle long enough, no open transaction."""
+        return self.current_txn_first_offset < 0 and now_ms - self.last_timestamp >= expiration_ms
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def snapshot_path(dir: Path, offset: int) -> Path:
@@ -138,9 +170,11 @@ def snapshot_path(dir: Path, offset: int) -> Path:
 class ProducerStateManager:
     """``producers`` reflects every batch with offset < ``map_end_offset``."""
 
-    def __init__(self, dir: Path, name: str = "") -> None:
+    def __init__(self, dir: Path, name: str = "", expiration_ms: int | None = None) -> None:
         self.dir = dir
         self.name = name or dir.name
+        # producer.id.expiration.ms, set by the log manager (None: producers never expire)
+        self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = -1
@@ -180,8 +214,7 @@ class ProducerStateManager:
                     f"epoch {epoch} of producer {pid} is older than the current epoch {entry.epoch}",
                 )
             if h.is_control:
-                entry.set_epoch(epoch)
-                entry.current_txn_first_offset = -1
+                entry.end_transaction(h)
                 continue
             first_seq = h.base_sequence
             if epoch != entry.epoch:
@@ -213,11 +246,21 @@ class ProducerStateManager:
                 if entry is None:
                     entry = producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
                 if h.is_control:
-                    entry.set_epoch(h.producer_epoch)
-                    entry.current_txn_first_offset = -1
+                    entry.end_transaction(h)
                 else:
                     entry.add(h)
             self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget the producers expired at ``now_ms`` (see the module docstring); returns
+        how many were removed."""
+        if self.expiration_ms is None:
+            return 0
+        expiration = self.expiration_ms
+        expired = [pid for pid, e in self.producers.items() if e.is_expired(now_ms, expiration)]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
 
     def first_unstable_offset(self) -> int | None:
         """Smallest first offset of an open transaction, if any."""
@@ -242,7 +285,9 @@ class ProducerStateManager:
         pack = _ENTRY.pack
         for pid, e in self.producers.items():
             if not e.batches:
-                body += pack(pid, e.epoch, NO_SEQUENCE, -1, 0, -1, e.coordinator_epoch, e.current_txn_first_offset)
+                body += pack(
+                    pid, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset
+                )
                 count += 1
             for b in e.batches:
                 body += pack(
@@ -281,6 +326,7 @@ class ProducerStateManager:
             e.set_epoch(epoch)
             e.coordinator_epoch = coord_epoch
             e.current_txn_first_offset = txn_first
+            e.last_timestamp = ts
             if last_seq >= 0:
                 first_seq = (last_seq - delta) % (INT32_MAX + 1)
                 e.batches.append(BatchMetadata(first_seq, last_seq, last_off - delta, last_off, ts))
@@ -326,6 +372,7 @@ class ProducerStateManager:
                 continue
             try:
                 self.producers = self.decode_snapshot(path.read_bytes())
+                self.remove_expired_producers(_wall_clock_ms())  # as Kafka's loadFromSnapshot
             except (CorruptSnapshotError, OSError) as exc:
                 log.warning("Deleting corrupt producer snapshot %s: %s", path, exc)
                 self._unlink(path)

@@ -19,12 +19,14 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
+from odradek.config_check import check_startup
 from odradek.controller.store import (
     BadVersionError,
     LocalStore,
     MetadataStore,
     NodeExistsError,
     NoNodeError,
+    PersistError,
     StoreError,
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
@@ -50,13 +52,15 @@ SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
 
 @contextlib.contextmanager
 def store_errors_as_topic_errors() -> Iterator[None]:
-    """An operation that needs the metadata store (ZooKeeper) while it is unreachable fails
-    with a retriable REQUEST_TIMED_OUT and says why."""
+    """An operation that needs the metadata store while it is unreachable (ZooKeeper) or cannot
+    be written (the embedded LocalStore's file) fails with a retriable REQUEST_TIMED_OUT and says
+    why; the store applied nothing of it."""
     try:
         yield
     except StoreError as e:
         log.warning("metadata store operation failed: %s", e)
-        raise TopicError(errors.REQUEST_TIMED_OUT, f"ZooKeeper is not available: {e}") from None
+        what = "The metadata could not be written" if isinstance(e, PersistError) else "ZooKeeper is not available"
+        raise TopicError(errors.REQUEST_TIMED_OUT, f"{what}: {e}") from None
 
 
 class ProducerIdManager:
@@ -104,6 +108,9 @@ class ProducerIdManager:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
+        # refuse security that is not built (ConfigError), name every setting that is not implemented
+        for warning in check_startup(config.static):
+            log.warning("%s", warning)
         self.config = config
         self.node_id = config.node_id
         self.rack: str | None = config.raw("broker.rack")[0]
@@ -430,6 +437,13 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
+        self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms")))
+        self._every(
+            int(self.config.get("producer.id.expiration.check.interval.ms")),
+            lambda: self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms"))),
+            "producer-id-expiration",
+        )
         if not self.cluster.embedded:
             lag = int(self.config.get("replica.lag.time.max.ms"))
             self._every(

@@ -1,0 +1,99 @@
+"""Start-up checks of the broker's settings (issue 12, item 5): odradek.config_check."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek import config as config_mod
+from odradek.config import T_INT, BrokerConfig, ConfigDef, ConfigError
+from odradek.config_check import (
+    NOT_IMPLEMENTED,
+    UNKNOWN,
+    Unsupported,
+    check_security,
+    check_startup,
+    security_protocol_map,
+    unsupported_settings,
+)
+
+
+def test_unimplemented_kafka_settings_and_unknown_names() -> None:
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "num.partitions": "3",
+        "ssl.keystore.location": "/k.jks",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.ssl.keystore.location": "/i.jks",
+        "num.network.threads": "8",
+        "typo.retention.ms": "1",
+        "retention.ms": "5",
+    }
+    assert unsupported_settings(props) == [
+        Unsupported("listener.name.internal.ssl.keystore.location", NOT_IMPLEMENTED),
+        Unsupported("num.network.threads", NOT_IMPLEMENTED),
+        Unsupported("retention.ms", UNKNOWN),
+        Unsupported("sasl.enabled.mechanisms", NOT_IMPLEMENTED),
+        Unsupported("ssl.keystore.location", NOT_IMPLEMENTED),
+        Unsupported("typo.retention.ms", UNKNOWN),
+    ]
+    messages = check_startup(props)
+    assert len(messages) == 6
+    assert "'ssl.keystore.location'" in messages[-2] and "not implemented, ignored" in messages[-2]
+    assert "'typo.retention.ms'" in messages[-1] and "unknown" in messages[-1]
+    assert "log.retention.ms" in messages[2]  # the topic config's broker synonym is suggested
+
+
+def test_a_setting_is_implemented_once_it_has_a_config_def(monkeypatch: pytest.MonkeyPatch) -> None:
+    props = {"max.connections.per.ip": "10"}
+    monkeypatch.delitem(config_mod.BROKER_CONFIGS, "max.connections.per.ip", raising=False)
+    assert unsupported_settings(props) == [Unsupported("max.connections.per.ip", NOT_IMPLEMENTED)]
+    monkeypatch.setitem(config_mod.BROKER_CONFIGS, "max.connections.per.ip",
+                        ConfigDef("max.connections.per.ip", T_INT, str(2**31 - 1)))
+    assert unsupported_settings(props) == []
+
+
+def test_every_odradek_broker_config_is_implemented() -> None:
+    assert unsupported_settings({name: "" for name in config_mod.BROKER_CONFIGS}) == []
+    assert check_startup(BrokerConfig().static) == []
+
+
+def test_security_protocol_map() -> None:
+    assert security_protocol_map(None) == {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    assert security_protocol_map("client:plaintext, REPL:PLAINTEXT") == {"CLIENT": "PLAINTEXT", "REPL": "PLAINTEXT"}
+    for bad in ("CLIENT", "CLIENT:TLS", ":PLAINTEXT"):
+        with pytest.raises(ConfigError, match="listener.security.protocol.map"):
+            security_protocol_map(bad)
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"listeners": "PLAINTEXT://:9092"},
+        {"listeners": "CLIENT://:9092,REPL://:9093", "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPL:PLAINTEXT",
+         "inter.broker.listener.name": "REPL"},
+        {"security.inter.broker.protocol": "plaintext"},
+        {"authorizer.class.name": ""},
+    ],
+)
+def test_plaintext_is_accepted(props: dict[str, str]) -> None:
+    check_security(props)
+
+
+@pytest.mark.parametrize(
+    ("props", "match"),
+    [
+        ({"listeners": "SSL://:9093"}, "listener SSL.*security protocol SSL"),
+        ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9094"}, "security protocol SASL_SSL"),
+        ({"advertised.listeners": "SASL_PLAINTEXT://h:9092"}, "advertised.listeners.*SASL_PLAINTEXT"),
+        ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"}, "listener CLIENT.*SSL"),
+        ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
+        ({"security.inter.broker.protocol": "SASL_SSL"}, "security.inter.broker.protocol=SASL_SSL"),
+        ({"security.inter.broker.protocol": "PLAINTEXT", "inter.broker.listener.name": "PLAINTEXT"},
+         "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
+        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name="),
+    ],
+)
+def test_security_that_is_not_built_is_refused(props: dict[str, str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        check_startup(props)
