@@ -7,6 +7,7 @@ can be read from CI's output.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,13 @@ from typing import Any
 import pytest
 
 LOG_TAIL_BYTES = 12_000
+
+# Broker and tool subprocesses run in their own directories: a relative PYTHONPATH (``PYTHONPATH=src`` from a
+# checkout) would no longer name the checkout there, and they would import another copy of odradek.
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
