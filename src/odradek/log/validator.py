@@ -37,14 +37,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import crc32c as _crc32c
 
 from odradek.log.config import MAX_LONG, LogConfig
 from odradek.protocol.records import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
     COMPRESSION_NONE,
+    CONTROL_FLAG,
     CORRUPT_MESSAGE,
     CRC_START,
     INVALID_RECORD,
@@ -154,15 +156,45 @@ def validate_and_assign_offsets(
     pos = 0
     max_ts = -1
     count = 0
+    max_bytes = policy.max_message_bytes
+    compacted = policy.compacted
+    walk_plain = policy.check_records
     out: list[BatchHeader] = []
+    make = BatchHeader._make
     for h in headers:
         size = h.batch_length + LOG_OVERHEAD
-        _validate_header(h, size, policy, from_client)
-        scan = _scan(buf, pos, size, h, policy)
-        if scan is not None:
-            _validate_records(h, scan, policy, partition, check_ts, earliest, latest)
-            if create_time and h.base_timestamp != NO_TIMESTAMP:
-                real_max = h.base_timestamp + scan.hi_delta
+        n = h.record_count
+        if (
+            size > max_bytes
+            or n <= 0
+            or h.last_offset_delta != n - 1
+            or (from_client and (h.attributes & CONTROL_FLAG or (h.producer_id >= 0 and h.base_sequence < 0)))
+        ):
+            _validate_header(h, size, policy, from_client)  # raises
+        walked = True
+        if h.attributes & COMPRESSION_MASK == COMPRESSION_NONE:  # the hot path, inline
+            if walk_plain:
+                res = scan_records(buf, pos + BATCH_HEADER_SIZE, pos + size)
+                if res.__class__ is not tuple or res[0] != n:
+                    _scan_error(res, h)  # raises
+                _n, lo, hi, keyless = res
+            else:
+                walked = False
+        else:
+            section, lo, hi, keyless = _scan_compressed(buf, pos, size, h, max_bytes)
+        if walked:
+            base = h.base_timestamp
+            if (compacted and keyless >= 0 and not h.attributes & CONTROL_FLAG) or (
+                check_ts and (base + lo < earliest or base + hi > latest)
+            ):
+                scan = (
+                    _Scan(buf, pos + BATCH_HEADER_SIZE, pos + size, lo, hi, keyless)
+                    if h.attributes & COMPRESSION_MASK == COMPRESSION_NONE
+                    else _Scan(section, 0, len(section), lo, hi, keyless)
+                )
+                _validate_records(h, scan, policy, partition, check_ts, earliest, latest)  # raises
+            if create_time and base != NO_TIMESTAMP:
+                real_max = base + hi
                 if real_max != h.max_timestamp:  # Kafka's setMaxTimestamp: the header tells the truth
                     _I64.pack_into(buf, pos + 35, real_max)
                     crc = _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
@@ -191,12 +223,12 @@ def validate_and_assign_offsets(
                 max_timestamp=now_ms, crc=crc,
             )
         else:
-            h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            h = make((offset, h[1], leader_epoch, *h[3:]))
         if h.max_timestamp > max_ts:
             max_ts = h.max_timestamp
         out.append(h)
         offset += h.last_offset_delta + 1
-        count += h.record_count
+        count += n
         pos += size
     if pos != total:
         raise InvalidRecordError(CORRUPT_MESSAGE, "headers do not describe the whole record set")
@@ -226,37 +258,33 @@ def _validate_header(h: BatchHeader, size: int, policy: ValidationPolicy, from_c
             )
 
 
-def _scan(buf: Buffer, pos: int, size: int, h: BatchHeader, policy: ValidationPolicy) -> _Scan | None:
-    """Walk the batch's records (inflating a compressed batch, bounded); None when uncompressed
-    records are not walked (odradek.validate.records=false)."""
-    start, end = pos + BATCH_HEADER_SIZE, pos + size
-    section: bytes | bytearray | memoryview
-    if h.compression == COMPRESSION_NONE:
-        if not policy.check_records:
-            return None
-        section = buf
-    else:
-        try:
-            section = inflate(h.compression, memoryview(buf)[start:end], policy.max_message_bytes)
-        except InvalidRecordError as e:
-            if e.error_code == MESSAGE_TOO_LARGE:
-                raise InvalidRecordError(
-                    MESSAGE_TOO_LARGE,
-                    f"the records of the batch inflate past max.message.bytes {policy.max_message_bytes}",
-                ) from None
-            raise
-        start, end = 0, len(section)
-    res = scan_records(section, start, end)
-    if not isinstance(res, tuple):
-        if res == SCAN_OFFSET_DELTA:
-            raise InvalidRecordError(INVALID_RECORD, "record offset deltas are not 0 .. recordCount - 1")
-        raise InvalidRecordError(CORRUPT_MESSAGE, "Found invalid record structure in the batch")
-    n, lo, hi, keyless = res
-    if n != h.record_count:
+def _scan_error(res: tuple[int, int, int, int] | int, h: BatchHeader) -> NoReturn:
+    if isinstance(res, tuple):
         raise InvalidRecordError(
-            INVALID_RECORD, f"the batch holds {n} records where its header says {h.record_count}"
+            INVALID_RECORD, f"the batch holds {res[0]} records where its header says {h.record_count}"
         )
-    return _Scan(section, start, end, lo, hi, keyless)
+    if res == SCAN_OFFSET_DELTA:
+        raise InvalidRecordError(INVALID_RECORD, "record offset deltas are not 0 .. recordCount - 1")
+    raise InvalidRecordError(CORRUPT_MESSAGE, "Found invalid record structure in the batch")
+
+
+def _scan_compressed(
+    buf: Buffer, pos: int, size: int, h: BatchHeader, max_bytes: int
+) -> tuple[bytes, int, int, int]:
+    """Inflate the batch's records (streaming, at most ``max_bytes``) and walk them:
+    (inflated records, min timestampDelta, max timestampDelta, first null key)."""
+    try:
+        section = inflate(h.compression, memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + size], max_bytes)
+    except InvalidRecordError as e:
+        if e.error_code == MESSAGE_TOO_LARGE:
+            raise InvalidRecordError(
+                MESSAGE_TOO_LARGE, f"the records of the batch inflate past max.message.bytes {max_bytes}"
+            ) from None
+        raise
+    res = scan_records(section, 0, len(section))
+    if not isinstance(res, tuple) or res[0] != h.record_count:
+        _scan_error(res, h)
+    return section, res[1], res[2], res[3]
 
 
 def _validate_records(

@@ -1,8 +1,12 @@
-"""Record batch v2 (magic 2): header parsing, validation, and a small builder.
+"""Record batch v2 (magic 2): header parsing, framing checks, the record walk, bounded
+inflation, and a small builder.
 
-The broker treats record batches as opaque bytes. It parses only the fixed 61-byte
-header, checks the CRC-32C and rewrites ``baseOffset`` and ``partitionLeaderEpoch``
-(both lie outside the CRC, so no re-checksum is needed).
+On the produce path the broker parses the fixed 61-byte header, checks the CRC-32C, walks
+the records field by field without copying them (:func:`scan_records`, in C) and rewrites
+``baseOffset`` and ``partitionLeaderEpoch`` (both outside the CRC); what is checked and
+refused is :mod:`odradek.log.validator`. Compressed records are inflated only through
+:func:`iter_inflate` / :func:`inflate`, which stream with a hard output cap (a batch's
+claimed sizes are never allocated), on the produce path and on every read path alike.
 
 Byte layout of one batch (big-endian)::
 
@@ -669,29 +673,32 @@ def _inflate_gzip(data: bytes | bytearray | memoryview, limit: int, chunk: int) 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
+def _snappy_blocks(data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        yield view  # one raw block (librdkafka)
+        return
+    pos, n = 16, len(view)  # xerial framing: 16-byte header, then (int32 length, raw block)*
+    while pos < n:
+        if pos + 4 > n:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "truncated xerial snappy block length")
+        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        if size < 0 or pos + 4 + size > n:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "xerial snappy block length out of bounds")
+        yield view[pos + 4 : pos + 4 + size]
+        pos += 4 + size
+
+
 def _inflate_snappy(data: bytes | bytearray | memoryview, limit: int) -> Iterator[bytes]:
     import cramjam
 
-    raw = bytes(data)
-    if raw[:8] != _XERIAL_MAGIC:
-        blocks: list[bytes] = [raw]
-    else:  # xerial framing: 16-byte header, then (int32 length, raw block)*
-        blocks = []
-        pos = 16
-        while pos < len(raw):
-            if pos + 4 > len(raw):
-                raise InvalidRecordError(CORRUPT_MESSAGE, "truncated xerial snappy block length")
-            n = int.from_bytes(raw[pos : pos + 4], "big", signed=True)
-            if n < 0 or pos + 4 + n > len(raw):
-                raise InvalidRecordError(CORRUPT_MESSAGE, "xerial snappy block length out of bounds")
-            blocks.append(raw[pos + 4 : pos + 4 + n])
-            pos += 4 + n
     total = 0
-    for block in blocks:
-        total += cramjam.snappy.decompress_raw_len(block)  # the block's own claim, checked first
+    for block in _snappy_blocks(data):
+        raw = bytes(block)
+        total += cramjam.snappy.decompress_raw_len(raw)  # the block's own claim, checked first
         if total > limit:
             raise _too_large(limit)
-        yield bytes(cramjam.snappy.decompress_raw(block))
+        yield bytes(cramjam.snappy.decompress_raw(raw))
 
 
 def _inflate_lz4(data: bytes | bytearray | memoryview, limit: int, chunk: int) -> Iterator[bytes]:
