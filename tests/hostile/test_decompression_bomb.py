@@ -7,11 +7,12 @@ CORRUPT_MESSAGE to ListOffsets and the broker goes on serving."""
 
 from __future__ import annotations
 
+import pytest
 from integration import wire
 from integration.broker import Broker
 from integration.clients import assert_served, create_topic, unique, watermarks
 
-from ._records import batch, list_offsets, now_ms, produce_v8, records_section, zstd_rle_bomb
+from ._records import batch, compress, list_offsets, now_ms, produce_v8, records_section, zstd_rle_bomb
 
 BOMB_INFLATED = 8 << 30
 
@@ -85,3 +86,28 @@ def test_bomb_already_in_a_segment_answers_corrupt_message_and_survives_restarts
         assert_served(broker.bootstrap)
         broker.stop()
     assert "ListOffsets by timestamp" in broker.log_text()
+
+
+def _xerial(data: bytes, block: int = 32 * 1024) -> bytes:
+    import cramjam
+
+    out = bytearray(b"\x82SNAPPY\x00" + (1).to_bytes(4, "big") + (1).to_bytes(4, "big"))
+    for i in range(0, len(data), block):
+        c = bytes(cramjam.snappy.compress_raw(data[i : i + block]))
+        out += len(c).to_bytes(4, "big") + c
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "snappy-xerial", "lz4", "zstd"])
+def test_bombs_of_every_codec_are_refused(broker: Broker, codec: str) -> None:
+    """16 MiB of zeros claiming 2 records, under 1 MB on the wire: past max.message.bytes once inflated."""
+    topic = unique(f"bomb-{codec}")
+    create_topic(broker.bootstrap, topic, 1)
+    zeros = bytes(16 << 20)
+    payload = _xerial(zeros) if codec == "snappy-xerial" else compress(codec, zeros)
+    b = batch(payload, codec=codec.split("-")[0], count=2)
+    assert len(b) < 1_000_000
+    err, _base, _rec, msg = _produce(broker, topic, b)
+    broker.assert_alive()
+    assert err == wire.MESSAGE_TOO_LARGE, (codec, err, msg)
+    assert watermarks(broker.bootstrap, topic) == (0, 0)
