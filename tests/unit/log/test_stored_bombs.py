@@ -74,3 +74,19 @@ def test_the_cleaner_fails_the_clean_not_the_process(tmp_path: Path) -> None:
     assert list(log.segments) == segments
     assert [(h.base_offset, h.record_count) for h in log._headers_from(0)] == [(0, 1), (1, 2), (3, 1), (4, 1)]
     assert not list(tmp_path.rglob("*.cleaned")) and not list(tmp_path.rglob("*.swap"))
+
+
+def test_group_replay_skips_a_stored_bomb(tmp_path: Path) -> None:
+    """Loading groups from __consumer_offsets: the records around a bomb are replayed, the bomb skipped."""
+    from types import SimpleNamespace
+
+    from odradek.coordinator.runtime import GroupCoordinatorRuntime
+
+    log = new_log(tmp_path, COMPACT.replace(segment_bytes=1 << 20), topic="__consumer_offsets")
+    append(log, build_batch([(b"k1", b"v1")], timestamp=NOW))
+    plant(log, zstd_bomb_batch(1))
+    append(log, build_batch([(b"k2", b"v2")], timestamp=NOW))
+    seen: list[tuple[bytes | None, bytes | None]] = []
+    fake = SimpleNamespace(coordinator=SimpleNamespace(replay=lambda k, v: seen.append((k, v))))
+    assert GroupCoordinatorRuntime._replay(fake, log) == 2  # type: ignore[arg-type]
+    assert seen == [(b"k1", b"v1"), (b"k2", b"v2")]
