@@ -108,7 +108,7 @@ _TOPIC_DEFS: list[tuple[ConfigDef, tuple[str, ...]]] = [
      ("log.cleaner.max.compaction.lag.ms",)),
     (ConfigDef("max.message.bytes", T_INT, "1048588", "largest record batch size", _ge(0)),
      ("message.max.bytes",)),
-    (ConfigDef("message.timestamp.after.max.ms", T_LONG, str(LONG_MAX), "max future timestamp skew", _ge(0)),
+    (ConfigDef("message.timestamp.after.max.ms", T_LONG, "3600000", "max future timestamp skew (KIP-937)", _ge(0)),
      ("log.message.timestamp.after.max.ms",)),
     (ConfigDef("message.timestamp.before.max.ms", T_LONG, str(LONG_MAX), "max past timestamp skew", _ge(0)),
      ("log.message.timestamp.before.max.ms",)),

@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Callable
 
 from odradek.coordinator.group import consumer_protocol
+from odradek.log.config import MAX_LONG
+from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
 from odradek.protocol import codec, framing, interbroker, produce, records
 from odradek.server.handlers import registry
 
@@ -195,13 +197,21 @@ def _strict_records(h: records.BatchHeader, body: bytes) -> list[int]:
     return deltas
 
 
+_POLICY = ValidationPolicy(max_message_bytes=1 << 20, timestamp_after_max_ms=MAX_LONG)
+
+
 def _check_record_set(rs: bytes | bytearray | memoryview) -> None:
+    """The leader's validation (Kafka's LogValidator, as a produce runs it): whatever it accepts must
+    decode into exactly the records its headers claim."""
     try:
-        headers = records.validate_batches(rs)
+        result = validate_and_assign_offsets(
+            bytearray(rs), first_offset=0, leader_epoch=0, now_ms=0, policy=_POLICY, partition="fuzz-0"
+        )
     except records.InvalidRecordError:
         return
+    rs = result.buffer
     pos = 0
-    for h in headers:
+    for h in result.headers:
         body = bytes(memoryview(rs)[pos + records.BATCH_HEADER_SIZE : pos + h.size])
         pos += h.size
         if h.is_control:

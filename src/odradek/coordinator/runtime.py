@@ -28,7 +28,13 @@ from odradek.coordinator.group.coordinator import (
     make_scheduler,
 )
 from odradek.protocol import errors
-from odradek.protocol.records import build_batch, decode_records, iter_batches
+from odradek.protocol.records import (
+    InvalidRecordError,
+    build_batch,
+    decode_records,
+    iter_batches,
+    read_inflate_limit,
+)
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -194,6 +200,7 @@ class GroupCoordinatorRuntime:
         count = 0
         offset = plog.log_start_offset
         end = plog.log_end_offset
+        limit = read_inflate_limit(plog.config.max_message_bytes)
         while offset < end:
             data = plog.read(offset, 1 << 20, end, True)
             if not data.size:
@@ -206,7 +213,15 @@ class GroupCoordinatorRuntime:
                 if h.is_control:
                     offset = h.next_offset
                     continue
-                for r in decode_records(memoryview(chunk)[pos : pos + h.size]):
+                try:  # inflated with a bound: a bomb in the log is skipped, not inflated whole
+                    recs = decode_records(memoryview(chunk)[pos : pos + h.size], limit)
+                except InvalidRecordError as e:
+                    log.error(
+                        "skipping the batch at offset %d of %s-%d while loading groups: %s",
+                        h.base_offset, plog.topic, plog.partition, e.message,
+                    )
+                    recs = []
+                for r in recs:
                     if r.offset >= offset:
                         self.coordinator.replay(r.key, r.value)
                         count += 1

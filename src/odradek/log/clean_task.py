@@ -8,7 +8,9 @@ otherwise it keeps its baseOffset, lastOffsetDelta (so baseSequence +
 lastOffsetDelta still gives the producer's last sequence), producer id / epoch /
 base sequence, partition leader epoch and attributes, with recordCount = the kept
 records, maxTimestamp recomputed (CreateTime) and the kept records copied
-verbatim (their offsetDelta and timestampDelta unchanged). An empty batch is
+verbatim (their offsetDelta and timestampDelta unchanged). Compressed batches are
+inflated with a hard output bound (``inflate_limit``, streaming), so a decompression bomb
+in a segment fails the clean instead of the broker. An empty batch is
 dropped. Control batches are kept. Compression: the original codec for gzip,
 snappy (xerial framing, as Java producers write it) and zstd; LZ4 batches that
 must be rewritten are written uncompressed.
@@ -78,6 +80,7 @@ from odradek.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
+    READ_INFLATE_LIMIT,
     BatchHeader,
     decompress,
     encode_varint,
@@ -172,11 +175,15 @@ def _keys_and_offsets(data: bytes, count: int) -> Iterator[tuple[int, bytes | No
         pos = body + length
 
 
-def has_keyless_record(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> bool:
-    """True if the batch at ``pos`` holds a record with a null key (produce-time check for
-    compacted topics; Kafka answers INVALID_RECORD). Compressed batches are decompressed."""
+def has_keyless_record(
+    buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, limit: int = READ_INFLATE_LIMIT
+) -> bool:
+    """True if the batch at ``pos`` holds a record with a null key, or records that do not
+    decode. Compressed batches are inflated to at most ``limit`` bytes (streaming; past it
+    ``InvalidRecordError`` MESSAGE_TOO_LARGE). Produce validation does this check itself
+    (:mod:`odradek.log.validator`)."""
     view = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
-    data = decompress(h.compression, bytes(view))
+    data = decompress(h.compression, view, limit)
     try:
         return _has_null_key(data, h.record_count)
     except (IndexError, ValueError):
@@ -289,6 +296,9 @@ class CleanTask:
     segment_index_bytes: int
     index_interval_bytes: int
     max_map_entries: int
+    # a batch's records are inflated to at most this many bytes (records.read_inflate_limit); a
+    # batch past it fails the clean (the cleaner retries after a back-off), it never inflates whole
+    inflate_limit: int = READ_INFLATE_LIMIT
     stats: CleanStats = field(default_factory=CleanStats)
     outputs: list[_Output] = field(default_factory=list)
     error: BaseException | None = None
@@ -367,7 +377,7 @@ class CleanTask:
                 self._check_abort()
                 if h.is_control:
                     continue
-                data = decompress(h.compression, batch[BATCH_HEADER_SIZE:])
+                data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
                 base = h.base_offset
                 for off_delta, key in _keys_and_offsets(data, h.record_count):
                     if key is not None:
@@ -388,7 +398,7 @@ class CleanTask:
             for h, batch in self._batches(self.sources[i]):
                 if h.is_control:
                     continue
-                data = decompress(h.compression, batch[BATCH_HEADER_SIZE:])
+                data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
                 for off_delta, key in _keys_and_offsets(data, h.record_count):
                     if key is not None:
                         offset_map[key] = h.base_offset + off_delta
@@ -489,7 +499,7 @@ class CleanTask:
         if h.is_control:
             stats.batches_copied += 1
             return batch
-        data = decompress(h.compression, batch[BATCH_HEADER_SIZE:])
+        data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
         recs = _scan_records(data, h.record_count)
         has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
         horizon_passed = has_horizon and self.now_ms >= h.base_timestamp

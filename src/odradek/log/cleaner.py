@@ -60,6 +60,7 @@ from odradek.log.clean_task import (
 )
 from odradek.log.config import MAX_LONG
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from odradek.protocol.records import read_inflate_limit
 
 if TYPE_CHECKING:
     import asyncio
@@ -251,7 +252,7 @@ class LogCleaner:
             first_dirty=rng.first_dirty, end_offset=rng.end_offset, now_ms=now_ms,
             delete_retention_ms=cfg.delete_retention_ms, segment_bytes=cfg.segment_bytes,
             segment_index_bytes=cfg.segment_index_bytes, index_interval_bytes=cfg.index_interval_bytes,
-            max_map_entries=self.config.max_map_entries,
+            max_map_entries=self.config.max_map_entries, inflate_limit=read_inflate_limit(cfg.max_message_bytes),
         )
 
     # -------------------------------------------------------------- installing

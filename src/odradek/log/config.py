@@ -55,7 +55,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     max_message_bytes: int = 1048588
     message_timestamp_before_max_ms: int = MAX_LONG
-    message_timestamp_after_max_ms: int = MAX_LONG
+    message_timestamp_after_max_ms: int = 3600000  # KIP-937 (Kafka 4.0)
     min_insync_replicas: int = 1
     preallocate: bool = False
     # compaction (odradek.log.cleaner)

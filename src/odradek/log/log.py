@@ -17,42 +17,23 @@ import bisect
 import logging
 import re
 import shutil
-import struct
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c as _crc32c
-
 from odradek.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
-from odradek.log.clean_task import has_keyless_record
-from odradek.log.config import MAX_LONG, LogConfig
-from odradek.log.errors import (
-    INVALID_TIMESTAMP,
-    MESSAGE_TOO_LARGE,
-    RECORD_LIST_TOO_LARGE,
-    LogError,
-    OffsetOutOfRangeError,
-)
+from odradek.log.config import LogConfig
+from odradek.log.errors import LogError, OffsetOutOfRangeError
 from odradek.log.file_records import FetchData
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.log_loader import load_segments
 from odradek.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.log.segment import LogSegment
 from odradek.log.segment import now_ms as _clock
+from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
 from odradek.names import is_legal_topic_name
-from odradek.protocol.records import (
-    CORRUPT_MESSAGE,
-    CRC_START,
-    INVALID_RECORD,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    InvalidRecordError,
-    set_base_offset,
-    set_partition_leader_epoch,
-)
+from odradek.protocol.records import LOG_OVERHEAD, BatchHeader, read_inflate_limit
 
 log = logging.getLogger("odradek.log")
 
@@ -61,9 +42,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-_I16 = struct.Struct(">h")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 _DIR_NAME = re.compile(r"(.+)-([0-9]{1,10})")
 
 
@@ -127,6 +105,7 @@ class Log:
         self._dir_dirty = False
         self._position_cache: tuple[int, int, int] = (-1, -1, -1)  # offset, segment base, position
         self.closed = False
+        self._policy: tuple[LogConfig, ValidationPolicy] | None = None  # the config it was derived from
         if producer_state_loaded:
             self._ensure_producer_state()
 
@@ -278,85 +257,37 @@ class Log:
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
-        headers: list[BatchHeader],
+        headers: list[BatchHeader] | None,
         leader_epoch: int,
         now_ms: int,
         *,
         from_client: bool = True,
+        check_records: bool = True,
     ) -> AppendInfo:
-        """Assign offsets to validated batches and append them.
+        """Validate batches, assign their offsets and append them.
 
-        ``headers`` come from ``records.validate_batches(records)``. The buffer is
-        rewritten in place when it is a bytearray (or writable memoryview), else
-        copied once. Raises ``InvalidRecordError`` (10, 18, 32, 87) or
-        ``ProducerStateError`` (45, 47); a duplicate idempotent batch returns the
-        original offsets with ``duplicate=True`` and writes nothing.
-        ``from_client=False`` (coordinators) allows control batches."""
-        if not headers:
-            raise InvalidRecordError(CORRUPT_MESSAGE, "empty record set")
+        Validation and offset assignment are :func:`odradek.log.validator.validate_and_assign_offsets`
+        (Kafka's LogValidator); ``headers`` may come from ``records.validate_batches(records)``
+        (framing and CRC already checked), else the validator checks them. The buffer is
+        rewritten in place when it is a bytearray (or writable memoryview), else copied once.
+        Raises ``InvalidRecordError`` (2, 10, 18, 32, 87; KIP-467 record errors) or
+        ``ProducerStateError`` (45, 47); a duplicate idempotent batch returns the original
+        offsets with ``duplicate=True`` and writes nothing. ``from_client=False``
+        (coordinators) allows control batches; ``check_records=False``
+        (odradek.validate.records) skips the walk of uncompressed records."""
         cfg = self.config
-        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
-            buf: bytearray | memoryview = records
-        else:
-            buf = bytearray(records)
+        policy = self._policy
+        if policy is None or policy[0] is not cfg or policy[1].check_records != check_records:
+            self._policy = policy = (cfg, ValidationPolicy.of(cfg, check_records=check_records))
+        result = validate_and_assign_offsets(
+            records, first_offset=self.log_end_offset, leader_epoch=leader_epoch, now_ms=now_ms,
+            policy=policy[1], partition=self.name, from_client=from_client, headers=headers,
+        )
+        buf, out, last_offset, max_ts, count = result
         total = len(buf)
-        if total > cfg.segment_bytes:
-            raise InvalidRecordError(
-                RECORD_LIST_TOO_LARGE, f"record set of {total} bytes exceeds segment.bytes {cfg.segment_bytes}"
-            )
+        offset = last_offset + 1
         log_append_time = cfg.log_append_time
-        max_bytes = cfg.max_message_bytes
-        before = cfg.message_timestamp_before_max_ms
-        after = cfg.message_timestamp_after_max_ms
-        check_ts = not log_append_time and (before < MAX_LONG or after < MAX_LONG)
-        check_keys = cfg.compact_enabled
-        offset = self.log_end_offset
-        pos = 0
-        max_ts = -1
-        count = 0
-        out: list[BatchHeader] = []
-        for h in headers:
-            size = h.batch_length + LOG_OVERHEAD
-            if size > max_bytes:
-                raise InvalidRecordError(
-                    MESSAGE_TOO_LARGE, f"batch of {size} bytes exceeds max.message.bytes {max_bytes}"
-                )
-            if from_client and h.is_control:
-                raise InvalidRecordError(INVALID_RECORD, "control batches are not allowed from clients")
-            if check_keys and not h.is_control and has_keyless_record(buf, pos, h):
-                raise InvalidRecordError(
-                    INVALID_RECORD, f"Compacted topic cannot accept message without key in topic partition {self.name}."
-                )
-            if check_ts and (h.max_timestamp > now_ms + after or min(h.base_timestamp, h.max_timestamp) < now_ms - before):
-                raise InvalidRecordError(
-                    INVALID_TIMESTAMP,
-                    f"batch timestamps [{h.base_timestamp}, {h.max_timestamp}] are outside the allowed range "
-                    f"[{now_ms - before}, {now_ms + after}]",
-                )
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            if log_append_time:
-                attrs = h.attributes | TIMESTAMP_TYPE_MASK
-                _I16.pack_into(buf, pos + 21, attrs)
-                _I64.pack_into(buf, pos + 35, now_ms)
-                crc = _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
-                _U32.pack_into(buf, pos + 17, crc)
-                h = h._replace(
-                    base_offset=offset, partition_leader_epoch=leader_epoch, attributes=attrs,
-                    max_timestamp=now_ms, crc=crc,
-                )
-            else:
-                h = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
-            if h.max_timestamp > max_ts:
-                max_ts = h.max_timestamp
-            out.append(h)
-            offset += h.last_offset_delta + 1
-            count += h.record_count
-            pos += size
-        if pos != total:
-            raise InvalidRecordError(CORRUPT_MESSAGE, "headers do not describe the whole record set")
         first_offset = self.log_end_offset
-        last_offset = offset - 1
 
         ps = self._ensure_producer_state()
         updates, dup = ps.validate(out, check_duplicates=from_client)
@@ -533,8 +464,10 @@ class Log:
         caller clamps to the high watermark or LSO for consumers); -3 max timestamp ->
         (offset of the first record carrying the largest timestamp, it). Otherwise the
         first record with timestamp >= ``timestamp`` at or after the log start offset
-        (Kafka's semantics; only the one matching batch is decoded). None when no
-        record qualifies."""
+        (Kafka's semantics; only the one matching batch is decoded, inflated to at most
+        ``read_inflate_limit(max.message.bytes)`` bytes). None when no record qualifies.
+        Raises ``InvalidRecordError`` when that batch's records do not decode."""
+        limit = read_inflate_limit(self.config.max_message_bytes)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
@@ -551,10 +484,12 @@ class Log:
                 return None
             pos, h = found
             start = self.log_start_offset
-            return best.first_record_at_or_after(pos, h, h.max_timestamp, start) or (max(h.base_offset, start), h.max_timestamp)
+            return best.first_record_at_or_after(pos, h, h.max_timestamp, start, limit) or (
+                max(h.base_offset, start), h.max_timestamp
+            )
         for seg in self._segments:
             if seg.max_timestamp >= timestamp:
-                res = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                res = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, limit)
                 if res is not None:
                     return res
         return None

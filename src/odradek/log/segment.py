@@ -45,8 +45,9 @@ from odradek.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
+    READ_INFLATE_LIMIT,
     BatchHeader,
-    decode_records,
+    record_times,
 )
 
 log = logging.getLogger("odradek.log")
@@ -470,7 +471,9 @@ class LogSegment:
             return None
         return self.base_offset + rel, pos
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0, inflate_limit: int = READ_INFLATE_LIMIT
+    ) -> tuple[int, int] | None:
         """Kafka's ListOffsets lookup: (offset, timestamp) of the first record with
         timestamp >= ``timestamp`` and offset >= ``starting_offset``.
 
@@ -483,17 +486,22 @@ class LogSegment:
         _, pos = self.offset_index.lookup(max(ts_offset, starting_offset))
         for p, h in self.log.iter_headers(pos):
             if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= starting_offset:
-                found = self.first_record_at_or_after(p, h, timestamp, starting_offset)
+                found = self.first_record_at_or_after(p, h, timestamp, starting_offset, inflate_limit)
                 if found is not None:
                     return found
         return None
 
     def first_record_at_or_after(
-        self, position: int, h: BatchHeader, timestamp: int, starting_offset: int
+        self, position: int, h: BatchHeader, timestamp: int, starting_offset: int,
+        inflate_limit: int = READ_INFLATE_LIMIT,
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record of the batch at ``position`` with
         timestamp >= ``timestamp`` and offset >= ``starting_offset``. Records of a
-        LogAppendTime batch all carry its maxTimestamp (Kafka's rule)."""
+        LogAppendTime batch all carry its maxTimestamp (Kafka's rule).
+
+        A compressed batch is inflated to at most ``inflate_limit`` bytes and only the
+        records' timestamps and offsets are read (keys and values skipped); a batch that
+        inflates past it or whose records do not decode raises ``InvalidRecordError``."""
         if h.timestamp_type == 1 or (
             h.record_count == 1 and h.last_offset_delta == 0 and h.base_offset >= starting_offset
         ):
@@ -501,9 +509,9 @@ class LogSegment:
                 return None
             return max(h.base_offset, starting_offset), h.max_timestamp
         batch = self.log.pread(h.batch_length + LOG_OVERHEAD, position)
-        for rec in decode_records(batch):
-            if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                return rec.offset, rec.timestamp
+        for offset, ts in record_times(batch, inflate_limit):
+            if ts >= timestamp and offset >= starting_offset:
+                return offset, ts
         return None
 
     # ------------------------------------------------------------------ recovery

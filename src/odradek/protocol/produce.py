@@ -31,7 +31,10 @@ Response body::
         base_offset               INT64
         log_append_time_ms        INT64         (-1 unless LogAppendTime)
         log_start_offset          INT64         (v5+)
-        record_errors             ARRAY         (v8+; always empty here)
+        record_errors             ARRAY         (v8+; KIP-467: the records that failed validation)
+          batch_index                 INT32
+          batch_index_error_message   NULLABLE_STRING
+          [tagged fields]                          (v9+)
         error_message             NULLABLE_STRING (v8+)
         [tagged fields]                          (v9+; v10's current_leader is not sent)
       [tagged fields]                            (v9+)
@@ -183,8 +186,12 @@ def decode_produce_request(version: int, frame: bytes | bytearray | memoryview, 
     return ProduceRequest(txn, int(acks), int(timeout_ms), topics)
 
 
-# (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
-PartitionResult = tuple[int, int, int, int, int, "str | None"]
+# (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message
+#  [, record_errors: ((batch_index, message), ...)])
+RecordErrors = tuple[tuple[int, "str | None"], ...]
+PartitionResult = (
+    tuple[int, int, int, int, int, "str | None"] | tuple[int, int, int, int, int, "str | None", RecordErrors]
+)
 
 
 def _string(s: str | None, flex: bool) -> bytes:
@@ -203,13 +210,20 @@ def encode_produce_response(
     for name, parts in topics:
         out += _string(name, flex)
         out += uvarint(len(parts) + 1) if flex else _I32.pack(len(parts))
-        for index, code, base, append_time, log_start, message in parts:
+        for pr in parts:
+            index, code, base, append_time, log_start, message = pr[:6]
             if version >= 5:
                 out += _PART_V5.pack(index, code, base, append_time, log_start)
             else:
                 out += _PART_V3.pack(index, code, base, append_time)
             if version >= 8:
-                out += b"\x01" if flex else b"\x00\x00\x00\x00"  # record_errors: empty
+                record_errors: RecordErrors = pr[6] if len(pr) > 6 else ()
+                out += uvarint(len(record_errors) + 1) if flex else _I32.pack(len(record_errors))
+                for batch_index, batch_message in record_errors:
+                    out += _I32.pack(batch_index)
+                    out += _string(batch_message, flex)
+                    if flex:
+                        out += b"\x00"
                 out += _string(message, flex)
             if flex:
                 out += b"\x00"

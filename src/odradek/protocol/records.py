@@ -1,8 +1,12 @@
-"""Record batch v2 (magic 2): header parsing, validation, and a small builder.
+"""Record batch v2 (magic 2): header parsing, framing checks, the record walk, bounded
+inflation, and a small builder.
 
-The broker treats record batches as opaque bytes. It parses only the fixed 61-byte
-header, checks the CRC-32C and rewrites ``baseOffset`` and ``partitionLeaderEpoch``
-(both lie outside the CRC, so no re-checksum is needed).
+On the produce path the broker parses the fixed 61-byte header, checks the CRC-32C, walks
+the records field by field without copying them (:func:`scan_records`, in C) and rewrites
+``baseOffset`` and ``partitionLeaderEpoch`` (both outside the CRC); what is checked and
+refused is :mod:`odradek.log.validator`. Compressed records are inflated only through
+:func:`iter_inflate` / :func:`inflate`, which stream with a hard output cap (a batch's
+claimed sizes are never allocated), on the produce path and on every read path alike.
 
 Byte layout of one batch (big-endian)::
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -73,14 +78,22 @@ INVALID_RECORD = 87
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_TIMESTAMP = 32
 
+INFLATE_CHUNK = 256 * 1024  # bytes inflated per step
+READ_INFLATE_LIMIT = 64 << 20  # floor of the inflated-size bound on read paths (read_inflate_limit)
+ZSTD_MAX_WINDOW = 1 << 27
+
 
 class InvalidRecordError(Exception):
     """A produced batch failed validation; ``error_code`` is Kafka's error code."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(
+        self, error_code: int, message: str, record_errors: Sequence[tuple[int, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
+        # KIP-467: (batch_index, message) of each offending record, for the Produce response
+        self.record_errors: tuple[tuple[int, str], ...] = tuple(record_errors)
 
 
 class BatchHeader(NamedTuple):
@@ -181,10 +194,122 @@ def _walk_uncompressed(buf: bytes | bytearray | memoryview, start: int, end: int
     return count if pos == end else -1
 
 
-try:  # the C walk (src/odradek/_speedups.c), ~30x faster; same contract
+SCAN_MALFORMED = -1  # scan_records: a record's fields do not add up to its length
+SCAN_OFFSET_DELTA = -2  # scan_records: record i's offsetDelta is not i
+
+
+def _scan_varint(buf: bytes | bytearray | memoryview, pos: int, lim: int, max_bytes: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= lim:
+            raise ValueError
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise ValueError
+
+
+def _scan_uncompressed(
+    buf: bytes | bytearray | memoryview, start: int, end: int, check_offsets: bool = True
+) -> tuple[int, int, int, int] | int:
+    """Walk an uncompressed records section field by field (Kafka's DefaultRecord.readFrom).
+
+    Returns ``(count, min timestampDelta, max timestampDelta, index of the first record with a
+    null key or -1)``, or :data:`SCAN_MALFORMED` (a length or count out of bounds, fields not
+    adding up to the record's length, a negative header key length) or
+    :data:`SCAN_OFFSET_DELTA` (record i's offsetDelta is not i; checked only with
+    ``check_offsets``: a batch the cleaner rewrote keeps its records' original offsetDeltas,
+    and its lastOffsetDelta). The C ``scan_records`` has the
+    same contract; an empty section gives ``(0, 0, 0, -1)``.
+    """
+    count = 0
+    lo = hi = 0
+    keyless = -1
+    pos = start
+    try:
+        while pos < end:
+            length, pos = _scan_varint(buf, pos, end, 5)
+            if length <= 0 or length > end - pos:
+                return SCAN_MALFORMED
+            rec_end = pos + length
+            pos += 1  # attributes
+            ts_delta, pos = _scan_varint(buf, pos, rec_end, 10)
+            off_delta, pos = _scan_varint(buf, pos, rec_end, 5)
+            if check_offsets and off_delta != count:
+                return SCAN_OFFSET_DELTA
+            n, pos = _scan_varint(buf, pos, rec_end, 5)  # key
+            if n < -1 or n > rec_end - pos:
+                return SCAN_MALFORMED
+            if n < 0:
+                if keyless < 0:
+                    keyless = count
+            else:
+                pos += n
+            n, pos = _scan_varint(buf, pos, rec_end, 5)  # value
+            if n < -1 or n > rec_end - pos:
+                return SCAN_MALFORMED
+            pos += max(n, 0)
+            headers, pos = _scan_varint(buf, pos, rec_end, 5)
+            if headers < 0:
+                return SCAN_MALFORMED
+            for _ in range(headers):
+                n, pos = _scan_varint(buf, pos, rec_end, 5)
+                if n < 0 or n > rec_end - pos:
+                    return SCAN_MALFORMED
+                pos += n
+                n, pos = _scan_varint(buf, pos, rec_end, 5)
+                if n < -1 or n > rec_end - pos:
+                    return SCAN_MALFORMED
+                pos += max(n, 0)
+            if pos != rec_end:
+                return SCAN_MALFORMED
+            if count == 0:
+                lo = hi = ts_delta
+            elif ts_delta < lo:
+                lo = ts_delta
+            elif ts_delta > hi:
+                hi = ts_delta
+            count += 1
+    except (ValueError, IndexError):
+        return SCAN_MALFORMED
+    return count, lo, hi, keyless
+
+
+try:  # the C walks (src/odradek/_speedups.c), ~30x faster; same contracts
     from odradek._speedups import count_records as _count_records
+    from odradek._speedups import scan_records
 except ImportError:  # pragma: no cover - not built
     _count_records = _walk_uncompressed
+    scan_records = _scan_uncompressed
+
+
+class RecordInfo(NamedTuple):
+    """What validation needs of one record beyond :func:`scan_records`' summary."""
+
+    batch_index: int
+    timestamp_delta: int
+    offset_delta: int
+    null_key: bool
+
+
+def record_infos(data: bytes | bytearray | memoryview, start: int = 0, end: int | None = None) -> list[RecordInfo]:
+    """Every record of a records section that :func:`scan_records` accepted (the error path:
+    naming the offending records). Keys and values are skipped, not copied."""
+    stop = len(data) if end is None else end
+    out: list[RecordInfo] = []
+    pos = start
+    while pos < stop:
+        length, body = _scan_varint(data, pos, stop, 5)
+        ts_delta, p = _scan_varint(data, body + 1, body + length, 10)
+        off_delta, p = _scan_varint(data, p, body + length, 5)
+        klen, _ = _scan_varint(data, p, body + length, 5)
+        out.append(RecordInfo(len(out), ts_delta, off_delta, klen < 0))
+        pos = body + length
+    return out
 
 
 def validate_batches(
@@ -410,10 +535,15 @@ def build_batch(
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + after_crc
 
 
-def decode_records(batch: bytes | memoryview) -> list[Record]:
-    """Decode the records of one batch (any codec). Not for the produce/fetch path."""
+def decode_records(batch: bytes | bytearray | memoryview, limit: int = READ_INFLATE_LIMIT) -> list[Record]:
+    """Decode the records of one batch (any codec; inflated to at most ``limit`` bytes). Not
+    for the produce/fetch path. Raises :class:`InvalidRecordError` (CORRUPT_MESSAGE,
+    MESSAGE_TOO_LARGE) when the records do not decode or do not match the header."""
     h = read_header(batch)
-    data = decompress(h.compression, bytes(batch[BATCH_HEADER_SIZE : h.size]))
+    data = inflate(h.compression, memoryview(batch)[BATCH_HEADER_SIZE : h.size], limit)
+    scan = scan_records(data, 0, len(data), False)
+    if not isinstance(scan, tuple) or scan[0] != h.record_count:
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"malformed records in the batch at offset {h.base_offset}")
     out: list[Record] = []
     pos = 0
     view = memoryview(data)
@@ -444,27 +574,164 @@ def decode_records(batch: bytes | memoryview) -> list[Record]:
     return out
 
 
-def decompress(codec: int, data: bytes) -> bytes:
-    """Decompress a batch's records section (Kafka's framings: gzip, xerial or raw
-    snappy, LZ4 frame, zstd frame)."""
+def iter_inflate(
+    codec: int, data: bytes | bytearray | memoryview, limit: int, chunk: int = INFLATE_CHUNK
+) -> Iterator[bytes]:
+    """Inflate a batch's records section as a stream of chunks, at most ``limit`` bytes in all.
+
+    Kafka's framings: gzip (RFC 1952, members back to back), snappy (xerial framing as the Java
+    client writes it, or one raw block as librdkafka writes it), LZ4 frame, zstd frame(s).
+    Output is produced ``chunk`` bytes at a time and never allocated from what the data claims:
+    a snappy block announces its inflated length and is refused before it is inflated when that
+    would pass the limit; the other codecs stop as soon as one byte past the limit comes out.
+    Raises :class:`InvalidRecordError` with MESSAGE_TOO_LARGE past the limit, CORRUPT_MESSAGE
+    when the data does not decode.
+    """
     if codec == COMPRESSION_NONE:
-        return data
-    if codec == COMPRESSION_GZIP:
-        return gzip.decompress(data)
+        if len(data) > limit:
+            raise _too_large(limit)
+        yield bytes(data)
+        return
+    try:
+        if codec == COMPRESSION_GZIP:
+            yield from _inflate_gzip(data, limit, chunk)
+        elif codec == COMPRESSION_SNAPPY:
+            yield from _inflate_snappy(data, limit)
+        elif codec == COMPRESSION_LZ4:
+            yield from _inflate_lz4(data, limit, chunk)
+        elif codec == COMPRESSION_ZSTD:
+            yield from _inflate_zstd(data, limit, chunk)
+        else:
+            raise InvalidRecordError(UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
+    except InvalidRecordError:
+        raise
+    except Exception as e:  # zlib.error, lz4's RuntimeError, ZstdError, cramjam's DecompressionError
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"compressed records do not decode: {e}") from None
+
+
+def inflate(codec: int, data: bytes | bytearray | memoryview, limit: int) -> bytes:
+    """The whole inflated records section (at most ``limit`` bytes; see :func:`iter_inflate`)."""
+    if codec == COMPRESSION_NONE:
+        if len(data) > limit:
+            raise _too_large(limit)
+        return bytes(data)
+    parts = list(iter_inflate(codec, data, limit))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def record_times(batch: bytes | bytearray | memoryview, limit: int = READ_INFLATE_LIMIT) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of one stored batch, its records inflated to at most
+    ``limit`` bytes, keys and values skipped (ListOffsets by timestamp). Raises
+    :class:`InvalidRecordError` when the records inflate past the limit or do not decode."""
+    h = read_header(batch)
+    data = inflate(h.compression, memoryview(batch)[BATCH_HEADER_SIZE : h.size], limit)
+    scan = scan_records(data, 0, len(data), False)
+    if not isinstance(scan, tuple) or scan[0] != h.record_count:
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"malformed records in the batch at offset {h.base_offset}")
+    return [(h.base_offset + r.offset_delta, h.base_timestamp + r.timestamp_delta) for r in record_infos(data)]
+
+
+def decompress(codec: int, data: bytes | bytearray | memoryview, limit: int = READ_INFLATE_LIMIT) -> bytes:
+    """Bounded inflation for read paths (the cleaner, ListOffsets, replays): :func:`inflate`."""
+    return inflate(codec, data, limit)
+
+
+def read_inflate_limit(max_message_bytes: int) -> int:
+    """The inflated-size bound for batches already in a log: what produce validation let in
+    (``max.message.bytes``, which may have been larger when they were written), at least
+    :data:`READ_INFLATE_LIMIT`."""
+    return max(max_message_bytes, READ_INFLATE_LIMIT)
+
+
+def _too_large(limit: int) -> InvalidRecordError:
+    return InvalidRecordError(MESSAGE_TOO_LARGE, f"records inflate past the limit of {limit} bytes")
+
+
+def _inflate_gzip(data: bytes | bytearray | memoryview, limit: int, chunk: int) -> Iterator[bytes]:
+    total = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    tail: bytes | bytearray | memoryview = data
+    while True:
+        out = d.decompress(tail, min(chunk, limit - total + 1))
+        tail = d.unconsumed_tail
+        if out:
+            total += len(out)
+            if total > limit:
+                raise _too_large(limit)
+            yield out
+        if d.eof:
+            rest = d.unused_data
+            if rest[:2] == b"\x1f\x8b":  # another member
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                tail = rest
+                continue
+            return
+        if not out and not tail:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "truncated gzip stream")
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_blocks(data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        yield view  # one raw block (librdkafka)
+        return
+    pos, n = 16, len(view)  # xerial framing: 16-byte header, then (int32 length, raw block)*
+    while pos < n:
+        if pos + 4 > n:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "truncated xerial snappy block length")
+        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        if size < 0 or pos + 4 + size > n:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "xerial snappy block length out of bounds")
+        yield view[pos + 4 : pos + 4 + size]
+        pos += 4 + size
+
+
+def _inflate_snappy(data: bytes | bytearray | memoryview, limit: int) -> Iterator[bytes]:
     import cramjam
 
-    if codec == COMPRESSION_SNAPPY:
-        if data[:8] == b"\x82SNAPPY\x00":  # xerial framing: 16-byte header, then (int32 len, block)*
-            out = bytearray()
-            pos = 16
-            while pos < len(data):
-                n = int.from_bytes(data[pos : pos + 4], "big")
-                out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
-                pos += 4 + n
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(data))
-    if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise ValueError(f"unknown compression codec {codec}")
+    total = 0
+    for block in _snappy_blocks(data):
+        raw = bytes(block)
+        total += cramjam.snappy.decompress_raw_len(raw)  # the block's own claim, checked first
+        if total > limit:
+            raise _too_large(limit)
+        yield bytes(cramjam.snappy.decompress_raw(raw))
+
+
+def _inflate_lz4(data: bytes | bytearray | memoryview, limit: int, chunk: int) -> Iterator[bytes]:
+    import lz4.frame
+
+    d = lz4.frame.LZ4FrameDecompressor()
+    total = 0
+    src: bytes = bytes(data)
+    while not d.eof:
+        out = d.decompress(src, max_length=min(chunk, limit - total + 1))
+        src = b""
+        if out:
+            total += len(out)
+            if total > limit:
+                raise _too_large(limit)
+            yield out
+        elif d.needs_input:
+            raise InvalidRecordError(CORRUPT_MESSAGE, "truncated lz4 frame")
+
+
+def _inflate_zstd(data: bytes | bytearray | memoryview, limit: int, chunk: int) -> Iterator[bytes]:
+    import zstandard
+
+    # a frame's window is allocated up front: at most 2^27 bytes (zstd's default limit)
+    reader = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW).stream_reader(
+        data, read_across_frames=True
+    )
+    total = 0
+    while True:
+        out = reader.read(min(chunk, limit - total + 1))
+        if not out:
+            return
+        total += len(out)
+        if total > limit:
+            raise _too_large(limit)
+        yield out

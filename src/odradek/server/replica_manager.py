@@ -47,6 +47,7 @@ class AppendResult:
     log_start_offset: int = -1
     error_message: str | None = None
     last_offset: int = -1
+    record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467: (batch_index, message)
 
 
 class DelayedFetch:
@@ -151,21 +152,23 @@ class ReplicaManager:
         if not records:
             return AppendResult(errors.CORRUPT_MESSAGE, error_message="empty records")
         try:
-            headers = validate_batches(
-                records,
-                max_batch_bytes=plog.config.max_message_bytes,
-                check_records=self.broker.validate_records,
-            )
+            # framing, CRC, batch size: header work; the records are walked by the log's validator
+            headers = validate_batches(records, max_batch_bytes=plog.config.max_message_bytes, check_records=False)
             for h in headers:
                 if h.is_transactional or h.is_control:
                     return AppendResult(
                         errors.INVALID_TXN_STATE,
                         error_message="transactional produce is not supported by this broker yet",
                     )
-            info = plog.append_as_leader(records, headers, part.leader_epoch, now_ms)
+            info = plog.append_as_leader(
+                records, headers, part.leader_epoch, now_ms, check_records=self.broker.validate_records
+            )
         except InvalidRecordError as e:
             log.info("rejected produce to %s-%d: %s", topic, partition, e.message)
-            return AppendResult(e.error_code, error_message=e.message, log_start_offset=plog.log_start_offset)
+            return AppendResult(
+                e.error_code, error_message=e.message, log_start_offset=plog.log_start_offset,
+                record_errors=e.record_errors,
+            )
         except ProducerStateError as e:
             return AppendResult(e.error_code, error_message=str(e), log_start_offset=plog.log_start_offset)
         except OSError as e:

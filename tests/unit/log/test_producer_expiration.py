@@ -77,10 +77,12 @@ def test_snapshots_leave_out_removed_producers(tmp_path: Path) -> None:
 
 
 def test_expired_snapshot_entries_are_skipped_on_load(tmp_path: Path) -> None:
-    log = new_log(tmp_path)
+    # a timestamp far in the future needs message.timestamp.after.max.ms unbounded (KIP-937's default is 1 h)
+    cfg = LogConfig(message_timestamp_after_max_ms=2**63 - 1)
+    log = new_log(tmp_path, cfg)
     append(log, idem(1, 0, pid=1))  # NOW is years ago by the wall clock
     append(log, idem(1, 0, pid=2, ts=2**62))
-    log = reopen(log, clean=True)  # the clean close writes a snapshot with both
+    log = reopen(log, clean=True, config=cfg)  # the clean close writes a snapshot with both
     snap = snapshot_path(log.dir, log.log_end_offset)
     assert set(ProducerStateManager.decode_snapshot(snap.read_bytes())) == {1, 2}
     log.producer_state.expiration_ms = HOUR  # as the log manager sets it

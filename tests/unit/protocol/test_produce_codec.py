@@ -87,3 +87,19 @@ def test_response_decodes_with_kio(version: int) -> None:
         assert a.log_start_offset == 10
     if version >= 8:
         assert b.error_message == "not leader" and a.error_message is None and a.record_errors == ()
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])
+def test_record_errors_decode_with_kio(version: int) -> None:
+    """KIP-467: batch_index and its message per offending record, then the partition's error_message."""
+    body = encode_produce_response(version, [
+        ("t", [(0, 87, -1, -1, 0, "One or more records have been rejected", ((1, "no key"), (4, None))),
+               (1, 0, 7, -1, 0, None, ())]),
+    ])
+    m = load_payload_module(0, version, EntityType.response)
+    resp, size = entity_reader(m.ProduceResponse)(memoryview(body), 0)
+    assert size == len(body)
+    a, b = resp.responses[0].partition_responses
+    assert [(e.batch_index, e.batch_index_error_message) for e in a.record_errors] == [(1, "no key"), (4, None)]
+    assert a.error_message == "One or more records have been rejected"
+    assert b.record_errors == () and b.base_offset == 7

@@ -1,11 +1,18 @@
-"""ListOffsets (2): earliest, latest, max timestamp, and by timestamp (time index)."""
+"""ListOffsets (2): earliest, latest, max timestamp, and by timestamp (time index).
+
+By timestamp, one stored batch's records may be read (inflated with a bound): a batch that
+inflates past it or does not decode answers CORRUPT_MESSAGE for that partition, with a log line."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.protocol.records import InvalidRecordError
+
+log = logging.getLogger("odradek.server")
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -57,7 +64,13 @@ def handle(ctx: Any, request: Any) -> Any:
                 elif target == LATEST_TIERED:
                     offset = -1
                 else:
-                    found = plog.fetch_offset_by_timestamp(target)
+                    try:
+                        found = plog.fetch_offset_by_timestamp(target)
+                    except InvalidRecordError as e:  # a stored batch that does not inflate or decode
+                        log.warning(
+                            "ListOffsets by timestamp %d on %s-%d: %s", target, t.name, p.partition_index, e.message
+                        )
+                        code, found = errors.CORRUPT_MESSAGE, None
                     if found is not None:
                         offset, ts = found
                         if offset >= plog.high_watermark:

@@ -1,5 +1,10 @@
 """Produce (0): validate batches, append, answer per partition (acks 0, 1, -1).
 
+A refused batch is answered with Kafka's error code and message (v8+), and with the records
+that failed validation in ``record_errors`` (KIP-467), so clients fail just those records.
+Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
+with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
+
 In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
 each partition passes what was appended, up to the request's timeout
 (replication.delayed_produce)."""
@@ -39,6 +44,7 @@ def handle(ctx: Any, request: Any) -> Any:
         parts_out: list[PartitionResult] = []
         internal = name in ("__consumer_offsets", "__transaction_state")
         for pd in td.partition_data:
+            rec_errors: tuple[tuple[int, str | None], ...] = ()
             if acks not in (0, 1, -1):
                 res_code, base, lat, lso, msg = errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None
             elif internal:
@@ -55,11 +61,12 @@ def handle(ctx: Any, request: Any) -> Any:
                 res_code, base, lat, lso, msg = (
                     r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
                 )
+                rec_errors = r.record_errors
                 if wait and res_code == errors.NONE:
                     required[(name, pd.index)] = r.last_offset + 1
             if res_code:
                 failed = True
-            parts_out.append((pd.index, res_code, base, lat, lso, msg))
+            parts_out.append((pd.index, res_code, base, lat, lso, msg, rec_errors))
         topics_out.append((name, parts_out))
     if acks == 0:
         # Kafka closes the connection when an acks=0 produce fails, so the client notices
