@@ -172,6 +172,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", T_INT, "60000", "recovery point checkpoint period", _ge(0)),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T_INT, "60000", "log start checkpoint period", _ge(0)),
     ConfigDef("socket.request.max.bytes", T_INT, "104857600", "largest request", _ge(1)),
+    # connection limits and request memory (Kafka's ConnectionQuotas, Selector idle expiry, MemoryPool)
+    ConfigDef("max.connections", T_INT, str(2**31 - 1), "connections the broker keeps open at once", _ge(0)),
+    ConfigDef("max.connections.per.ip", T_INT, str(2**31 - 1), "connections allowed from one address", _ge(0)),
+    ConfigDef("max.connections.per.ip.overrides", T_STRING, "", "per-address limits: host:n,host:n"),
+    ConfigDef("connections.max.idle.ms", T_LONG, "600000", "close a connection idle this long (negative: never)"),
+    ConfigDef("queued.max.request.bytes", T_LONG, "-1", "bytes of requests read but not answered (-1: unbounded)"),
     ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000", "fetch sessions kept", _ge(0)),
     ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000", "age before a session may be evicted", _ge(0)),
     ConfigDef("replica.fetch.max.bytes", T_INT, "1048576", "replica fetch size", _ge(0)),

@@ -21,6 +21,7 @@ Response frame::
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 try:  # src/odradek/_speedups.c: a large frame's buffer is about to be overwritten by the socket
@@ -110,28 +111,41 @@ def size_prefix(n: int) -> bytes:
 
 
 LARGE_FRAME = 64 * 1024
+# a large frame's buffer holds at most this many times the bytes received of it (at least LARGE_STEP):
+# the declared size alone reserves nothing
+GROWTH = 4
+LARGE_STEP = 256 * 1024
 
 
 class FrameDecoder:
     """Accumulates bytes and yields complete request frames (without the size prefix).
 
     Small frames are cut out of an accumulation buffer. A large frame (≥ 64 KiB, e.g. a
-    produce request) gets a buffer of its exact size as soon as its size is known, and
-    :meth:`recv_target` exposes the unfilled rest so the socket can ``recv_into`` it
-    directly: the payload is copied once, from the kernel.
+    produce request) is received into a buffer of its own, and :meth:`recv_target` exposes
+    the unfilled rest so the socket can ``recv_into`` it directly: the payload is copied
+    once, from the kernel. That buffer is reserved as bytes arrive, never for the declared
+    size up front: it holds at most ``GROWTH`` times what was received (``LARGE_STEP`` at
+    least) and grows when full, so a peer that declares 100 MB and sends little holds little
+    (a 1 MB produce request whose first read brings ≥ 256 KiB still gets one buffer).
 
     Raises :class:`FrameError` on a negative size or one above ``max_size``
-    (Kafka's socket.request.max.bytes): the caller closes the connection.
+    (Kafka's socket.request.max.bytes): the caller closes the connection. ``reserve``, when
+    given, is asked for each frame's declared size as soon as its size field is read
+    (``queued.max.request.bytes``, Kafka's MemoryPool): when it refuses, decoding stops before
+    that frame, :attr:`blocked` is set, and a later :meth:`feed` (``b""`` will do) retries.
+    ``MemoryError`` from a buffer allocation propagates; the decoder is then unusable.
     """
 
-    __slots__ = ("_buf", "max_size", "_need", "_big", "_big_filled")
+    __slots__ = ("_buf", "max_size", "_need", "_big", "_big_filled", "reserve", "blocked")
 
-    def __init__(self, max_size: int = 104857600) -> None:
+    def __init__(self, max_size: int = 104857600, reserve: Callable[[int], bool] | None = None) -> None:
         self._buf = bytearray()
         self.max_size = max_size
         self._need = -1  # size of the frame being read, -1 = reading the size field
         self._big: bytearray | None = None
         self._big_filled = 0
+        self.reserve = reserve
+        self.blocked = False
 
     def recv_target(self) -> memoryview | None:
         """Where the next bytes should be received, when a large frame is being filled."""
@@ -143,18 +157,23 @@ class FrameDecoder:
         """``n`` bytes were received into :meth:`recv_target`. A finished frame is handed
         out as a writable view of a buffer no one else holds (Produce assigns offsets in
         place; the kio path makes it read-only)."""
-        assert self._big is not None
-        self._big_filled += n
-        if self._big_filled < len(self._big):
+        big = self._big
+        assert big is not None
+        filled = self._big_filled = self._big_filled + n
+        if filled < self._need:
+            if filled == len(big):  # full but the frame goes on: grow with what came
+                grown = _frame_buffer(min(self._need, GROWTH * filled))
+                grown[:filled] = big
+                self._big = grown
             return []
-        frame = self._big
         self._big = None
         self._big_filled = 0
         self._need = -1
-        return [memoryview(frame)]
+        return [memoryview(big)]
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
         """Frames completed by ``data`` (copied out: the caller may reuse ``data``'s memory)."""
+        self.blocked = False
         buf = self._buf
         accumulated = bool(buf)
         if accumulated:  # a small frame or a size field left over from the last read
@@ -174,12 +193,15 @@ class FrameDecoder:
                         raise FrameError(f"request size {size} outside [0, {self.max_size}]")
                     if size < 8:
                         raise FrameError(f"request size {size} smaller than a request header")
+                    if self.reserve is not None and not self.reserve(size):
+                        self.blocked = True
+                        break
                     self._need = size
                     pos += 4
                 n = self._need
                 if end - pos < n:
                     if n >= LARGE_FRAME:
-                        big = _frame_buffer(n)
+                        big = _frame_buffer(min(n, max(LARGE_STEP, GROWTH * (end - pos))))
                         have = end - pos
                         big[:have] = view[pos:end]
                         pos = end

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -35,6 +36,14 @@ from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
 from odradek.server.connection import Connection
+from odradek.server.connection_quotas import (
+    ConnectionQuotas,
+    RequestMemoryPool,
+    nofile_soft_limit,
+    normalise_ip,
+    open_fd_count,
+    parse_ip_overrides,
+)
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.replica_manager import ReplicaManager
@@ -48,6 +57,13 @@ PRODUCER_ID_BLOCK = 1000
 # schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
 SCHEMA_WARM_UP_IDLE_S = 0.02
 SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
+# accept() failing for want of descriptors or memory: stop accepting this long (doubling while it
+# keeps failing, up to the maximum) instead of retrying at once
+ACCEPT_BACKOFF_S = 0.1
+ACCEPT_BACKOFF_MAX_S = 5.0
+# accept errors that concern the one connection being accepted: skip it and go on
+_ACCEPT_SKIP = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.EHOSTUNREACH})
+_ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 @contextlib.contextmanager
@@ -148,6 +164,20 @@ class Broker:
         self.cluster_id = ""
         self.connections: set[Connection] = set()
         self._servers: list[tuple[socket.socket, str]] = []
+        self.conn_quotas = ConnectionQuotas(
+            int(config.get("max.connections")),
+            int(config.get("max.connections.per.ip")),
+            parse_ip_overrides(config.get("max.connections.per.ip.overrides") or ""),
+        )
+        queued = int(config.get("queued.max.request.bytes"))
+        self.request_memory: RequestMemoryPool | None = (
+            RequestMemoryPool(queued, lambda fn: asyncio.get_running_loop().call_soon(fn)) if queued > 0 else None
+        )
+        self._accept_enabled = False  # listeners accept (set once start-up lets clients in)
+        self._accepting = False  # the listening sockets' readers are registered
+        self._accept_backoff_s = 0.0  # > 0 while backing off after accept() ran out of descriptors
+        self._accept_backoff_timer: asyncio.TimerHandle | None = None
+        self._limit_logged = False
         self._stopping: asyncio.Event | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self.reads = 0  # socket read bursts served (connections count them; idle detection)
@@ -394,26 +424,128 @@ class Broker:
         if accept:
             self._accept_connections()
 
+    # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
     def _accept_connections(self) -> None:
+        self._accept_enabled = True
+        self._refresh_fd_limit()
+        self._set_accepting(True)
+
+    def _set_accepting(self, on: bool) -> None:
+        """Register or remove the listening sockets' readers: a paused accept loop costs nothing,
+        and the connections that wait meanwhile sit in the kernel's backlog."""
+        if on == self._accepting:
+            return
         loop = asyncio.get_running_loop()
         for sock, name in self._servers:
-            loop.add_reader(sock.fileno(), self._accept, sock, name)
+            if on:
+                loop.add_reader(sock.fileno(), self._accept, sock, name)
+            else:
+                loop.remove_reader(sock.fileno())
+        self._accepting = on
+
+    def _refresh_fd_limit(self) -> None:
+        quotas = self.conn_quotas
+        before = quotas.fd_limit
+        after = quotas.refresh_fd_limit(nofile_soft_limit(), open_fd_count())
+        if after != before and after < quotas.max_connections:
+            log.info(
+                "the open-file limit leaves room for %d connections (RLIMIT_NOFILE %s less the broker's own "
+                "descriptors and a reserve)", after, nofile_soft_limit(),
+            )
 
     def _accept(self, server: socket.socket, listener: str) -> None:
+        quotas = self.conn_quotas
         for _ in range(64):
+            if not quotas.slot_available():
+                self._refresh_fd_limit()  # the broker's own descriptors may have changed
+                if not quotas.slot_available():
+                    if not self._limit_logged:
+                        log.info(
+                            "%d connections open, the limit (max.connections %d, descriptor room %d): "
+                            "not accepting until one closes", quotas.total, quotas.max_connections,
+                            quotas.fd_limit,
+                        )
+                        self._limit_logged = True
+                    self._set_accepting(False)
+                    return
             try:
                 sock, addr = server.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                log.warning("accept failed on %s: %s", listener, e)
+                if e.errno in _ACCEPT_SKIP:
+                    continue
+                self._back_off_accepting(listener, e)
                 return
-            conn = Connection(self, sock, addr, listener)
+            self._accept_backoff_s = 0.0
+            ip = normalise_ip(str(addr[0])) if addr else ""
+            limit = quotas.inc(ip)
+            if limit is not None:
+                quotas.dec(ip)
+                log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                         ip, limit)
+                with contextlib.suppress(OSError):
+                    sock.close()
+                continue
+            try:
+                conn = Connection(self, sock, addr, listener)
+            except BaseException:
+                quotas.dec(ip)
+                sock.close()
+                raise
+            conn.quota_ip = ip
             self.connections.add(conn)
             conn.start()
 
+    def _back_off_accepting(self, listener: str, error: OSError) -> None:
+        """accept() failed for want of descriptors or memory (or for a reason it will fail for again):
+        stop accepting for a while, logging once per back-off, instead of retrying on every loop turn."""
+        self._accept_backoff_s = min(max(self._accept_backoff_s * 2, ACCEPT_BACKOFF_S), ACCEPT_BACKOFF_MAX_S)
+        log.warning("accept failed on %s: %s; not accepting connections for %d ms (%d open)", listener, error,
+                    self._accept_backoff_s * 1000, len(self.connections))
+        self._set_accepting(False)
+        if error.errno in _ACCEPT_EXHAUSTED:
+            self._refresh_fd_limit()
+        if self._accept_backoff_timer is not None:
+            self._accept_backoff_timer.cancel()
+        self._accept_backoff_timer = asyncio.get_running_loop().call_later(
+            self._accept_backoff_s, self._end_accept_backoff
+        )
+
+    def _end_accept_backoff(self) -> None:
+        self._accept_backoff_timer = None
+        self._maybe_resume_accepting()
+
+    def _maybe_resume_accepting(self) -> None:
+        if (
+            self._accept_enabled
+            and not self._accepting
+            and self._accept_backoff_timer is None
+            and (self._stopping is None or not self._stopping.is_set())
+            and self.conn_quotas.slot_available()
+        ):
+            self._limit_logged = False
+            self._set_accepting(True)
+
     def connection_closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.conn_quotas.dec(conn.quota_ip)
+            if not self._accepting:
+                self._maybe_resume_accepting()
+
+    def _expire_idle_connections(self, max_idle_s: float) -> None:
+        """connections.max.idle.ms: close connections with no read or write for that long (Kafka's
+        Selector expires idle channels); one waiting on the rest of a frame is idle too."""
+        deadline = time.monotonic() - max_idle_s
+        idle = [c for c in self.connections if c.last_active < deadline]
+        for c in idle:
+            c.close(f"idle for more than {max_idle_s * 1000:.0f} ms (connections.max.idle.ms)")
+        quotas = self.conn_quotas
+        if quotas.total * 2 > quotas.fd_limit:  # near the descriptor room: the broker's own share may have grown
+            self._refresh_fd_limit()
+            if not self._accepting:
+                self._maybe_resume_accepting()
 
     def _every(self, interval_ms: int, fn: Any, name: str) -> None:
         loop = asyncio.get_running_loop()
@@ -430,6 +562,13 @@ class Broker:
 
     def _schedule_periodic(self) -> None:
         self._reschedule_retention()
+        max_idle_ms = int(self.config.get("connections.max.idle.ms"))
+        if max_idle_ms >= 0:
+            self._every(
+                min(max(max_idle_ms // 10, 10), 1000),
+                lambda: self._expire_idle_connections(max_idle_ms / 1000.0),
+                "idle-connections",
+            )
         self._every(1000, lambda: self.log_manager.flush_dirty(self.now_ms()), "log-flusher")
         self._every(
             max(int(self.config.get("log.flush.offset.checkpoint.interval.ms")), 1000),
@@ -560,6 +699,10 @@ class Broker:
             t.cancel()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
+        if self._accept_backoff_timer is not None:
+            self._accept_backoff_timer.cancel()
+        self._set_accepting(False)
+        self._accept_enabled = False
         for sock, _ in self._servers:
             loop.remove_reader(sock.fileno())
             sock.close()

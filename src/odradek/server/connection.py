@@ -5,6 +5,14 @@ transport so responses can mix in-memory buffers (``sendmsg``) with file regions
 by ``os.sendfile`` straight from segment files. Requests are decoded and handed to
 their handler in arrival order; responses go out strictly in request order even when
 handlers finish out of order (a long-polling fetch ahead of a metadata request).
+
+Resource limits a connection honours (Kafka's names): ``socket.request.max.bytes`` (a larger
+declared size closes it, Kafka's InvalidReceiveException); ``queued.max.request.bytes`` (each
+request's size is reserved in the broker's RequestMemoryPool when its size field is read and
+released when it is answered; refused, the connection stops reading until memory is released);
+``connections.max.idle.ms`` (``last_active`` is the monotonic time of the last read or write of
+any bytes, which the broker's idle sweep compares, as Kafka's Selector expires idle channels).
+A ``MemoryError`` while reading closes the one connection.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -55,14 +64,15 @@ def _recv_scratch() -> memoryview:
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "parts", "size", "done")
+    __slots__ = ("correlation_id", "flexible", "parts", "size", "done", "mem")
 
-    def __init__(self, correlation_id: int, flexible: bool) -> None:
+    def __init__(self, correlation_id: int, flexible: bool, mem: int = 0) -> None:
         self.correlation_id = correlation_id
         self.flexible = flexible
         self.parts: list[bytes | FileRegion] = []
         self.size = 0
         self.done = False
+        self.mem = mem  # bytes reserved in the request memory pool until answered
 
 
 class Connection:
@@ -71,10 +81,18 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.peer_host = str(peer[0]) if peer else ""
+        self.quota_ip = ""  # the address the broker's ConnectionQuotas counts this connection under
         self.peer = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
         self.listener = listener
         self.loop = asyncio.get_running_loop()
-        self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
+        self.pool = broker.request_memory
+        self.decoder = FrameDecoder(
+            broker.config.get("socket.request.max.bytes"), None if self.pool is None else self._reserve
+        )
+        self.held = 0  # bytes this connection holds in the request memory pool
+        self._frame_mem = 0  # the frame being handled: its reservation, taken by its slot
+        self.memory_muted = False
+        self.last_active = time.monotonic()
         self._scratch = _recv_scratch()
         self.pending: deque[_Slot] = deque()
         self.out: deque[Any] = deque()  # bytes | memoryview | file region tuple
@@ -104,6 +122,11 @@ class Connection:
         if self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
+        if self.pool is not None:
+            self.pool.forget(self._memory_available)
+            if self.held:
+                self.pool.release(self.held)
+                self.held = 0
         with contextlib.suppress(OSError):
             self.sock.close()
         self.pending.clear()
@@ -127,8 +150,52 @@ class Connection:
             self.reading = True
 
     def _maybe_resume(self) -> None:
-        if not self.reading and self.out_bytes < _MAX_OUT_BYTES and len(self.pending) < _MAX_PENDING:
+        if (
+            not self.reading
+            and self.out_bytes < _MAX_OUT_BYTES
+            and len(self.pending) < _MAX_PENDING
+            and not self.memory_muted
+        ):
             self._resume_reading()
+
+    # -- request memory (queued.max.request.bytes)
+    def _reserve(self, n: int) -> bool:
+        assert self.pool is not None
+        if self.pool.try_reserve(n):
+            self.held += n
+            return True
+        return False
+
+    def _release(self, n: int) -> None:
+        if n and self.pool is not None and not self.closed:  # close() released all it held
+            self.held -= n
+            self.pool.release(n)
+
+    def _memory_available(self) -> bool:
+        """The pool has memory again: decode what was left waiting, then read on."""
+        if self.closed:
+            return True
+        self.memory_muted = False
+        try:
+            frames = self.decoder.feed(b"")
+        except FrameError as e:  # pragma: no cover - the bytes were checked when first fed
+            log.warning("bad frame from %s: %s", self.peer, e)
+            self.close()
+            return True
+        self._dispatch(frames)
+        if self.closed:
+            return True
+        if self.decoder.blocked:
+            self._mute_for_memory()
+            return False
+        self._maybe_resume()
+        return True
+
+    def _mute_for_memory(self) -> None:
+        assert self.pool is not None
+        self.memory_muted = True
+        self._pause_reading()
+        self.pool.wait(self._memory_available)
 
     # -- reading
     def _on_readable(self) -> None:
@@ -153,24 +220,49 @@ class Connection:
                 log.warning("bad frame from %s: %s", self.peer, e)
                 self.close()
                 return
+            except MemoryError:
+                # a frame buffer could not be had: this connection goes, the broker stays
+                log.error("out of memory reading a request from %s; closing the connection", self.peer)
+                self.close()
+                return
             # a large frame still filling: read on while the socket has data (one event loop
             # round trip per socket-buffer's worth of a 1 MB produce request costs more)
             if frames or decoder.recv_target() is None:
                 break
+        self.last_active = time.monotonic()
         self.broker.reads += 1
+        self._dispatch(frames)
+        if decoder.blocked and not self.closed:
+            self._mute_for_memory()
+
+    def _dispatch(self, frames: list[bytes | memoryview]) -> None:
         # responses finished while handling this burst go out in one write
         self._batching = True
         try:
             for frame in frames:
                 if self.closed:
                     return
-                self._on_frame(frame)
+                if self.pool is not None:
+                    self._frame_mem = len(frame)
+                    self._on_frame(frame)
+                    if self._frame_mem:  # no slot took it (no response, or the connection closed)
+                        self._release(self._frame_mem)
+                        self._frame_mem = 0
+                else:
+                    self._on_frame(frame)
         finally:
             self._batching = False
         if self.out and not self.writing and not self.closed:
             self._flush()
         if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
             self._pause_reading()
+
+    def _slot(self, correlation_id: int, flexible: bool) -> _Slot:
+        """The response slot of the frame being handled; it carries the frame's pool reservation."""
+        slot = _Slot(correlation_id, flexible, self._frame_mem)
+        self._frame_mem = 0
+        self.pending.append(slot)
+        return slot
 
     def _on_frame(self, frame: bytes | memoryview) -> None:
         try:
@@ -189,8 +281,7 @@ class Connection:
             return
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == 18:
-                slot = _Slot(correlation_id, False)
-                self.pending.append(slot)
+                slot = self._slot(correlation_id, False)
                 self._complete(slot, unsupported_version_response())
                 return
             log.warning(
@@ -212,8 +303,7 @@ class Connection:
             log.warning("malformed request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
             return
-        slot = _Slot(correlation_id, flexible)
-        self.pending.append(slot)
+        slot = self._slot(correlation_id, flexible)
         ctx = RequestContext(self, api_key, api_version, correlation_id, header.client_id)
         try:
             result = handler.handle(ctx, request)
@@ -227,6 +317,7 @@ class Connection:
             return
         if result is NO_RESPONSE:
             self.pending.remove(slot)
+            self._release(slot.mem)
             return
         if isinstance(result, asyncio.Future):
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
@@ -255,8 +346,7 @@ class Connection:
             log.warning("malformed inter-broker request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
             return
-        slot = _Slot(correlation_id, False)
-        self.pending.append(slot)
+        slot = self._slot(correlation_id, False)
         try:
             result = cluster.handle_request(api_key, body)
         except Exception:
@@ -305,6 +395,9 @@ class Connection:
             slot.parts = [head, body]
             slot.size = len(head) + len(body)
         slot.done = True
+        if slot.mem:
+            self._release(slot.mem)
+            slot.mem = 0
         # release every finished response at the head of the queue, in order
         pending = self.pending
         queued = False
@@ -332,6 +425,7 @@ class Connection:
                         self.close("segment file closed before its region was sent")
                         return
                     n = os.sendfile(self.fd, in_fd, item[1], item[2])
+                    self.last_active = time.monotonic()
                     if n == 0:
                         # the file shrank under us (deleted/truncated segment): cannot honour the frame
                         self.close("file region no longer readable")
@@ -349,6 +443,7 @@ class Connection:
                         break
                     bufs.append(it)
                 n = sock.sendmsg(bufs) if len(bufs) > 1 else sock.send(bufs[0])
+                self.last_active = time.monotonic()
                 self.out_bytes -= n
                 partial = False
                 while out and not isinstance(out[0], tuple):

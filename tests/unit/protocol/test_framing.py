@@ -2,7 +2,14 @@ import struct
 
 import pytest
 
-from odradek.protocol.framing import FrameDecoder, FrameError, parse_request_header, response_header
+from odradek.protocol.framing import (
+    GROWTH,
+    LARGE_STEP,
+    FrameDecoder,
+    FrameError,
+    parse_request_header,
+    response_header,
+)
 
 
 def frame(body: bytes) -> bytes:
@@ -68,7 +75,8 @@ def test_large_frame_is_received_in_place() -> None:
     data = frame(body)
     assert d.feed(data[:1000]) == []
     target = d.recv_target()
-    assert target is not None and len(target) == len(body) - 996
+    # the buffer is reserved as bytes arrive, not for the declared size: LARGE_STEP to start with
+    assert target is not None and len(target) == LARGE_STEP - 996 < len(body) - 996
     out = []
     pos = 1000
     while pos < len(data):  # the socket fills the target in pieces
@@ -120,3 +128,79 @@ def test_large_frame_buffer_is_exactly_the_frame() -> None:
     target[:] = body[6:]
     (f,) = d.advance(len(target))
     assert bytes(f) == body and len(f) == len(body)
+
+
+def test_declared_size_reserves_nothing_up_front() -> None:
+    """A peer that declares 100 MB and sends a little holds a buffer proportional to what it sent."""
+    d = FrameDecoder()
+    size = 100_000_000
+    head = struct.pack(">i", size) + header_v1(0, 9, 1, "c")
+    assert d.feed(head + b"x" * 1000) == []
+    target = d.recv_target()
+    assert target is not None
+    capacity = len(target) + d.buffered
+    assert capacity == LARGE_STEP
+    sent = d.buffered
+    chunk = b"y" * 50_000
+    while sent < 3_000_000:
+        t = d.recv_target()
+        assert t is not None
+        n = min(len(t), len(chunk))
+        t[:n] = chunk[:n]
+        assert d.advance(n) == []
+        sent += n
+        t = d.recv_target()
+        assert t is not None and len(t) > 0
+        assert len(t) + d.buffered <= max(LARGE_STEP, GROWTH * d.buffered)
+    assert d.buffered == sent
+
+
+@pytest.mark.parametrize("first", [10, 5000, 70_000, 262_144])
+@pytest.mark.parametrize("piece", [1, 4096, 65536, 300_000])
+def test_growing_large_frame_keeps_every_byte(first: int, piece: int) -> None:
+    body = header_v1(0, 9, 1, "c") + bytes(range(251)) * 4000  # ~1 MB, not a multiple of anything
+    data = frame(body) + frame(header_v1(18, 0, 2, None))
+    if piece == 1:
+        piece = 100_003
+    out = [bytes(f) for f in d_feed_all(data, first, piece)]
+    assert out == [body, header_v1(18, 0, 2, None)]
+
+
+def d_feed_all(data: bytes, first: int, piece: int) -> list[bytes | memoryview]:
+    d = FrameDecoder()
+    out = d.feed(data[:first])
+    pos = first
+    while pos < len(data):
+        t = d.recv_target()
+        if t is None:
+            out += d.feed(data[pos : pos + piece])
+            pos += piece
+        else:
+            n = min(len(t), piece, len(data) - pos)
+            t[:n] = data[pos : pos + n]
+            pos += n
+            out += d.advance(n)
+    return out
+
+
+def test_reserve_refused_blocks_before_the_frame_and_retries() -> None:
+    """queued.max.request.bytes: each frame's size is asked for when its size field is read."""
+    granted: list[int] = []
+    allow = [True, False]
+
+    def reserve(n: int) -> bool:
+        if allow[0]:
+            allow[0] = allow[1]
+            granted.append(n)
+            return True
+        return False
+
+    d = FrameDecoder(reserve=reserve)
+    a = frame(header_v1(18, 0, 1, "a"))
+    b = frame(header_v1(18, 0, 2, "b"))
+    assert d.feed(a + b) == [a[4:]]
+    assert d.blocked and granted == [len(a) - 4]
+    assert d.feed(b"") == [] and d.blocked  # still refused
+    allow[0] = True
+    assert d.feed(b"") == [b[4:]]
+    assert not d.blocked and granted == [len(a) - 4, len(b) - 4] and d.buffered == 0
