@@ -113,3 +113,46 @@ def test_shutdown_mid_move_resumes_on_start(tmp_path: Path) -> None:
     lg = again.get_log("t", 0)
     assert lg is not None and again.log_dir_of("t", 0) == d2 and lg.log_end_offset == 3000
     again.shutdown()
+
+
+def test_describe_log_dirs_shows_the_future_replica_and_alter_errors(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from odradek.protocol import codec, errors
+    from odradek.server.handlers import alter_replica_log_dirs, describe_log_dirs
+
+    d1, d2, d3 = tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"
+    mgr = _manager([d1, d2, d3])
+    mgr.startup()
+    mgr.get_or_create_log("t", 0)
+    _fill(mgr, 300)
+    topics = {"t": SimpleNamespace(partitions=[0, 1]), "u": SimpleNamespace(partitions=[0])}
+    broker = SimpleNamespace(log_manager=mgr, config=SimpleNamespace(log_dirs=[d1, d2, d3]), topics=topics)
+    ctx = SimpleNamespace(broker=broker, response_module=codec.response_module(35, 4))
+
+    def described() -> set[tuple[str, int, bool]]:
+        resp = describe_log_dirs.handle(ctx, SimpleNamespace(topics=None))
+        return {(Path(r.log_dir).name, p.partition_index, p.is_future_key)
+                for r in resp.results for t in r.topics for p in t.partitions}
+
+    async def run() -> None:
+        assert alter_replica_log_dirs.alter(broker, "t", 0, str(d2.absolute())) == errors.NONE
+        assert described() == {("d1", 0, False), ("d2", 0, True)}  # moving: the future replica in d2
+        for _ in range(2000):
+            if mgr.future_of("t", 0) is None:
+                break
+            await asyncio.sleep(0.001)
+        assert described() == {("d2", 0, False)}
+        mgr.mark_dir_offline(d3)
+        assert alter_replica_log_dirs.alter(broker, "t", 0, str(d3.absolute())) == errors.KAFKA_STORAGE_ERROR
+        assert alter_replica_log_dirs.alter(broker, "t", 0, str(tmp_path / "d4")) == errors.LOG_DIR_NOT_FOUND
+        assert alter_replica_log_dirs.alter(broker, "t", 0, "d1") == errors.LOG_DIR_NOT_FOUND  # not absolute
+        assert alter_replica_log_dirs.alter(broker, "t", 1, str(d1.absolute())) == errors.REPLICA_NOT_AVAILABLE
+        assert alter_replica_log_dirs.alter(broker, "t", 2, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert alter_replica_log_dirs.alter(broker, "x", 0, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
+        long_topic = "y" * 240
+        assert alter_replica_log_dirs.alter(broker, long_topic, 0, str(d1.absolute())) == \
+            errors.INVALID_TOPIC_EXCEPTION
+
+    asyncio.run(run())
+    mgr.shutdown()
