@@ -9,12 +9,16 @@ synonyms exactly as Kafka does (``retention.ms`` ← ``log.retention.ms`` ←
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 LONG_MAX = 2**63 - 1
+
+_log = logging.getLogger("odradek.config")
 
 # DescribeConfigs config_type numbers
 T_BOOLEAN, T_STRING, T_INT, T_SHORT, T_LONG, T_DOUBLE, T_LIST, T_CLASS, T_PASSWORD = range(1, 10)
@@ -82,7 +86,9 @@ def _one_of(*options: str) -> Callable[[Any], bool]:
 
 
 def _policy(v: Any) -> bool:
-    return bool(v) and all(p in ("delete", "compact") for p in v)
+    # an empty list is valid, as in Kafka 3.9 (ConfigDef.ValidList checks each item only): neither
+    # retention nor compaction then applies
+    return all(p in ("delete", "compact") for p in v)
 
 
 # ---------------------------------------------------------------------------
@@ -141,6 +147,23 @@ _TOPIC_DEFS: list[tuple[ConfigDef, tuple[str, ...]]] = [
                "replicas whose leader-side replication is throttled"), ()),
     (ConfigDef("follower.replication.throttled.replicas", T_LIST, "",
                "replicas whose follower-side replication is throttled"), ()),
+]
+# Deprecated topic configs that Kafka 3.9 still accepts (and 4.0 removes): validated, stored and described
+# as Kafka 3.9 does, otherwise ignored with a warning (``validate_topic_configs``). message.format.version
+# and message.downconversion.enable: KIP-724 (the format is v2 from inter.broker.protocol.version 3.0 on;
+# down-conversion for old fetchers is not done here); message.timestamp.difference.max.ms: KIP-937
+# (message.timestamp.before.max.ms / message.timestamp.after.max.ms replace it).
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+DEPRECATED_TOPIC_CONFIGS = ("message.format.version", "message.downconversion.enable",
+                            "message.timestamp.difference.max.ms")
+_TOPIC_DEFS += [
+    (ConfigDef("message.format.version", T_STRING, "3.0-IV1", "[DEPRECATED] message format version",
+               lambda v: bool(_VERSION.match(v)), "a version such as 2.8 or 3.0-IV1"),
+     ("log.message.format.version",)),
+    (ConfigDef("message.downconversion.enable", T_BOOLEAN, "true", "[DEPRECATED] down-convert for old fetchers"),
+     ("log.message.downconversion.enable",)),
+    (ConfigDef("message.timestamp.difference.max.ms", T_LONG, str(LONG_MAX),
+               "[DEPRECATED] max timestamp skew", _ge(0)), ("log.message.timestamp.difference.max.ms",)),
 ]
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d, _ in _TOPIC_DEFS}
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {d.name: s for d, s in _TOPIC_DEFS}
@@ -308,6 +331,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
         if raw is None:
             raise ConfigError(f"Null value not supported for topic config: {name}")
         out[name] = _parse(d, raw)
+        if name in DEPRECATED_TOPIC_CONFIGS:
+            _log.warning("Topic configuration %s=%s is deprecated and ignored (Kafka 4.0 removes it)", name, raw)
     return out
 
 

@@ -7,13 +7,62 @@
 chDB allows one process per warehouse directory. While ``run`` holds it, ``query`` is answered by the
 running job over a Unix socket (``<warehouse>/.odradek-owner.json`` says where); otherwise ``query``
 opens the warehouse itself.
+
+PySpark, pyarrow, pandas and chDB come with the ``pipeline`` extra; without them each command says what to
+install and exits 2 (a usage error, like argparse's), without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
+
+# the top-level modules of the ``pipeline`` extra (pyproject.toml), and py4j that PySpark brings
+EXTRA_MODULES = ("pyspark", "py4j", "pyarrow", "pandas", "chdb")
+INSTALL_HINT = "pip install 'odradek[pipeline]'"
+
+
+def _missing(modules: tuple[str, ...]) -> list[str]:
+    out = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            out.append(name)
+    return out
+
+
+def _no_extra(missing: list[str]) -> int:
+    print(f"Error: the pipeline needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not "
+          f"installed; install the pipeline extra: {INSTALL_HINT}", file=sys.stderr)
+    return 2
+
+
+def _needs(*modules: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """The command needs these modules of the pipeline extra: checked before it runs, and a missing
+    module of the extra met while it runs is reported the same way."""
+
+    def deco(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(func)
+        def wrapper(args: argparse.Namespace) -> int:
+            missing = _missing(modules)
+            if missing:
+                return _no_extra(missing)
+            try:
+                return func(args)
+            except ModuleNotFoundError as e:
+                root = (e.name or "").split(".")[0]
+                if root in EXTRA_MODULES:
+                    return _no_extra([root])
+                raise
+
+        return wrapper
+
+    return deco
 
 
 def add_parser(sub: Any) -> None:
@@ -48,6 +97,7 @@ def _fail(msg: str) -> int:
     return 1
 
 
+@_needs("pyspark", "pyarrow", "pandas", "chdb")
 def _run(args: argparse.Namespace) -> int:
     from odradek.pipeline.config import ConfigError, load
 
@@ -66,6 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(str(e))
 
 
+@_needs("pyspark", "pyarrow", "pandas", "chdb")
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -79,6 +130,7 @@ def _demo(args: argparse.Namespace) -> int:
         return _fail(str(e))
 
 
+@_needs("pyarrow", "chdb")
 def _query(args: argparse.Namespace) -> int:
     from odradek.pipeline.config import ConfigError, load
     from odradek.pipeline.server import run_query

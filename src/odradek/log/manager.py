@@ -4,6 +4,7 @@ Per log directory (``log.dirs`` entry)::
 
     <topic>-<partition>/                      one partition (odradek.log.log_loader)
     <topic>-<partition>.<uuid hex>-delete/    a deleted partition awaiting removal
+    <topic>-<partition>.<uuid hex>-future/    a partition being moved here (odradek.log.dir_move)
     recovery-point-offset-checkpoint          offset checkpoint files
     log-start-offset-checkpoint                 (odradek.log.checkpoint)
     replication-offset-checkpoint               (high watermarks)
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odradek.log import dir_move
 from odradek.log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -74,13 +76,16 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, Log, Path]] = []
         self.cleaner = LogCleaner(cleaner_config)
         self.started = False
+        self._futures: dict[TopicPartition, dir_move.FutureLog] = {}
 
     # ------------------------------------------------------------------ startup
 
     def startup(self) -> None:
+        resumed = self._recover_moves()
         for d in self.log_dirs:
             self._load_dir(d)
         self.started = True
+        self._resume_moves(resumed)
 
     def _load_dir(self, d: Path) -> None:
         start = time.monotonic()
@@ -197,6 +202,7 @@ class LogManager:
         """Rename ``<topic>-<partition>`` to ``<topic>-<partition>.<uuid>-delete`` and
         remove it after file.delete.delay.ms (descriptors stay open until then)."""
         tp = (topic, partition)
+        self.cancel_move(topic, partition)
         lg = self._logs.pop(tp, None)
         if lg is None:
             return False
@@ -291,6 +297,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Close every log cleanly, write checkpoints, then the clean-shutdown markers."""
         start = time.monotonic()
+        self._stop_moves()
         self.cleaner.shutdown()
         for lg in self._logs.values():
             lg.close()
@@ -306,3 +313,141 @@ class LogManager:
         self._dir_of.clear()
         self.started = False
 
+
+    # ------------------------------------------------------------------ moves between log dirs (KIP-113)
+
+    def _recover_moves(self) -> list[dir_move.FutureLog]:
+        return dir_move.recover_moves(self.log_dirs)
+
+    def _resume_moves(self, resumed: list[dir_move.FutureLog]) -> None:
+        import asyncio
+
+        for fut in resumed:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # not in the broker (tools): the move is dropped, the current log stays
+                shutil.rmtree(fut.path, ignore_errors=True)
+                continue
+            if (fut.topic, fut.partition) in self._logs and fut.dest in self.log_dirs:
+                self._futures[(fut.topic, fut.partition)] = fut
+                self._spawn_move(fut)
+            else:
+                shutil.rmtree(fut.path, ignore_errors=True)
+
+    def future_of(self, topic: str, partition: int) -> dir_move.FutureLog | None:
+        """The move in progress of this partition's log, if any."""
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> list[dir_move.FutureLog]:
+        return list(self._futures.values())
+
+    def future_end_offset(self, fut: dir_move.FutureLog) -> int:
+        lg = self._logs.get((fut.topic, fut.partition))
+        if lg is None:
+            return 0
+        return dir_move.copied_end_offset(fut, lg.dir, lg.log_end_offset)
+
+    def start_move(self, topic: str, partition: int, dest: Path) -> bool:
+        """Move the partition's log to the log dir ``dest`` (one of ``log_dirs``, online): creates the
+        future log there and starts copying (ReplicaManager.alterReplicaLogDirs). False when there is
+        nothing to do (already there, or already moving there). Needs a running event loop."""
+        tp = (topic, partition)
+        lg = self._logs.get(tp)
+        if lg is None:
+            raise KeyError(tp)
+        current = self._futures.get(tp)
+        if current is not None and current.dest == dest:
+            return False
+        if current is not None:  # the destination changed: this move stops (futureReplicaDirChanged)
+            self.cancel_move(topic, partition)
+        if self._dir_of[tp] == dest:
+            return False
+        fut = dir_move.FutureLog(topic, partition, dest, dir_move.new_uid())
+        fut.path.mkdir()
+        fsync_dir(dest)
+        self._futures[tp] = fut
+        log.info("Moving %s from %s to %s (future log %s)", lg.name, self._dir_of[tp], dest, fut.path)
+        self._spawn_move(fut)
+        return True
+
+    def cancel_move(self, topic: str, partition: int) -> None:
+        fut = self._futures.pop((topic, partition), None)
+        if fut is None:
+            return
+        fut.cancelled = True
+        if fut.task is not None:
+            fut.task.cancel()
+        shutil.rmtree(fut.path, ignore_errors=True)
+        log.info("Stopped moving %s-%d to %s", topic, partition, fut.dest)
+
+    def _stop_moves(self) -> None:
+        """Shutdown: the copy tasks stop; the future logs stay and the moves resume on the next start."""
+        for fut in self._futures.values():
+            fut.cancelled = True
+            if fut.task is not None:
+                fut.task.cancel()
+        self._futures.clear()
+
+    def _spawn_move(self, fut: dir_move.FutureLog) -> None:
+        import asyncio
+
+        fut.task = asyncio.get_running_loop().create_task(self._run_move(fut), name=f"move-{fut.name}")
+
+    async def _run_move(self, fut: dir_move.FutureLog) -> None:
+        """Kafka's ReplicaAlterLogDirsThread in spirit: copy in a worker thread, round after round, until
+        what is left is small; then swap on the loop."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        tp = (fut.topic, fut.partition)
+        try:
+            while not fut.cancelled:
+                lg = self._logs.get(tp)
+                if lg is None or self._futures.get(tp) is not fut:
+                    return
+                ranges, stale = dir_move.plan(fut, lg.dir)
+                dir_move.drop_stale(fut, stale)
+                if sum(r.end - r.start for r in ranges) <= dir_move.SWAP_THRESHOLD_BYTES:
+                    self._finish_move(fut, lg)
+                    return
+                copied = await loop.run_in_executor(None, dir_move.copy_ranges, lg.dir, fut.path, ranges)
+                if not fut.cancelled:
+                    dir_move.record(fut, copied)
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except OSError as e:
+            log.error("Moving %s to %s failed: %s", fut.name, fut.dest, e)
+            if self._futures.get(tp) is fut:
+                self.cancel_move(fut.topic, fut.partition)
+
+    def _finish_move(self, fut: dir_move.FutureLog, src: Log) -> None:
+        """Copy the rest and swap (LogManager.replaceCurrentWithFutureLog); runs in one loop turn."""
+        tp = (fut.topic, fut.partition)
+        source_parent = self._dir_of[tp]
+        src.flush()
+        ranges, stale = dir_move.plan(fut, src.dir)
+        dir_move.drop_stale(fut, stale)
+        dir_move.record(fut, dir_move.copy_ranges(src.dir, fut.path, ranges))
+        dir_move.copy_metadata(src.dir, fut.path)
+        fsync_dir(fut.path)
+        # the current log goes first: a crash between the renames leaves a complete future log and a
+        # -delete dir of the same unique id, which the next start turns into the finished move
+        doomed = source_parent / dir_move.suffixed_dir_name(src.name, fut.uid, DELETE_DIR_SUFFIX)
+        os.rename(src.dir, doomed)
+        fsync_dir(source_parent)
+        target = fut.dest / src.name
+        os.rename(fut.path, target)
+        fsync_dir(fut.dest)
+        del self._futures[tp]
+        moved = Log.open(
+            target, src.config, clean=False, recovery_point=src.recovery_point,
+            log_start_offset=src.log_start_offset, high_watermark=src.high_watermark,
+        )
+        self.cleaner.forget(src)
+        self._logs[tp] = moved
+        self._dir_of[tp] = fut.dest
+        t = _clock()
+        self._pending_dir_deletes.append((t + src.config.file_delete_delay_ms, src, doomed))
+        log.info("Moved %s from %s to %s (log end offset %d)", src.name, source_parent, fut.dest,
+                 moved.log_end_offset)

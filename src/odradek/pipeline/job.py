@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from odradek.pipeline import etl, warehouse
 from odradek.pipeline.config import OdsTable, PipelineConfig
 from odradek.pipeline.etl import SOURCE_COLUMNS
-from odradek.pipeline.sink import LOADED_COLUMNS, QUARANTINE_COLUMNS, ChdbSink
+from odradek.pipeline.sink import LOADED_COLUMNS, QUARANTINE_COLUMNS, ChdbSink, q
 
 
 def batch_token(tbl: pa.Table) -> str:
@@ -101,8 +101,8 @@ class BatchProcessor:
             # derived rows first: they are computed from the ODS as it was before this batch
             for h in self.warehouse.histories_of(table.table):
                 hist = warehouse.history_rows(self.sink, h, good)
-                self.sink.insert(f"dw.`{h.name}`", list(hist.column_names), hist, f"dw.{h.name}:{token}")
-            self.sink.insert(f"ods.`{table.state_table}`", list(good.column_names), good,
+                self.sink.insert(f"dw.{q(h.name)}", list(hist.column_names), hist, f"dw.{h.name}:{token}")
+            self.sink.insert(f"ods.{q(table.state_table)}", list(good.column_names), good,
                              f"ods.{table.table}:{token}")
             self.sink.insert("ods.quarantine", list(QUARANTINE_COLUMNS), bad, f"quarantine.{table.table}:{token}")
             stats.rows_in += tbl.num_rows
@@ -173,7 +173,7 @@ class Job:
         cfg = self.cfg
         sink = ChdbSink(cfg.warehouse_path)
         sink.open()
-        server = QueryServer(sink, cfg.warehouse_path)
+        server = QueryServer(sink, cfg.warehouse_path, warn=self._print)
         old_handlers: dict[signal.Signals, Any] = {}
         spark: Any = None
         try:

@@ -2,7 +2,8 @@
 
 chDB lets one process open a database directory. While ``odradek pipeline run`` holds the warehouse it
 writes ``<warehouse>/.odradek-owner.json`` (its pid and a Unix socket path) and answers SQL on that
-socket, through its own chDB session. ``odradek pipeline query`` reads the file: when the owner is alive
+socket, through its own chDB session. The socket lives in a private (0700) directory of its own (see
+``_socket_path``): it is never reachable by another user, not even between ``bind`` and ``chmod``. ``odradek pipeline query`` reads the file: when the owner is alive
 it sends the query there, otherwise it opens the directory itself.
 
 Protocol (one request per connection): the client sends one JSON line ``{"sql": ..., "format": ...}``;
@@ -18,8 +19,11 @@ import json
 import os
 import socket
 import socketserver
+import stat
+import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +32,79 @@ from odradek.pipeline.sink import ChdbSink, SinkError
 OWNER_FILE = ".odradek-owner.json"
 
 
+SOCKET_NAME = "sock"
+_SUN_PATH_MAX = 100  # sockaddr_un's sun_path holds 108 bytes on Linux (104 on the BSDs)
+
+
+class SocketPathError(SinkError):
+    pass
+
+
 def _socket_path(warehouse: Path) -> Path:
-    p = warehouse / ".odradek-query.sock"
-    if len(str(p)) < 100:
+    """``<warehouse>/.odradek-query/sock``; when that is too long for a socket address, a directory of
+    this user's in the temp directory, named after the warehouse (``odradek-query-<uid>-<digest>``).
+    Either directory is private (0700): the socket is never reachable by anyone else, whatever its own
+    mode and the umask are at ``bind`` time."""
+    p = warehouse / ".odradek-query" / SOCKET_NAME
+    if len(str(p)) < _SUN_PATH_MAX:
         return p
     digest = hashlib.sha1(str(warehouse).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"odradek-query-{digest}.sock"
+    return Path(tempfile.gettempdir()) / f"odradek-query-{os.geteuid()}-{digest}" / SOCKET_NAME
+
+
+def _private_dir(d: Path) -> None:
+    """Create ``d`` with mode 0700, or check that the existing ``d`` is a real directory (not a symlink)
+    of ours with mode 0700; raise SocketPathError saying what is wrong otherwise. Nothing found there
+    is changed or followed."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(d, 0o700)  # the umask can only take bits away
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise SocketPathError(f"{d} exists and is not a directory (a symlink or a file?): not using it")
+    if st.st_uid != os.geteuid():
+        raise SocketPathError(f"{d} belongs to uid {st.st_uid}, not to us: not using it")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise SocketPathError(
+                f"{d} is accessible to others (mode {stat.S_IMODE(st.st_mode):o}): not using it; remove it")
+        os.chmod(d, 0o700)  # ours and closed to others, only missing owner bits
+
+
+def _clear_stale_socket(p: Path) -> None:
+    """A socket left at ``p`` by a job that died is removed; anything else there (a live socket, a file,
+    a symlink, a socket of someone else's) raises SocketPathError and is left alone."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+        raise SocketPathError(f"{p} exists and is not a socket of ours: not touching it")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(str(p))
+        except ConnectionRefusedError:
+            pass  # nobody listens: a dead job's
+        except OSError as e:
+            raise SocketPathError(f"{p}: cannot tell whether it is in use ({e}): not touching it") from e
+        else:
+            raise SocketPathError(f"{p} is in use by another process: not touching it")
+    os.unlink(p)
+
+
+def _prepare_socket_path(warehouse: Path) -> tuple[Path, Path | None, str | None]:
+    """(socket path, private directory made for this run only or None, why the usual path was not
+    used or None). The usual path (``_socket_path``) is used when it is safe; otherwise a fresh
+    ``mkdtemp`` directory (0700, unpredictable name): a stray file cannot stop the job from starting."""
+    p = _socket_path(warehouse)
+    try:
+        _private_dir(p.parent)
+        _clear_stale_socket(p)
+        return p, None, None
+    except (SocketPathError, OSError) as e:
+        why = str(e)
+    d = Path(tempfile.mkdtemp(prefix="odradek-query-"))  # 0700, O_EXCL-created
+    return d / SOCKET_NAME, d, why
 
 
 def _pid_alive(pid: int) -> bool:
@@ -78,17 +149,20 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 class QueryServer:
     """Serves queries on the job's chDB session; records the owner file while it runs."""
 
-    def __init__(self, sink: ChdbSink, warehouse: Path) -> None:
+    def __init__(self, sink: ChdbSink, warehouse: Path, warn: Callable[[str], None] | None = None) -> None:
         self.sink = sink
         self.warehouse = warehouse
         self.path = _socket_path(warehouse)
         self.server: _Server | None = None
         self.thread: threading.Thread | None = None
+        self._own_dir: Path | None = None
+        self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
 
     def start(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        self.server = _Server(str(self.path), _Handler)
+        self.path, self._own_dir, why = _prepare_socket_path(self.warehouse)
+        if why is not None:
+            self.warn(f"pipeline: {why}; serving queries on {self.path} instead")
+        self.server = _Server(str(self.path), _Handler)  # in a 0700 directory: private from the start
         self.server.sink = self.sink  # type: ignore[attr-defined]
         os.chmod(self.path, 0o600)
         self.thread = threading.Thread(target=self.server.serve_forever, name="odradek-query", daemon=True)
@@ -106,6 +180,10 @@ class QueryServer:
             self.server = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        if self._own_dir is not None:
+            with contextlib.suppress(OSError):
+                self._own_dir.rmdir()
+            self._own_dir = None
 
 
 def remote_query(sock_path: str, sql: str, fmt: str, timeout: float = 300.0) -> bytes:

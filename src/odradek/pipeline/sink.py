@@ -57,8 +57,16 @@ class SinkError(RuntimeError):
 
 
 def q(name: str) -> str:
-    """A quoted identifier."""
-    return "`" + name.replace("`", "``") + "`"
+    """A backquoted ClickHouse identifier that no name can break out of.
+
+    ClickHouse reads escape sequences inside backquotes, so a backslash must be escaped as well as the
+    backtick: with the backtick only doubled, a name ending in a backslash, or holding a backslash before a
+    backtick, ended the quoting early and the rest of the name was SQL. A NUL is
+    refused. Names from the config are also checked against a strict pattern when it is read
+    (``config._ident``); this is the second line."""
+    if "\x00" in name:
+        raise SinkError(f"identifier {name!r} contains a NUL character")
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
 def sql_string(s: str) -> str:

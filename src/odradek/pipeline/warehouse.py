@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from odradek.pipeline.config import ConfigError, OdsTable, PipelineConfig
+from odradek.pipeline.config import ConfigError, OdsTable, PipelineConfig, _ident
 from odradek.pipeline.sink import DEDUP_WINDOW, WarehouseSink, q
 
 
@@ -96,6 +96,7 @@ def parse(cfg: PipelineConfig) -> Warehouse:
     histories: list[History] = []
     for h in dw.get("history", []):
         where = f"[[dw.history]] {h.get('name')!r}"
+        _ident(h.get("name"), where)
         t = table_of(h.get("ods"), where)
         cols = tuple(h.get("columns", [c for c in t.columns if c not in t.key]))
         for c in cols:
@@ -108,13 +109,23 @@ def parse(cfg: PipelineConfig) -> Warehouse:
         where = f"[[dw.summing]] {s.get('name')!r}"
         if s.get("history") not in names:
             raise ConfigError(f"{where}: no [[dw.history]] named {s.get('history')!r}")
+        _ident(s.get("name"), where)
         if not s.get("key") or not s.get("sums"):
             raise ConfigError(f"{where}: 'key' and 'sums' are required")
+        for col in (*s["key"], *s["sums"]):
+            _ident(col, where)
         summings.append(Summing(str(s["name"]), str(s["history"]), {str(k): str(v) for k, v in s["key"].items()},
                                 {str(k): str(v) for k, v in s["sums"].items()}, s.get("where")))
     entities: list[Entity] = []
     for e in dw.get("entity", []):
         where = f"[[dw.entity]] {e.get('name')!r}"
+        _ident(e.get("name"), where)
+        for s in e.get("sources", []):
+            t = table_of(s.get("ods"), where)
+            for attr, col in dict(s.get("columns", {})).items():
+                _ident(attr, where)
+                if col not in t.columns:
+                    raise ConfigError(f"{where}: {col!r} is not a column of ods.{t.table}")
         srcs = tuple(EntitySource(table_of(s.get("ods"), where), {str(k): str(v) for k, v in s["columns"].items()})
                      for s in e.get("sources", []))
         if len(srcs) < 1 or not e.get("match"):

@@ -73,6 +73,7 @@ _MODULES = [
     "delete_records",
     "describe_cluster",
     "describe_log_dirs",
+    "alter_replica_log_dirs",
     "init_producer_id",
     "find_coordinator",
     "join_group",

@@ -1,4 +1,6 @@
-"""DescribeLogDirs (35): size of each partition in each log dir."""
+"""DescribeLogDirs (35): size of each partition in each log dir; a partition being moved to another log dir
+(AlterReplicaLogDirs, KIP-113) is also listed under its destination with ``is_future_key`` set, the size
+copied so far and its offset lag behind the current log, as Kafka's ReplicaManager.describeLogDirs."""
 
 from __future__ import annotations
 
@@ -34,6 +36,22 @@ def handle(ctx: Any, request: Any) -> Any:
                     partition_size=plog.size_in_bytes,
                     offset_lag=0,
                     is_future_key=False,
+                )
+            )
+        for fut in broker.log_manager.futures():
+            if fut.dest.resolve() != d.resolve():
+                continue
+            if wanted is not None and (fut.topic not in wanted or fut.partition not in (wanted[fut.topic] or ())):
+                continue
+            current = broker.log_manager.get_log(fut.topic, fut.partition)
+            lag = current.log_end_offset - broker.log_manager.future_end_offset(fut) if current is not None else 0
+            by_topic.setdefault(fut.topic, []).append(
+                make(
+                    m.DescribeLogDirsPartition,
+                    partition_index=fut.partition,
+                    partition_size=fut.size,
+                    offset_lag=max(lag, 0),
+                    is_future_key=True,
                 )
             )
         try:

@@ -1,17 +1,76 @@
-"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics and brokers."""
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics and brokers (KIP-339).
+
+APPEND and SUBTRACT work on LIST configs only, as Kafka's ConfigurationControlManager
+(``incrementalAlterConfigResource``) and ConfigAdminManager (``prepareIncrementalConfigs``) do: the old
+list is the resource's current value of the config, else the config's own default; APPEND adds the
+values not already in it, SUBTRACT removes them (an empty list may result, and is then validated like
+any value: an empty ``cleanup.policy`` is valid in Kafka 3.9). On any other config they answer
+INVALID_CONFIG "Can't APPEND to key X because its type is not LIST." and nothing of the resource is
+applied.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC, apply_incremental
+from odradek.server.config_view import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+)
 from odradek.server.handlers.alter_configs import apply
 
 API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+
+_OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+def _items(raw: str | None) -> list[str]:
+    """A LIST config's value as its items (ConfigDef parses a list trimming whitespace around commas)."""
+    return [x.strip() for x in (raw or "").split(",") if x.strip()]
+
+
+def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]], kind: str) -> dict[str, str]:
+    """The resource's new overrides after (name, operation, value) triples; ValueError (INVALID_CONFIG)
+    on an operation Kafka refuses."""
+    result = dict(current)
+    defs: Mapping[str, Any] = TOPIC_CONFIGS if kind == "topic" else BROKER_CONFIGS
+    for name, op, value in ops:
+        if op == OP_SET:
+            if value is None:
+                raise ValueError(f"Null value not supported for : {name}")
+            result[name] = value
+        elif op == OP_DELETE:
+            result.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            d = defs.get(name)
+            if d is None:
+                raise ValueError(f"Unknown {kind} config name: {name}")
+            if d.type != T_LIST:
+                raise ValueError(f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
+            items = _items(result.get(name, d.default))
+            if op == OP_APPEND:
+                for v in _items(value):
+                    if v not in items:
+                        items.append(v)
+            else:
+                for v in _items(value):
+                    if v in items:
+                        items.remove(v)
+            result[name] = ",".join(items)
+        else:
+            raise ValueError(f"Unknown config operation {op} for {name}")
+    return result
 
 
 def handle(ctx: Any, request: Any) -> Any:
@@ -38,7 +97,7 @@ def handle(ctx: Any, request: Any) -> Any:
             else:
                 try:
                     kind = "topic" if res.resource_type == RESOURCE_TOPIC else "broker"
-                    new = apply_incremental(current, [(c.name, c.config_operation, c.value) for c in res.configs], kind)
+                    new = apply_ops(current, [(c.name, c.config_operation, c.value) for c in res.configs], kind)
                     code, msg = apply(broker, res.resource_type, res.resource_name, new, request.validate_only)
                 except ValueError as e:
                     code, msg = errors.INVALID_CONFIG, str(e)
