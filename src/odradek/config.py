@@ -228,6 +228,14 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("controlled.shutdown.retry.backoff.ms", T_LONG, "5000", "pause between attempts", _ge(0)),
     ConfigDef("odradek.validate.records", T_BOOLEAN, "true",
               "walk uncompressed records on produce to check the record count"),
+    # listeners of cluster mode: which one brokers talk to each other on (KafkaConfig's
+    # interBrokerListenerName), and the controller's own listener (KIP-291)
+    ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
+              "names the inter-broker listener when inter.broker.listener.name is unset"),
+    ConfigDef("control.plane.listener.name", T_STRING, None, "listener the controller's requests come in on"),
+    ConfigDef("listener.security.protocol.map", T_STRING,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "security protocol of each listener name"),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),

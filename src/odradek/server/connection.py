@@ -258,7 +258,7 @@ class Connection:
         slot = _Slot(correlation_id, False)
         self.pending.append(slot)
         try:
-            result = cluster.handle_request(api_key, body)
+            result = cluster.handle_request(api_key, body, self.listener, self.peer)
         except Exception:
             log.exception("inter-broker request %d from %s failed; closing", api_key, self.peer)
             self.close()
