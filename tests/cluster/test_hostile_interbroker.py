@@ -43,14 +43,22 @@ UNKNOWN_LEADER_EPOCH = 75
 class SplitCluster(Cluster):
     """Brokers with EXTERNAL (``Broker.port``, what tests and clients use) and INTERNAL listeners."""
 
-    def __init__(self, base: Path, zk: Ensemble, n: int = 3, overrides: dict[str, str] | None = None) -> None:
-        super().__init__(base, zk, n, overrides)
+    def __init__(self, base: Path, zk: Ensemble, n: int = 3, control_plane: bool = False) -> None:
+        super().__init__(base, zk, n)
         self.internal: dict[int, int] = {}
+        self.control: dict[int, int] = {}
         for b, broker in self.brokers.items():
             self.internal[b] = free_port()
+            listeners = f"EXTERNAL://{HOST}:{broker.port},INTERNAL://{HOST}:{self.internal[b]}"
+            protocols = "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT"
+            if control_plane:  # KIP-291: the controller's requests on a listener of their own
+                self.control[b] = free_port()
+                listeners += f",CONTROL://{HOST}:{self.control[b]}"
+                protocols += ",CONTROL:PLAINTEXT"
+                broker.overrides["control.plane.listener.name"] = "CONTROL"
             broker.overrides.update({
-                "listeners": f"EXTERNAL://{HOST}:{broker.port},INTERNAL://{HOST}:{self.internal[b]}",
-                "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "listeners": listeners,
+                "listener.security.protocol.map": protocols,
                 "inter.broker.listener.name": "INTERNAL",
             })
 
@@ -71,6 +79,25 @@ def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[SplitCluster]:
     c.start()
     yield c
     c.stop()
+
+
+@pytest.fixture
+def control_plane_cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[SplitCluster]:
+    c = SplitCluster(tmp_path, zookeeper, 3, control_plane=True)
+    c.start()
+    yield c
+    c.stop()
+
+
+def established_to(port: int) -> int:
+    """Established TCP connections to 127.0.0.1:``port`` on this machine (/proc/net/tcp)."""
+    n = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, state = fields[2], fields[3]
+        if state == "01" and remote == f"0100007F:{port:04X}":
+            n += 1
+    return n
 
 
 def interbroker(addr: str, api_key: int, body: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
@@ -244,3 +271,24 @@ def test_forged_follower_fetches_change_neither_isr_nor_high_watermark(cluster: 
     produce(c, "isr", 10, "g")
     assert len(consume(c, "isr", 73)) == 73
     assert codes == [TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH]
+
+
+def test_controller_uses_the_control_plane_listener(control_plane_cluster: SplitCluster) -> None:
+    c = control_plane_cluster
+    create(c, "cp", rf=3, **{"min.insync.replicas": "2"})
+    produce(c, "cp", 30, "h")
+    assert len(consume(c, "cp", 31)) == 31
+    controller = c.controller()
+    assert controller is not None
+    # the controller's channel to every broker is on that broker's CONTROL listener
+    c.wait_for(lambda: all(established_to(c.control[b]) >= 1 for b in c.brokers), 10,
+               "controller connections to every CONTROL listener")
+    epoch = c.controller_epoch()
+    target = next(b for b in c.brokers if b != controller)
+    um = {"controller_id": target, "controller_epoch": epoch + 1, "broker_epoch": -1, "partitions": [],
+          "live_brokers": [], "topic_ids": {}, "full": True}
+    assert interbroker(c.external(target), UPDATE_METADATA, um)["error_code"] == CLUSTER_AUTHORIZATION_FAILED
+    assert interbroker(f"{HOST}:{c.control[target]}", UPDATE_METADATA, um)["error_code"] == STALE_CONTROLLER_EPOCH
+    create(c, "cp2", assignment=[[target, controller]], **{"min.insync.replicas": "2"})
+    produce(c, "cp2", 10, "i")
+    assert len(consume(c, "cp2", 11)) == 11

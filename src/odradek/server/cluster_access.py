@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,9 @@ from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
 
 log = logging.getLogger("odradek.cluster")
+
+CHECK_ATTEMPTS = 20  # reads of /controller_epoch before an unseen epoch is refused
+CHECK_BACKOFF_S = 0.5
 
 
 def inter_broker_listener(config: BrokerConfig) -> str:
@@ -119,14 +123,19 @@ class ControllerEpochGuard:
 
     def check(self, epoch: int, controller_id: int) -> int:
         """Blocking: NONE when ZooKeeper names ``controller_id`` controller at ``epoch``."""
-        if self.sync is not None:
-            with contextlib.suppress(Exception):
-                self.sync(zd.CONTROLLER_EPOCH)  # see what the controller wrote before it sent
-        try:
-            zk_epoch = zd.read_controller_epoch(self.store)[0]
-            zk_controller = zd.read_controller(self.store)
-        except StoreError as e:
-            log.warning("cannot check controller epoch %d against ZooKeeper: %s", epoch, e)
+        for attempt in range(CHECK_ATTEMPTS):
+            if self.sync is not None:
+                with contextlib.suppress(Exception):
+                    self.sync(zd.CONTROLLER_EPOCH)  # see what the controller wrote before it sent
+            try:
+                zk_epoch = zd.read_controller_epoch(self.store)[0]
+                zk_controller = zd.read_controller(self.store)
+                break
+            except StoreError as e:
+                # the controller does not resend a refused request: wait out a short disconnection
+                log.warning("cannot check controller epoch %d against ZooKeeper (attempt %d): %s", epoch, attempt + 1, e)
+                time.sleep(CHECK_BACKOFF_S)
+        else:
             return errors.STALE_CONTROLLER_EPOCH
         if zk_epoch == epoch and zk_controller == controller_id:
             return errors.NONE

@@ -114,3 +114,24 @@ def test_guard_applies_in_order_and_refuses_forgeries() -> None:
     out = asyncio.run(run())
     assert [a["error_code"] for a in out] == [0, 0, errors.STALE_CONTROLLER_EPOCH, 0, 0]
     assert out[2] == {"error_code": errors.STALE_CONTROLLER_EPOCH}
+
+
+def test_guard_retries_a_store_error_before_refusing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import odradek.server.cluster_access as ca
+    from odradek.controller.store import StoreError
+
+    monkeypatch.setattr(ca, "CHECK_BACKOFF_S", 0.0)
+    store = _store(1, 5)
+    real_get = store.get
+    failures = [2]
+
+    def flaky_get(path: str) -> tuple[bytes, int]:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise StoreError("connection loss")
+        return real_get(path)
+
+    monkeypatch.setattr(store, "get", flaky_get)
+    assert ControllerEpochGuard(store).check(5, 1) == errors.NONE
+    failures[0] = 10**6
+    assert ControllerEpochGuard(store).check(5, 1) == errors.STALE_CONTROLLER_EPOCH
