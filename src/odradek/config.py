@@ -262,14 +262,18 @@ _BROKER_DEFS: list[ConfigDef] = [
               "a producer id idle this long with no open transaction is forgotten by each partition", _ge(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", T_INT, "600000",
               "period of the producer id expiration check", _ge(1)),
-    # security protocols (odradek.config_check refuses any but PLAINTEXT)
+    # security protocols (odradek.config_check refuses any but PLAINTEXT) and the listeners of
+    # cluster mode: which one brokers talk to each other on (KafkaConfig's interBrokerListenerName),
+    # and the controller's own listener (KIP-291)
     ConfigDef("listener.security.protocol.map", T_STRING,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
               "security protocol of each listener name (only PLAINTEXT is implemented)"),
     ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
-              "security protocol between brokers (only PLAINTEXT is implemented)",
+              "security protocol between brokers (only PLAINTEXT is implemented); names the inter-broker "
+              "listener when inter.broker.listener.name is unset",
               lambda v: v.upper() in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
               "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
+    ConfigDef("control.plane.listener.name", T_STRING, None, "listener the controller's requests come in on"),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),

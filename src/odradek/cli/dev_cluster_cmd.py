@@ -6,7 +6,11 @@ Layout under ``--data-dir`` (a new temporary directory by default, kept afterwar
     broker<id>/data/    the broker's log.dirs
     broker<id>/broker.log   its stdout and stderr
 
-Broker ``i`` (1..N) listens on ``PLAINTEXT://127.0.0.1:<base-port + i - 1>`` and registers under
+Broker ``i`` (1..N) listens on ``PLAINTEXT://127.0.0.1:<base-port + i - 1>``; with
+``--internal-base-port`` it has two listeners instead, as Kafka deployments that keep clients off
+the brokers' own listener do: ``EXTERNAL://127.0.0.1:<base-port + i - 1>`` for clients and
+``INTERNAL://127.0.0.1:<internal-base-port + i - 1>`` (``inter.broker.listener.name=INTERNAL``),
+the only one that accepts the controller's requests and follower fetches. It registers under
 the ZooKeeper chroot (``/odradek`` unless ``--chroot`` or a path in ``--zookeeper`` says
 otherwise). Once every broker is registered in ``/brokers/ids`` and ``/controller`` names one,
 the command prints the bootstrap string and waits. SIGINT or SIGTERM stops the brokers with
@@ -52,6 +56,9 @@ def add_parser(sub: Any) -> None:
                    help="client port of the ZooKeeper started here (default: a free port)")
     p.add_argument("--chroot", default=None, help=f"ZooKeeper chroot of the cluster (default {DEFAULT_CHROOT})")
     p.add_argument("--base-port", type=int, default=9092, help="broker i listens on base-port + i - 1 (default 9092)")
+    p.add_argument("--internal-base-port", type=int, default=None,
+                   help="give broker i a separate INTERNAL listener (inter-broker traffic) on "
+                        "internal-base-port + i - 1; clients use the EXTERNAL one on base-port + i - 1")
     p.add_argument("--data-dir", help="directory for log dirs and logs (default: a new temporary directory)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config for every broker (repeatable)")
@@ -89,12 +96,18 @@ def split_zookeeper(raw: str | None, chroot: str | None) -> tuple[str | None, st
 
 
 def broker_overrides(broker_id: int, port: int, log_dir: Path, zk_connect: str, n: int,
-                     user: dict[str, str]) -> dict[str, str]:
+                     user: dict[str, str], internal_port: int | None = None) -> dict[str, str]:
     """The overrides of broker ``broker_id``: listeners, log.dirs, broker.id, zookeeper.connect,
-    internal topics' replication capped at N, a short controlled-shutdown back-off; then ``user``."""
+    internal topics' replication capped at N, a short controlled-shutdown back-off; then ``user``.
+    With ``internal_port``: EXTERNAL and INTERNAL listeners, INTERNAL the inter-broker one."""
+    split = {
+        "listeners": f"EXTERNAL://{HOST}:{port},INTERNAL://{HOST}:{internal_port}",
+        "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    } if internal_port is not None else {"listeners": f"PLAINTEXT://{HOST}:{port}"}
     ov = {
         "broker.id": str(broker_id),
-        "listeners": f"PLAINTEXT://{HOST}:{port}",
+        **split,
         "log.dirs": str(log_dir),
         "zookeeper.connect": zk_connect,
         "offsets.topic.replication.factor": str(min(3, n)),
@@ -364,12 +377,18 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
         raise DevClusterError(f"--base-port {args.base_port} leaves no room for {args.brokers} brokers")
     from odradek.devcluster.zookeeper import ZooKeeperError, ZooKeeperServer, find_java, free_port
 
+    internal = getattr(args, "internal_base_port", None)
+    if internal is not None and (internal <= 0 or internal + args.brokers - 1 > 65535):
+        raise DevClusterError(f"--internal-base-port {internal} leaves no room for {args.brokers} brokers")
     user = parse_overrides(args.override)
     for key in ("broker.id", "listeners", "log.dirs", "zookeeper.connect"):
         if key in user:
             raise DevClusterError(f"--override {key}=... is set by dev-cluster itself")
     hosts, chroot = split_zookeeper(args.zookeeper, args.chroot)
     ports = [args.base_port + i for i in range(args.brokers)]
+    internal_ports = [internal + i for i in range(args.brokers)] if internal is not None else []
+    if set(ports) & set(internal_ports):
+        raise DevClusterError("the EXTERNAL and INTERNAL port ranges overlap")
     zk_port = 0
     if hosts is None:
         try:
@@ -377,11 +396,11 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
         except ZooKeeperError as e:
             raise DevClusterError(f"{e}, or pass --zookeeper HOST:PORT") from None
         zk_port = args.zookeeper_port or free_port()
-        if zk_port in ports:
+        if zk_port in ports or zk_port in internal_ports:
             raise DevClusterError(f"ZooKeeper port {zk_port} is one of the brokers' ports")
         if not port_free(zk_port):
             raise DevClusterError(f"port {zk_port} (ZooKeeper) is already in use")
-    taken = [p for p in ports if not port_free(p)]
+    taken = [p for p in ports + internal_ports if not port_free(p)]
     if taken:
         raise DevClusterError(f"port(s) {','.join(map(str, taken))} already in use (choose another --base-port)")
     if args.data_dir:
@@ -398,7 +417,8 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
         bid = i + 1
         bdir = data_dir / f"broker{bid}"
         cluster.brokers.append(BrokerProc(bid, port, bdir, broker_overrides(
-            bid, port, bdir / "data", cluster.zk_connect, args.brokers, user)))
+            bid, port, bdir / "data", cluster.zk_connect, args.brokers, user,
+            internal_ports[i] if internal_ports else None)))
     return cluster
 
 

@@ -761,7 +761,7 @@ class Controller:
 
     def _nodes(self, ids: set[int]) -> list[dict[str, Any]]:
         return [
-            {"id": b, "host": i.host, "port": i.port, "rack": i.rack}
+            {"id": b, "host": i.host, "port": i.port, "rack": i.rack, "endpoints": list(i.endpoints)}
             for b, i in sorted(self.ctx.brokers.items()) if b in ids
         ]
 

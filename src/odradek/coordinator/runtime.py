@@ -5,6 +5,18 @@ coordinator's records to it and replays them at start-up.
 cleanup.policy=compact. In the embedded single-node mode its replication factor is
 capped at the number of live brokers (Kafka would refuse to create it with the default
 of 3 and log an error; a one-broker deployment is expected to set it to 1).
+
+A request is answered only once what the coordinator appended for it is replicated (the high
+watermark passed it): Kafka's GroupMetadataManager appends with acks=-1 and answers in the
+append callback, and its CoordinatorRuntime completes a write operation's response when the
+high watermark passes its records and a read-only one once it passes the last pending write.
+Here every request of a group waits for everything the coordinator appended to that group's
+__consumer_offsets partition so far (:meth:`GroupCoordinatorRuntime.answer_after_write`), up to
+offsets.commit.timeout.ms; a failed or timed-out replication is answered with the error
+Kafka's coordinator maps append errors to (:func:`append_error`). The in-memory state is not
+rolled back then (Kafka's runtime reverts to its last committed snapshot): the records stay in
+the leader's log and count once replicated, or are lost with a failover, where the new
+coordinator loads the state its replica has.
 """
 
 from __future__ import annotations
@@ -14,8 +26,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError, TopicMeta
@@ -85,7 +97,8 @@ class GroupCoordinatorRuntime:
         broker.topics.listeners.append(self._on_topic_event)
         # the __consumer_offsets partitions this broker leads, and so coordinates
         self.owned: set[int] = set()
-        self.pending_writes: dict[int, int] = {}
+        # per partition: the end offset of the coordinator's last append (what a response waits for)
+        self.last_written: dict[int, int] = {}
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
         holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
@@ -168,13 +181,53 @@ class GroupCoordinatorRuntime:
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             raise WriteError(errors.NOT_COORDINATOR) from e
-        self.pending_writes[partition] = max(self.pending_writes.get(partition, 0), info.last_offset + 1)
+        self.last_written[partition] = max(self.last_written.get(partition, 0), info.last_offset + 1)
 
-    def take_pending_writes(self) -> dict[int, int]:
-        """Offsets the requests handled since the last call appended: the response waits
-        until the high watermark passes them, as Kafka's coordinator does."""
-        out, self.pending_writes = self.pending_writes, {}
+    def unreplicated(self, partitions: Iterable[int]) -> dict[tuple[str, int], int]:
+        """The end offsets of the coordinator's appends to ``partitions`` that the high
+        watermark has not passed yet."""
+        out: dict[tuple[str, int], int] = {}
+        for p in set(partitions):
+            end = self.last_written.get(p)
+            if end is None:
+                continue
+            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, p)
+            if plog is not None and plog.high_watermark >= end:
+                continue
+            out[(OFFSETS_TOPIC, p)] = end
         return out
+
+    def after_write(self, ctx: Any, partitions: Iterable[int], then: Callable[[int], None]) -> None:
+        """``then(NONE)`` once the coordinator's appends to ``partitions`` so far are replicated
+        (at once when they are), ``then(error)`` when replication fails or times out
+        (offsets.commit.timeout.ms), the error mapped as Kafka's coordinator maps append errors."""
+        required = self.unreplicated(partitions)
+        if not required:
+            then(errors.NONE)
+            return
+        rm = self.broker.replica_manager
+        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms"))
+
+        def replicated(codes: dict[tuple[str, int], int]) -> None:
+            worst = next((c for c in codes.values() if c != errors.NONE), errors.NONE)
+            if worst != errors.NONE:
+                log.warning("coordinator write to %s not replicated: error %d; answering %d",
+                            sorted(p for _, p in codes), worst, append_error(worst))
+            then(append_error(worst))
+
+        delayed = rm.wait_for_replication(required, timeout_ms, replicated)
+        ctx.connection.park(delayed.future, delayed.cancel)
+
+    def answer_after_write(self, ctx: Any, partitions: Iterable[int], build: Callable[[int], Any]) -> Any:
+        """``build(code)`` as the response now, or a future of it once :meth:`after_write` decides."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def then(code: int) -> None:
+            if not fut.done():
+                fut.set_result(build(code))
+
+        self.after_write(ctx, partitions, then)
+        return fut.result() if fut.done() else fut
 
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
@@ -191,6 +244,7 @@ class GroupCoordinatorRuntime:
                      OFFSETS_TOPIC, partition, count, (time.monotonic() - t0) * 1000)
         elif not leader and partition in self.owned:
             self.owned.discard(partition)
+            self.last_written.pop(partition, None)
             gone = self.coordinator.unload_partition(partition)
             self.consumer.unload_partition(partition, self.coordinator.partition_for)
             log.info("no longer coordinating the %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
@@ -234,6 +288,19 @@ class GroupCoordinatorRuntime:
     def shutdown(self) -> None:
         self.coordinator.unload()
         self.consumer.unload()
+
+
+def append_error(code: int) -> int:
+    """The error a coordinator request gets for a failed __consumer_offsets append (Kafka's
+    GroupMetadataManager.storeGroup/storeOffsets, GroupCoordinatorService's mapping)."""
+    if code in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_ENOUGH_REPLICAS,
+                errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, errors.REQUEST_TIMED_OUT):
+        return errors.COORDINATOR_NOT_AVAILABLE
+    if code in (errors.NOT_LEADER_OR_FOLLOWER, errors.KAFKA_STORAGE_ERROR):
+        return errors.NOT_COORDINATOR
+    if code in (errors.MESSAGE_TOO_LARGE, errors.RECORD_LIST_TOO_LARGE, errors.INVALID_FETCH_SIZE):
+        return errors.UNKNOWN_SERVER_ERROR
+    return code
 
 
 class _TopicView:

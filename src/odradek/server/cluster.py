@@ -15,11 +15,13 @@ Two deployments run this same code (design.md: one controller, two stores):
   its own (Kafka's controller event thread); ZooKeeper watches and timers put events on
   its queue; only the broker that created /controller acts. Its requests go out through
   the ControllerChannel on the loop.
-- Inter-broker requests (protocol.interbroker) arrive on the normal listener and are
-  applied here: LeaderAndIsr (roles: leader / follower, fetchers), UpdateMetadata (the
+- Inter-broker requests (protocol.interbroker) are accepted only on the inter-broker
+  listener and the control plane listener (server.cluster_access: elsewhere they are
+  answered CLUSTER_AUTHORIZATION_FAILED), and applied here: LeaderAndIsr (roles: leader / follower, fetchers), UpdateMetadata (the
   metadata cache in the TopicRegistry that every client request is answered from),
   StopReplica, ControlledShutdown (forwarded to the controller thread). Every request
-  is fenced by controller epoch and broker epoch.
+  is fenced by controller epoch and broker epoch; an epoch or controller not seen before is
+  checked against ZooKeeper first (cluster_access.ControllerEpochGuard).
 - Leader ISR changes are written to the partition state znode with a conditional update
   on its version, followed by an /isr_change_notification, in a worker thread (kazoo
   calls block); the result comes back to the loop.
@@ -51,6 +53,14 @@ from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.replication.partition import Partition
+from odradek.server.cluster_access import (
+    ControllerEpochGuard,
+    cluster_listeners,
+    control_plane_listener,
+    endpoint_for,
+    inter_broker_listener,
+    refusal,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -80,6 +90,12 @@ class ClusterLink:
                 connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
             )
             self.store = self.zk
+        zk = self.zk
+        # Kafka's listener rules are checked at start-up (a ConfigError stops the broker)
+        self.ib_listener = inter_broker_listener(cfg) if zk is not None else broker.inter_broker_listener
+        self.control_listener = control_plane_listener(cfg) if zk is not None else None
+        self.cluster_listeners = cluster_listeners(cfg) if zk is not None else frozenset()
+        self.guard = ControllerEpochGuard(self.store, zk.client.sync if zk is not None else None)
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen in a controller request
         self.controller_id = -1
@@ -163,7 +179,7 @@ class ClusterLink:
         return bool(listed) and ("*" in listed or f"{tp[1]}:{self.broker_id}" in listed)
 
     def _registration(self) -> zd.BrokerInfo:
-        host, port = self.broker.advertised_endpoint(self.broker.inter_broker_listener)
+        host, port = self.broker.advertised_endpoint(self.ib_listener)
         endpoints = tuple(
             f"{name}://{h}:{p}" for name, h, p in
             ((n, *self.broker.advertised_endpoint(n)) for n, _, _ in self.broker.config.advertised_listeners)
@@ -320,7 +336,8 @@ class ClusterLink:
         except StoreError as e:
             log.info("reading the broker registrations failed: %s", e)
             return {}
-        return {b: {"id": b, "host": i.host, "port": i.port, "rack": i.rack} for b, i in infos.items()}
+        return {b: {"id": b, "host": i.host, "port": i.port, "rack": i.rack, "endpoints": list(i.endpoints)}
+                for b, i in infos.items()}
 
     def _read_cluster(self) -> tuple[dict[int, dict[str, Any]], int | None]:
         """Blocking: the registered brokers and the controller ZooKeeper names."""
@@ -340,10 +357,17 @@ class ClusterLink:
         if not self.metadata_received and brokers:
             self.live_brokers = brokers
 
+    def _channel_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Where the controller's requests go: each broker's control plane listener when one is
+        set, else its inter-broker listener (Kafka's ControllerChannelManager)."""
+        name = self.control_listener or self.ib_listener
+        return {
+            b: endpoint_for({"host": i.host, "port": i.port, "endpoints": i.endpoints}, name)
+            for b, i in self.controller.ctx.brokers.items()
+        }
+
     def _sync_channel(self) -> None:
-        brokers = (
-            {b: (i.host, i.port) for b, i in self.controller.ctx.brokers.items()} if self.controller.active else {}
-        )
+        brokers = self._channel_endpoints() if self.controller.active else {}
         if self.loop is not None and self.channel is not None:
             self.loop.call_soon_threadsafe(self.channel.update_brokers, brokers)
 
@@ -363,7 +387,7 @@ class ClusterLink:
         info = self.controller.ctx.brokers.get(broker_id)
         if info is None or self.loop is None or self.channel is None:
             return
-        brokers = {b: (i.host, i.port) for b, i in self.controller.ctx.brokers.items()}
+        brokers = self._channel_endpoints()
         channel = self.channel
 
         def send() -> None:
@@ -445,9 +469,23 @@ class ClusterLink:
         return fut
 
     # ------------------------------------------------------------------ inter-broker requests
-    def handle_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | asyncio.Future[Any]:
+    def handle_request(
+        self, api_key: int, body: dict[str, Any], listener: str | None = None, peer: str = ""
+    ) -> dict[str, Any] | asyncio.Future[Any]:
+        """An inter-broker request; ``listener`` is None for the embedded controller's own."""
+        if listener is not None:
+            if listener not in self.cluster_listeners:
+                log.warning("refusing inter-broker request %d from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED "
+                            "(accepted only on %s)", api_key, peer, listener, ", ".join(sorted(self.cluster_listeners)))
+                return refusal(api_key)
+            if api_key != ib.CONTROLLED_SHUTDOWN and self.loop is not None:
+                return self.guard.run(self.loop, api_key, body, self._apply_controller_request,
+                                      lambda: self.controller_epoch)
         if api_key == ib.CONTROLLED_SHUTDOWN:
             return self._on_controlled_shutdown_request(body)
+        return self._apply_controller_request(api_key, body)
+
+    def _apply_controller_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         fenced = self._fence(body)
         if fenced is not None:
             return {"error_code": fenced, "partitions": []}

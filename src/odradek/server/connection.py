@@ -348,7 +348,7 @@ class Connection:
             return
         slot = self._slot(correlation_id, False)
         try:
-            result = cluster.handle_request(api_key, body)
+            result = cluster.handle_request(api_key, body, self.listener, self.peer)
         except Exception:
             log.exception("inter-broker request %d from %s failed; closing", api_key, self.peer)
             self.close()

@@ -282,6 +282,20 @@ class ReplicaManager:
             self.notify(part.topic, part.index)
             self._complete_produces(part.tp)
 
+    def follower_error(self, topic: str, partition: int, replica_id: int, current_leader_epoch: int) -> int | None:
+        """None when ``replica_id`` is a follower of a partition this broker leads; else the error
+        Kafka's Partition.followerReplicaOrThrow answers a fetch from a replica the assignment
+        does not name (UNKNOWN_LEADER_EPOCH when the fetch carries a leader epoch, which matched
+        ours already; NOT_LEADER_OR_FOLLOWER otherwise). Not leading is left to ``read``."""
+        part = self.partitions.get((topic, partition))
+        if part is None or part.leader_state is None:
+            return None
+        if replica_id != part.leader and replica_id in part.replicas:
+            return None
+        log.warning("fetch from replica %d of %s-%d refused: not one of its replicas %s",
+                    replica_id, topic, partition, part.replicas)
+        return errors.UNKNOWN_LEADER_EPOCH if current_leader_epoch >= 0 else errors.NOT_LEADER_OR_FOLLOWER
+
     def on_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         """A follower fetched from ``fetch_offset``: that is its log end offset now."""
         part = self.partitions.get((topic, partition))

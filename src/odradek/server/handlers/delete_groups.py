@@ -19,8 +19,17 @@ def handle(ctx: Any, request: Any) -> Any:
     for g in request.groups_names:
         if g not in results:
             results[g] = groups.coordinator_error(g)
-    return make(
-        m.DeleteGroupsResponse,
-        throttle_time=0,
-        results=tuple(make(m.DeletableGroupResult, group_id=g, error_code=c) for g, c in results.items()),
-    )
+    # answered once the tombstones are replicated (coordinator.runtime)
+    parts = [groups.coordinator.partition_for(g) for g in mine]
+
+    def build(failed: int) -> Any:
+        return make(
+            m.DeleteGroupsResponse,
+            throttle_time=0,
+            results=tuple(
+                make(m.DeletableGroupResult, group_id=g, error_code=c or (failed if g in mine else 0))
+                for g, c in results.items()
+            ),
+        )
+
+    return groups.answer_after_write(ctx, parts, build)

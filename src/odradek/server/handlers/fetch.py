@@ -3,10 +3,19 @@
 The response is encoded by hand (protocol.fetch_response) so record data goes from
 the segment files to the socket with sendfile. Incremental fetch sessions (KIP-227,
 v7+) are kept in the broker's FetchSessionCache (server.fetch_session).
+
+A fetch naming a replica id (``replica_id`` ≥ 0, or ReplicaState from v15) is a follower's:
+it reads up to the log end offset and its offset moves the follower's state, the ISR and the
+high watermark. As in KafkaApis.handleFetchRequest it needs CLUSTER_ACTION, which only the
+inter-broker and control plane listeners hold (server.cluster_access); elsewhere every
+partition is answered TOPIC_AUTHORIZATION_FAILED. A replica id the partition's assignment
+does not name gets Partition.followerReplicaOrThrow's error (UNKNOWN_LEADER_EPOCH when the
+request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.protocol import errors
@@ -28,6 +37,7 @@ MIN_VERSION = 4
 MAX_VERSION = _ENC_MAX
 
 Key = tuple[str, int]
+log = logging.getLogger("odradek.cluster")
 
 
 def _unknown_name(topic_id: Any) -> str:
@@ -62,6 +72,27 @@ def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, Ca
     return parts, forgotten
 
 
+def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPartition]]) -> RawResponse:
+    """A follower fetch from a connection without CLUSTER_ACTION (no session is created)."""
+    log.warning(
+        "refusing a follower fetch from %s on listener %s: TOPIC_AUTHORIZATION_FAILED", ctx.connection.peer,
+        ctx.connection.listener,
+    )
+    topics: list[TopicResult] = []
+    by_name: dict[str, TopicResult] = {}
+    for (name, p), cp in requested:
+        tr = by_name.get(name)
+        if tr is None:
+            meta = ctx.broker.topics.get(name)
+            tr = by_name[name] = TopicResult(name, meta.topic_id if meta is not None else cp.topic_id)
+            topics.append(tr)
+        pr = PartitionResult(p)
+        pr.error_code = errors.TOPIC_AUTHORIZATION_FAILED
+        tr.partitions.append(pr)
+    parts, size = encode_fetch_response(version, topics, session_id=0)
+    return RawResponse(parts, size)
+
+
 def handle(ctx: Any, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
@@ -75,6 +106,8 @@ def handle(ctx: Any, request: Any) -> Any:
     replica_state = getattr(request, "replica_state", None)
     replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
     follower = replica_id >= 0
+    if follower and ctx.connection.listener not in broker.cluster.cluster_listeners:
+        return _refuse_follower(ctx, version, requested)
     # a follower's fetch offset counts as its log end offset only for a partition whose
     # epoch check and read succeeded, and only on the request's first attempt
     record_follower = [follower]
@@ -130,6 +163,12 @@ def handle(ctx: Any, request: Any) -> Any:
                 )
                 has_error = True
                 continue
+            if follower:
+                code = rm.follower_error(name, p, replica_id, cp.current_leader_epoch)
+                if code is not None:
+                    pr.error_code = code
+                    has_error = True
+                    continue
             limit = max(min(cp.max_bytes, remaining), 0)
             code, plog, data = rm.read(
                 name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0),

@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.cluster_access import endpoint_for
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -34,7 +35,8 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
             node = cluster.live_brokers.get(leader)
             if node is None:
                 return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-            return errors.NONE, None, leader, str(node["host"]), int(node["port"])
+            host, port = endpoint_for(node, ctx.connection.listener)
+            return errors.NONE, None, leader, host, port
         host, port = broker.advertised_endpoint(ctx.connection.listener)
         return errors.NONE, None, broker.node_id, host, port
     if key_type == KEY_TRANSACTION:

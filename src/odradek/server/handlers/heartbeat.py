@@ -12,7 +12,16 @@ MAX_VERSION = 4
 
 
 def handle(ctx: Any, request: Any) -> Any:
-    code = ctx.broker.groups.coordinator_error(request.group_id) or ctx.broker.groups.coordinator.heartbeat(
+    groups = ctx.broker.groups
+    m = ctx.response_module
+    not_here = groups.coordinator_error(request.group_id)
+    if not_here:
+        return make(m.HeartbeatResponse, throttle_time=0, error_code=not_here)
+    code = groups.coordinator.heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
     )
-    return make(ctx.response_module.HeartbeatResponse, throttle_time=0, error_code=code)
+    # a read of the group's state: after the coordinator's pending writes (Kafka's CoordinatorRuntime)
+    return groups.answer_after_write(
+        ctx, [groups.coordinator.partition_for(request.group_id)],
+        lambda failed: make(m.HeartbeatResponse, throttle_time=0, error_code=code or failed),
+    )

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from odradek.coordinator.group.coordinator import JoinResult
+from odradek.protocol import errors
 from odradek.protocol.codec import make
 
 API_KEY = 11
@@ -17,7 +18,17 @@ def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
+    groups = ctx.broker.groups
+
     def respond(r: JoinResult) -> None:
+        # after the coordinator's writes to the group's partition are replicated
+        def then(code: int) -> None:
+            answer(r if code == errors.NONE or r.error_code != errors.NONE
+                   else JoinResult(code, member_id=r.member_id))
+
+        groups.after_write(ctx, [groups.coordinator.partition_for(request.group_id)], then)
+
+    def answer(r: JoinResult) -> None:
         if fut.done():
             return
         members = tuple(
@@ -39,9 +50,9 @@ def handle(ctx: Any, request: Any) -> Any:
             )
         )
 
-    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    not_here = groups.coordinator_error(request.group_id)
     if not_here:
-        respond(JoinResult(not_here, member_id=request.member_id))
+        answer(JoinResult(not_here, member_id=request.member_id))
         return fut.result()
     rebalance = getattr(request, "rebalance_timeout", None)
     session_ms = int(request.session_timeout.total_seconds() * 1000)

@@ -1,4 +1,5 @@
-"""LeaveGroup (13): one member (v0-2) or a batch of members (v3+)."""
+"""LeaveGroup (13): one member (v0-2) or a batch of members (v3+); answered once the
+coordinator's writes to the group's partition are replicated (coordinator.runtime)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,22 @@ def handle(ctx: Any, request: Any) -> Any:
         if ctx.api_version >= 3:
             return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here, members=())
         return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here)
+    partition = [ctx.broker.groups.coordinator.partition_for(request.group_id)]
+    answer_after_write = ctx.broker.groups.answer_after_write
     if ctx.api_version >= 3:
         members = [(x.member_id, x.group_instance_id) for x in request.members]
         code, results = coord.leave_group(request.group_id, members)
-        return make(
+        return answer_after_write(ctx, partition, lambda failed: make(
             m.LeaveGroupResponse,
             throttle_time=0,
-            error_code=code,
+            error_code=code or failed,
             members=tuple(
                 make(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=c) for mid, iid, c in results
             ),
-        )
+        ))
     code, results = coord.leave_group(request.group_id, [(request.member_id, None)])
     if code == 0 and results:
         code = results[0][2]
-    return make(m.LeaveGroupResponse, throttle_time=0, error_code=code)
+    return answer_after_write(
+        ctx, partition, lambda failed: make(m.LeaveGroupResponse, throttle_time=0, error_code=code or failed)
+    )

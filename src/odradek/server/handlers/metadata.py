@@ -11,6 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.cluster_access import endpoint_for
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -138,9 +139,12 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
         host, port = broker.advertised_endpoint(ctx.connection.listener)
         brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
     else:
+        # each broker's address on the listener this client came in through (Kafka's MetadataCache)
+        listener = ctx.connection.listener
         brokers = tuple(
-            make(m.MetadataResponseBroker, node_id=b, host=n["host"], port=n["port"], rack=n.get("rack"))
+            make(m.MetadataResponseBroker, node_id=b, host=h, port=p, rack=n.get("rack"))
             for b, n in sorted(cluster.live_brokers.items())
+            for h, p in (endpoint_for(n, listener),)
         )
     return make(
         m.MetadataResponse,

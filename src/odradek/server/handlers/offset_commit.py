@@ -1,4 +1,4 @@
-"""OffsetCommit (8)."""
+"""OffsetCommit (8): answered once the commit is replicated (coordinator.runtime)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ def handle(ctx: Any, request: Any) -> Any:
     groups = ctx.broker.groups
     exists = groups.partition_exists
     known = {tp: v for tp, v in offsets.items() if exists(*tp)}
-    groups.take_pending_writes()
     results: dict[tuple[str, int], int] = {}
-    code = groups.coordinator_error(request.group_id)
+    code = not_here = groups.coordinator_error(request.group_id)
     if not code:
         code, results = groups.coordinator.commit_offsets(
             request.group_id,
@@ -41,7 +40,6 @@ def handle(ctx: Any, request: Any) -> Any:
             getattr(request, "group_instance_id", None),
             known,
         )
-    pending = groups.take_pending_writes()
     for tp in offsets:
         if tp not in known:
             results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -61,22 +59,7 @@ def handle(ctx: Any, request: Any) -> Any:
         )
         return make(m.OffsetCommitResponse, throttle_time=0, topics=topics)
 
-    if not pending:
+    if not_here:
         return respond()
-    # cluster mode: acknowledged once replicated, as Kafka's coordinator does (acks=all)
-    rm = ctx.broker.replica_manager
-    timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
-
-    def replicated(codes: dict[tuple[str, int], int]) -> Any:
-        worst = next((c for c in codes.values() if c != errors.NONE), errors.NONE)
-        mapped = {
-            errors.NONE: errors.NONE,
-            errors.NOT_LEADER_OR_FOLLOWER: errors.NOT_COORDINATOR,
-        }.get(worst, errors.COORDINATOR_NOT_AVAILABLE)
-        return respond(mapped)
-
-    delayed = rm.wait_for_replication(
-        {("__consumer_offsets", p): off for p, off in pending.items()}, timeout_ms, replicated
-    )
-    ctx.connection.park(delayed.future, delayed.cancel)
-    return delayed.future
+    # answered once the commit (and every earlier write of the group's partition) is replicated
+    return groups.answer_after_write(ctx, [groups.coordinator.partition_for(request.group_id)], respond)

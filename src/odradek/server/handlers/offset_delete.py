@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import errors
 from odradek.protocol.codec import make
 
 API_KEY = 47
@@ -14,20 +15,29 @@ MAX_VERSION = 0
 def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    code = ctx.broker.groups.coordinator_error(request.group_id)
+    code = not_here = ctx.broker.groups.coordinator_error(request.group_id)
     results: dict[tuple[str, int], int] = {}
     if not code:
         code, results = ctx.broker.groups.coordinator.delete_offsets(request.group_id, wanted)
-    topics = tuple(
-        make(
-            m.OffsetDeleteResponseTopic,
-            name=t.name,
-            partitions=tuple(
-                make(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
-                     error_code=results.get((t.name, p.partition_index), 0))
-                for p in t.partitions
-            ),
+
+    def build(failed: int) -> Any:
+        top = code or failed
+        topics = tuple(
+            make(
+                m.OffsetDeleteResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    make(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                         error_code=results.get((t.name, p.partition_index), 0))
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
         )
-        for t in request.topics
-    )
-    return make(m.OffsetDeleteResponse, error_code=code, throttle_time=0, topics=topics if not code else ())
+        return make(m.OffsetDeleteResponse, error_code=top, throttle_time=0, topics=topics if not top else ())
+
+    if not_here:
+        return build(errors.NONE)
+    # answered once the tombstones are replicated (coordinator.runtime)
+    groups = ctx.broker.groups
+    return groups.answer_after_write(ctx, [groups.coordinator.partition_for(request.group_id)], build)

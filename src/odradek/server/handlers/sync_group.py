@@ -1,4 +1,5 @@
-"""SyncGroup (14): the leader's assignment goes to every member."""
+"""SyncGroup (14): the leader's assignment goes to every member once the group record holding
+it is replicated (coordinator.runtime: Kafka answers SyncGroup in storeGroup's callback)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 from typing import Any
 
 from odradek.coordinator.group.coordinator import SyncResult
+from odradek.protocol import errors
 from odradek.protocol.codec import make
 
 API_KEY = 14
@@ -17,7 +19,7 @@ def handle(ctx: Any, request: Any) -> Any:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-    def respond(r: SyncResult) -> None:
+    def answer(r: SyncResult) -> None:
         if not fut.done():
             fut.set_result(
                 make(
@@ -30,11 +32,20 @@ def handle(ctx: Any, request: Any) -> Any:
                 )
             )
 
-    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    groups = ctx.broker.groups
+    not_here = groups.coordinator_error(request.group_id)
     if not_here:
-        respond(SyncResult(not_here))
+        answer(SyncResult(not_here))
         return fut.result()
-    ctx.broker.groups.coordinator.sync_group(
+
+    def respond(r: SyncResult) -> None:
+        # the assignment is given out once the group record holding it is replicated
+        def then(code: int) -> None:
+            answer(r if code == errors.NONE or r.error_code != errors.NONE else SyncResult(code))
+
+        groups.after_write(ctx, [groups.coordinator.partition_for(request.group_id)], then)
+
+    groups.coordinator.sync_group(
         request.group_id,
         request.generation_id,
         request.member_id,

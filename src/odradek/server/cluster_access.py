@@ -1,0 +1,199 @@
+"""Who may act as a broker or as the controller in cluster mode.
+
+Kafka lets a connection send the controller's requests (LeaderAndIsr, StopReplica,
+UpdateMetadata; ControlledShutdown to the controller) and follower fetches only when its
+principal holds CLUSTER_ACTION on the cluster (KafkaApis: ``authorizeClusterOperation(request,
+CLUSTER_ACTION)`` answers CLUSTER_AUTHORIZATION_FAILED otherwise; a follower Fetch without it
+gets TOPIC_AUTHORIZATION_FAILED on every partition). Odradek has no authentication yet, so
+the listener a connection came in on stands for its principal: only the inter-broker listener
+and, when set, the control plane listener (``control.plane.listener.name``, KIP-291) hold
+CLUSTER_ACTION. Kafka itself keeps processing controller requests on data-plane listeners
+(KIP-291 only adds a dedicated one, and KIP-702, which would have made the control plane
+refuse data requests, was never adopted); without an authorizer that would let any client
+pose as the controller, hence the refusal here.
+
+The inter-broker listener is Kafka's (KafkaConfig.interBrokerListenerName):
+``inter.broker.listener.name`` if set, else the listener named after
+``security.inter.broker.protocol`` (default PLAINTEXT); it must be one of the advertised
+listeners. When every listener is one (the default single PLAINTEXT listener), clients share
+it with brokers and can still pose as one: listener separation is the defence, until
+authentication exists.
+
+A request naming a controller epoch this broker has not seen yet is checked against
+ZooKeeper before it counts (:class:`ControllerEpochGuard`): Kafka's broker takes the epoch of
+any authorized LeaderAndIsr as the new current one (ReplicaManager.becomeLeaderOrFollower),
+which fences the real controller until restart if the sender was not the controller; here the
+epoch must be the one in /controller_epoch and the sender the broker /controller names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from odradek.config import SRC_DEFAULT, BrokerConfig, ConfigError
+from odradek.controller import zk_data as zd
+from odradek.controller.store import MetadataStore, StoreError
+from odradek.protocol import errors
+from odradek.protocol import interbroker as ib
+
+log = logging.getLogger("odradek.cluster")
+
+CHECK_ATTEMPTS = 20  # reads of /controller_epoch before an unseen epoch is refused
+CHECK_BACKOFF_S = 0.5
+
+
+def inter_broker_listener(config: BrokerConfig) -> str:
+    """Kafka's rule: inter.broker.listener.name, else the listener named after
+    security.inter.broker.protocol; it must be an advertised listener."""
+    name = config.raw("inter.broker.listener.name")[0]
+    protocol_set = config.raw("security.inter.broker.protocol")[1] != SRC_DEFAULT
+    if name and protocol_set:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    if not name:
+        name = str(config.get("security.inter.broker.protocol")).upper()
+    if name not in {n for n, _, _ in config.advertised_listeners}:
+        raise ConfigError(
+            f"inter.broker.listener.name must be a listener name defined in advertised.listeners "
+            f"(listener {name} is not one of {[n for n, _, _ in config.advertised_listeners]})"
+        )
+    return name
+
+
+def control_plane_listener(config: BrokerConfig) -> str | None:
+    name = config.raw("control.plane.listener.name")[0]
+    if not name:
+        return None
+    if name not in {n for n, _, _ in config.listeners}:
+        raise ConfigError(f"control.plane.listener.name {name} must be a listener name defined in listeners")
+    if name == inter_broker_listener(config):
+        raise ConfigError("control.plane.listener.name must not be the same as inter.broker.listener.name")
+    return name
+
+
+def cluster_listeners(config: BrokerConfig) -> frozenset[str]:
+    """The listeners whose connections may act as brokers (CLUSTER_ACTION)."""
+    plane = control_plane_listener(config)
+    return frozenset({inter_broker_listener(config)} | ({plane} if plane else set()))
+
+
+def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:
+    """A broker's address on ``listener`` (its registration lists every advertised listener as
+    ``NAME://host:port``, as /brokers/ids/<id> does), else its inter-broker address."""
+    prefix = f"{listener}://"
+    for ep in node.get("endpoints") or ():
+        if isinstance(ep, str) and ep.startswith(prefix):
+            host, _, port = ep[len(prefix):].rpartition(":")
+            with contextlib.suppress(ValueError):
+                return host.strip("[]"), int(port)
+    return str(node["host"]), int(node["port"])
+
+
+def refusal(api_key: int) -> dict[str, Any]:
+    """The answer to an inter-broker request from a connection without CLUSTER_ACTION."""
+    code = errors.CLUSTER_AUTHORIZATION_FAILED
+    if api_key == ib.CONTROLLED_SHUTDOWN:
+        return {"error_code": code, "remaining_partitions": []}
+    if api_key == ib.UPDATE_METADATA:
+        return {"error_code": code}
+    return {"error_code": code, "partitions": []}
+
+
+Answer = dict[str, Any] | asyncio.Future[Any]
+
+
+class ControllerEpochGuard:
+    """Controller requests claiming an unseen (controller epoch, controller id) wait for a check
+    against ZooKeeper, and every later request waits behind them (they are applied in order)."""
+
+    def __init__(self, store: MetadataStore, sync: Callable[[str], None] | None = None) -> None:
+        self.store = store
+        self.sync = sync
+        self.verified: tuple[int, int] = (-1, -1)  # (epoch, controller id) ZooKeeper confirmed
+        self._tail: asyncio.Future[Any] | None = None
+
+    def needs_check(self, body: dict[str, Any], current_epoch: int) -> bool:
+        """An epoch below the current one is fenced without asking (STALE_CONTROLLER_EPOCH)."""
+        key = (int(body["controller_epoch"]), int(body["controller_id"]))
+        return key[0] >= current_epoch and key != self.verified
+
+    def check(self, epoch: int, controller_id: int) -> int:
+        """Blocking: NONE when ZooKeeper names ``controller_id`` controller at ``epoch``."""
+        for attempt in range(CHECK_ATTEMPTS):
+            if self.sync is not None:
+                with contextlib.suppress(Exception):
+                    self.sync(zd.CONTROLLER_EPOCH)  # see what the controller wrote before it sent
+            try:
+                zk_epoch = zd.read_controller_epoch(self.store)[0]
+                zk_controller = zd.read_controller(self.store)
+                break
+            except StoreError as e:
+                # the controller does not resend a refused request: wait out a short disconnection
+                log.warning("cannot check controller epoch %d against ZooKeeper (attempt %d): %s", epoch, attempt + 1, e)
+                time.sleep(CHECK_BACKOFF_S)
+        else:
+            return errors.STALE_CONTROLLER_EPOCH
+        if zk_epoch == epoch and zk_controller == controller_id:
+            return errors.NONE
+        log.warning(
+            "refusing a request from 'controller' %d at epoch %d: ZooKeeper names controller %s at epoch %d",
+            controller_id, epoch, zk_controller, zk_epoch,
+        )
+        return errors.STALE_CONTROLLER_EPOCH
+
+    def run(
+        self, loop: asyncio.AbstractEventLoop, api_key: int, body: dict[str, Any],
+        apply: Callable[[int, dict[str, Any]], dict[str, Any]], current_epoch: Callable[[], int],
+    ) -> Answer:
+        """``apply(api_key, body)`` now, or once the requests ahead of it (and its own check,
+        when it names an unseen epoch or controller) are done."""
+        if self._tail is None and not self.needs_check(body, current_epoch()):
+            return apply(api_key, body)
+        fut: asyncio.Future[Any] = loop.create_future()
+        prev = self._tail
+        self._tail = fut
+
+        def settle(result: dict[str, Any] | BaseException) -> None:
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
+            if self._tail is fut:
+                self._tail = None
+
+        def applied() -> None:
+            try:
+                settle(apply(api_key, body))
+            except Exception as e:
+                settle(e)
+
+        def checked(f: asyncio.Future[int]) -> None:
+            code = errors.STALE_CONTROLLER_EPOCH if f.exception() is not None else f.result()
+            if code == errors.NONE:
+                self.verified = (int(body["controller_epoch"]), int(body["controller_id"]))
+                applied()
+            else:
+                settle(refused(api_key, code))
+
+        def start(_: Any = None) -> None:
+            if not self.needs_check(body, current_epoch()):
+                applied()
+                return
+            check = loop.run_in_executor(None, self.check, int(body["controller_epoch"]), int(body["controller_id"]))
+            check.add_done_callback(checked)
+
+        if prev is None:
+            start()
+        else:
+            prev.add_done_callback(start)
+        return fut
+
+
+def refused(api_key: int, code: int) -> dict[str, Any]:
+    out = refusal(api_key)
+    out["error_code"] = code
+    return out
