@@ -47,6 +47,7 @@ from odradek.server.connection_quotas import (
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import BrokerServices
 
 if TYPE_CHECKING:
     pass
@@ -161,6 +162,7 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
+        self.services: BrokerServices | None = None  # what handlers may use, wired in start()
         self.cluster_id = ""
         self.connections: set[Connection] = set()
         self._servers: list[tuple[socket.socket, str]] = []
@@ -389,6 +391,22 @@ class Broker:
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
         self.groups = GroupCoordinatorRuntime(self)
+        self.services = BrokerServices(
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            rack=self.rack,
+            config=self.config,
+            topics=self.topics,
+            cluster=self.cluster,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            groups=self.groups,
+            fetch_sessions=self.fetch_sessions,
+            producer_ids=self.producer_ids,
+            admin=self,
+            advertised_endpoint=self.advertised_endpoint,
+            now_ms=self.now_ms,
+        )
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
             await self._start_listeners()

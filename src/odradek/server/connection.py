@@ -41,6 +41,7 @@ from odradek.protocol.framing import (
 )
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -78,6 +79,8 @@ class _Slot:
 class Connection:
     def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...], listener: str) -> None:
         self.broker = broker
+        assert broker.services is not None, "connections are accepted once the broker has started"
+        self.services = broker.services
         self.sock = sock
         self.fd = sock.fileno()
         self.peer_host = str(peer[0]) if peer else ""
@@ -304,7 +307,7 @@ class Connection:
             self.close()
             return
         slot = self._slot(correlation_id, flexible)
-        ctx = RequestContext(self, api_key, api_version, correlation_id, header.client_id)
+        ctx = RequestContext(self.services, self, api_key, api_version, correlation_id, header.client_id)
         try:
             result = handler.handle(ctx, request)
         except HandlerError as e:
@@ -472,27 +475,3 @@ class Connection:
             self.loop.remove_writer(self.fd)
             self.writing = False
         self._maybe_resume()
-
-
-class RequestContext:
-    """What a handler knows about the request it serves."""
-
-    __slots__ = ("connection", "broker", "api_key", "api_version", "correlation_id", "client_id")
-
-    def __init__(
-        self, connection: Connection, api_key: int, api_version: int, correlation_id: int, client_id: str | None
-    ) -> None:
-        self.connection = connection
-        self.broker = connection.broker
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.client_id = client_id
-
-    @property
-    def response_module(self) -> Any:
-        return codec.response_module(self.api_key, self.api_version)
-
-    @property
-    def client_host(self) -> str:
-        return self.connection.peer_host

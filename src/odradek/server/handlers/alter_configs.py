@@ -9,21 +9,22 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
+from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def apply(broker: Any, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
     """Install ``new`` as the resource's dynamic configs; (error code, message)."""
     try:
         if resource_type == RESOURCE_TOPIC:
-            broker.set_topic_configs(name, new, validate_only=validate_only)
+            svc.admin.set_topic_configs(name, new, validate_only=validate_only)
         elif resource_type == RESOURCE_BROKER:
-            if name not in ("", str(broker.node_id)):
-                return errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
-            broker.set_broker_configs(name, new, validate_only=validate_only)
+            if name not in ("", str(svc.node_id)):
+                return errors.INVALID_REQUEST, f"Unexpected broker id, expected {svc.node_id}"
+            svc.admin.set_broker_configs(name, new, validate_only=validate_only)
         else:
             return errors.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     except TopicError as e:
@@ -33,12 +34,12 @@ def apply(broker: Any, resource_type: int, name: str, new: dict[str, str], valid
     return errors.NONE, None
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     out = []
     for res in request.resources:
         new = {c.name: c.value for c in res.configs if c.value is not None}
-        code, msg = apply(ctx.broker, res.resource_type, res.resource_name, new, request.validate_only)
+        code, msg = apply(ctx.services, res.resource_type, res.resource_name, new, request.validate_only)
         out.append(
             make(
                 m.AlterConfigsResourceResponse,

@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -31,14 +32,14 @@ def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], t
                 responses=topics)
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     wanted: dict[TP, list[int] | None] = {
         (t.name, int(p.partition_index)): (list(p.replicas) if p.replicas is not None else None)
         for t in request.topics for p in t.partitions
     }
-    cluster = broker.cluster
+    cluster = svc.cluster
     if not cluster.controller.active:
         return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
     def respond(results: dict[TP, tuple[int, str | None]] | None) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 from odradek.log import dir_move
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 34
 MIN_VERSION = 1
@@ -37,8 +38,8 @@ def _log_dir(log_dirs: list[Path], path: str) -> Path | None:
     return None
 
 
-def alter(broker: Any, topic: str, partition: int, path: str) -> int:
-    lm = broker.log_manager
+def alter(svc: BrokerServices, topic: str, partition: int, path: str) -> int:
+    lm = svc.log_manager
     name = f"{topic}-{partition}"
     if len(dir_move.suffixed_dir_name(name, "0" * 32, dir_move.FUTURE_DIR_SUFFIX).encode()) > 255:
         return errors.INVALID_TOPIC_EXCEPTION
@@ -47,7 +48,7 @@ def alter(broker: Any, topic: str, partition: int, path: str) -> int:
         return errors.LOG_DIR_NOT_FOUND
     if dest in lm.offline_dirs:
         return errors.KAFKA_STORAGE_ERROR
-    meta = broker.topics.get(topic)
+    meta = svc.topics.get(topic)
     if meta is None or not 0 <= partition < len(meta.partitions):
         return errors.UNKNOWN_TOPIC_OR_PARTITION
     if (topic, partition) in lm.offline_partitions:
@@ -62,13 +63,13 @@ def alter(broker: Any, topic: str, partition: int, path: str) -> int:
     return errors.NONE
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     by_topic: dict[str, list[Any]] = {}
     for d in request.dirs:
         for t in d.topics:
             for p in t.partitions:
-                code = alter(ctx.broker, t.name, int(p), d.path)
+                code = alter(ctx.services, t.name, int(p), d.path)
                 by_topic.setdefault(t.name, []).append(
                     make(m.AlterReplicaLogDirPartitionResult, partition_index=p, error_code=code))
     results = tuple(make(m.AlterReplicaLogDirTopicResult, topic_name=n, partitions=tuple(ps))

@@ -7,6 +7,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -28,7 +29,7 @@ def unsupported_version_response() -> bytes:
     return bytes(out)
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in _versions())
     return make(

@@ -9,6 +9,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -24,12 +25,12 @@ def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) ->
     return make(m.Assignment, topic_partitions=tuple(tps))
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    consumer = ctx.broker.groups.consumer
+    consumer = ctx.services.groups.consumer
     out = []
     for gid in request.group_ids:
-        not_here = ctx.broker.groups.coordinator_error(gid)
+        not_here = ctx.services.groups.coordinator_error(gid)
         g = consumer.describe(gid) if gid and not not_here else None
         if g is None:
             code = not_here or (errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND)

@@ -8,13 +8,14 @@ from typing import Any
 
 from odradek.coordinator.group.consumer_group import HeartbeatRequest
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     rebalance = request.rebalance_timeout
     owned = request.topic_partitions
@@ -35,12 +36,12 @@ def handle(ctx: Any, request: Any) -> Any:
             else None
         ),
     )
-    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    not_here = ctx.services.groups.coordinator_error(request.group_id)
     if not_here:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,
                     member_id=request.member_id or None, member_epoch=int(request.member_epoch),
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
-    r = ctx.broker.groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
+    r = ctx.services.groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
     assignment = None
     if r.assignment is not None:
         assignment = make(

@@ -7,14 +7,15 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     out = []
     counts: dict[str, int] = {}
@@ -28,7 +29,7 @@ def handle(ctx: Any, request: Any) -> Any:
         else:
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             try:
-                broker.create_partitions(t.name, t.count, assignment, validate_only=request.validate_only)
+                svc.admin.create_partitions(t.name, t.count, assignment, validate_only=request.validate_only)
             except TopicError as e:
                 code, msg = e.error_code, e.message
         out.append(make(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=msg))
@@ -36,10 +37,10 @@ def handle(ctx: Any, request: Any) -> Any:
     grown = {n: c for n, c in grown.items() if any(r.name == n and r.error_code == errors.NONE for r in out)}
     if not grown:
         return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(out))
-    cluster = broker.cluster
+    cluster = svc.cluster
 
     def ready(name: str, count: int) -> bool:
-        meta = broker.topics.get(name)
+        meta = svc.topics.get(name)
         return (meta is not None and len(meta.partitions) >= count
                 and all(p.leader in cluster.live_brokers for p in meta.partitions))
 

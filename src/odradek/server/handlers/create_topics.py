@@ -12,14 +12,15 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.config_view import topic_entries
+from odradek.server.request_context import RequestContext
 
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     results = []
     seen: dict[str, int] = {}
@@ -35,7 +36,7 @@ def handle(ctx: Any, request: Any) -> Any:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
             configs = {c.name: c.value for c in t.configs}
             try:
-                meta = broker.create_topic(
+                meta = svc.admin.create_topic(
                     t.name,
                     t.num_partitions,
                     t.replication_factor,
@@ -60,7 +61,7 @@ def handle(ctx: Any, request: Any) -> Any:
                     config_source=e.source,
                     is_sensitive=e.sensitive,
                 )
-                for e in topic_entries(broker.config, meta.configs)
+                for e in topic_entries(svc.config, meta.configs)
             )
         results.append(
             make(
@@ -75,13 +76,13 @@ def handle(ctx: Any, request: Any) -> Any:
                 configs=cfgs if code == errors.NONE else (),
             )
         )
-    cluster = broker.cluster
+    cluster = svc.cluster
     created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
     if not created:
         return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
 
     def ready(name: str) -> bool:
-        meta = broker.topics.get(name)
+        meta = svc.topics.get(name)
         return meta is not None and bool(meta.partitions) and all(p.leader in cluster.live_brokers for p in meta.partitions)
 
     timeout_ms = int(request.timeout.total_seconds() * 1000)

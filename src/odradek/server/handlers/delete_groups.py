@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     mine = [g for g in request.groups_names if not groups.coordinator_error(g)]
     results = groups.coordinator.delete_groups(mine)
     for g in request.groups_names:

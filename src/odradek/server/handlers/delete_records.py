@@ -6,14 +6,15 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     out = []
     for t in request.topics:
@@ -21,7 +22,7 @@ def handle(ctx: Any, request: Any) -> Any:
         for p in t.partitions:
             code = errors.NONE
             low = -1
-            rm = broker.replica_manager
+            rm = svc.replica_manager
             plog = rm.get_log(t.name, p.partition_index)
             if plog is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION

@@ -8,16 +8,17 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
-    reg = broker.topics
+    reg = svc.topics
     targets: list[tuple[str | None, Any]] = []
     if ctx.api_version >= 6:
         for t in request.topics:
@@ -31,13 +32,13 @@ def handle(ctx: Any, request: Any) -> Any:
         meta = reg.get(name) if name else (reg.by_id.get(tid) if tid is not None else None)
         if meta is None:
             code = errors.UNKNOWN_TOPIC_ID if (not name and tid is not None) else errors.UNKNOWN_TOPIC_OR_PARTITION
-        elif not broker.config.get("delete.topic.enable"):
+        elif not svc.config.get("delete.topic.enable"):
             code, msg = errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
         elif meta.is_internal:
             code, msg = errors.TOPIC_AUTHORIZATION_FAILED, f"Cannot delete internal topic {meta.name}"
         else:
             try:
-                broker.delete_topic(meta.name)
+                svc.admin.delete_topic(meta.name)
             except TopicError as e:
                 code, msg = e.error_code, e.message
         out.append(
@@ -49,7 +50,7 @@ def handle(ctx: Any, request: Any) -> Any:
                 error_message=msg,
             )
         )
-    cluster = broker.cluster
+    cluster = svc.cluster
     deleted = [r.name for r in out if r.error_code == errors.NONE]
     if not deleted:
         return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))

@@ -6,32 +6,33 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 60
 MIN_VERSION = 0
 MAX_VERSION = 1  # v2 lists fenced brokers (KRaft)
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     endpoint_type = getattr(request, "endpoint_type", 1)
     if endpoint_type not in (1,):
         return make(
             m.DescribeClusterResponse, throttle_time=0, error_code=errors.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="Only brokers can be described", endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+            error_message="Only brokers can be described", endpoint_type=endpoint_type, cluster_id=svc.cluster_id,
             controller_id=-1, brokers=(), cluster_authorized_operations=-(2**31),
         )
-    host, port = broker.advertised_endpoint(ctx.connection.listener)
-    brokers = (make(m.DescribeClusterBroker, broker_id=broker.node_id, host=host, port=port, rack=broker.rack, is_fenced=False),)
+    host, port = svc.advertised_endpoint(ctx.listener)
+    brokers = (make(m.DescribeClusterBroker, broker_id=svc.node_id, host=host, port=port, rack=svc.rack, is_fenced=False),)
     return make(
         m.DescribeClusterResponse,
         throttle_time=0,
         error_code=errors.NONE,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=svc.cluster_id,
+        controller_id=svc.node_id,
         brokers=brokers,
         cluster_authorized_operations=-(2**31),
     )

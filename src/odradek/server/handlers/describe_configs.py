@@ -13,14 +13,15 @@ from odradek.server.config_view import (
     broker_entries,
     topic_entries,
 )
+from odradek.server.request_context import RequestContext
 
 API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     include_synonyms = getattr(request, "include_synonyms", False)
     include_docs = getattr(request, "include_documentation", False)
@@ -30,16 +31,16 @@ def handle(ctx: Any, request: Any) -> Any:
         msg = None
         entries = []
         if res.resource_type == RESOURCE_TOPIC:
-            meta = broker.topics.get(res.resource_name)
+            meta = svc.topics.get(res.resource_name)
             if meta is None:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
             else:
-                entries = topic_entries(broker.config, meta.configs)
+                entries = topic_entries(svc.config, meta.configs)
         elif res.resource_type == RESOURCE_BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
-                code, msg = errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+            if res.resource_name not in ("", str(svc.node_id)):
+                code, msg = errors.INVALID_REQUEST, f"Unexpected broker id, expected {svc.node_id}"
             else:
-                entries = broker_entries(broker.config)
+                entries = broker_entries(svc.config)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             entries = []
         else:

@@ -15,19 +15,20 @@ from typing import Any
 from odradek.coordinator.group.classic import GroupState
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    coord = ctx.broker.groups.coordinator
+    coord = ctx.services.groups.coordinator
     out = []
-    consumer = ctx.broker.groups.consumer
+    consumer = ctx.services.groups.consumer
     for gid in request.groups:
-        not_here = ctx.broker.groups.coordinator_error(gid)
+        not_here = ctx.services.groups.coordinator_error(gid)
         if not_here:
             out.append(
                 make(m.DescribedGroup, error_code=not_here, group_id=gid, group_state="", protocol_type="",

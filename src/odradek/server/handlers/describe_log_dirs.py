@@ -9,22 +9,23 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 35
 MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     wanted: dict[str, set[int] | None] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}
     results = []
-    for d in broker.config.log_dirs:
+    for d in svc.config.log_dirs:
         by_topic: dict[str, list[Any]] = {}
-        for plog in broker.log_manager.logs():
+        for plog in svc.log_manager.logs():
             if plog.dir.parent.resolve() != d.resolve():
                 continue
             if wanted is not None and (plog.topic not in wanted or plog.partition not in (wanted[plog.topic] or ())):
@@ -38,13 +39,13 @@ def handle(ctx: Any, request: Any) -> Any:
                     is_future_key=False,
                 )
             )
-        for fut in broker.log_manager.futures():
+        for fut in svc.log_manager.futures():
             if fut.dest.resolve() != d.resolve():
                 continue
             if wanted is not None and (fut.topic not in wanted or fut.partition not in (wanted[fut.topic] or ())):
                 continue
-            current = broker.log_manager.get_log(fut.topic, fut.partition)
-            lag = current.log_end_offset - broker.log_manager.future_end_offset(fut) if current is not None else 0
+            current = svc.log_manager.get_log(fut.topic, fut.partition)
+            lag = current.log_end_offset - svc.log_manager.future_end_offset(fut) if current is not None else 0
             by_topic.setdefault(fut.topic, []).append(
                 make(
                     m.DescribeLogDirsPartition,

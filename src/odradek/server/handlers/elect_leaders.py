@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -32,15 +33,15 @@ def _response(m: Any, version: int, results: dict[TP, int], top_error: int = err
     return make(m.ElectLeadersResponse, throttle_time=0, error_code=top_error, replica_election_results=out)
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     version = ctx.api_version
     election_type = int(getattr(request, "election_type", 0))
     wanted: list[TP] | None = None
     if request.topic_partitions is not None:
         wanted = [(tp.topic, int(p)) for tp in request.topic_partitions for p in tp.partitions]
-    cluster = broker.cluster
+    cluster = svc.cluster
     if election_type not in (0, 1):
         return _response(m, version, {}, errors.INVALID_REQUEST)
     if not cluster.controller.active:

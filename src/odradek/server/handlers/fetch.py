@@ -31,6 +31,7 @@ from odradek.server.fetch_session import (
     has_news,
 )
 from odradek.server.handlers import RawResponse
+from odradek.server.request_context import RequestContext
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -75,15 +76,15 @@ def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, Ca
 def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPartition]]) -> RawResponse:
     """A follower fetch from a connection without CLUSTER_ACTION (no session is created)."""
     log.warning(
-        "refusing a follower fetch from %s on listener %s: TOPIC_AUTHORIZATION_FAILED", ctx.connection.peer,
-        ctx.connection.listener,
+        "refusing a follower fetch from %s on listener %s: TOPIC_AUTHORIZATION_FAILED", ctx.peer,
+        ctx.listener,
     )
     topics: list[TopicResult] = []
     by_name: dict[str, TopicResult] = {}
     for (name, p), cp in requested:
         tr = by_name.get(name)
         if tr is None:
-            meta = ctx.broker.topics.get(name)
+            meta = ctx.services.topics.get(name)
             tr = by_name[name] = TopicResult(name, meta.topic_id if meta is not None else cp.topic_id)
             topics.append(tr)
         pr = PartitionResult(p)
@@ -93,11 +94,11 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
     return RawResponse(parts, size)
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
-    rm = broker.replica_manager
-    reg = broker.topics
+    svc = ctx.services
+    rm = svc.replica_manager
+    reg = svc.topics
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     min_bytes = max(int(request.min_bytes), 0)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
@@ -106,7 +107,7 @@ def handle(ctx: Any, request: Any) -> Any:
     replica_state = getattr(request, "replica_state", None)
     replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
     follower = replica_id >= 0
-    if follower and ctx.connection.listener not in broker.cluster.cluster_listeners:
+    if follower and ctx.listener not in svc.cluster.cluster_listeners:
         return _refuse_follower(ctx, version, requested)
     # a follower's fetch offset counts as its log end offset only for a partition whose
     # epoch check and read succeeded, and only on the request's first attempt
@@ -116,8 +117,8 @@ def handle(ctx: Any, request: Any) -> Any:
     incremental = False
     session_id = int(getattr(request, "session_id", 0) or 0)
     epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-    cache = broker.fetch_sessions
-    now = broker.now_ms()
+    cache = svc.fetch_sessions
+    now = svc.now_ms()
     if version >= 7:
         if epoch == FINAL_EPOCH:
             if session_id:
@@ -176,7 +177,7 @@ def handle(ctx: Any, request: Any) -> Any:
             )
             pr.error_code = code
             if record_follower[0] and code == errors.NONE:
-                rm.on_follower_fetch(name, p, replica_id, cp.fetch_offset, broker.now_ms())
+                rm.on_follower_fetch(name, p, replica_id, cp.fetch_offset, svc.now_ms())
             if plog is not None:
                 pr.high_watermark = plog.high_watermark
                 pr.last_stable_offset = plog.high_watermark
@@ -225,5 +226,5 @@ def handle(ctx: Any, request: Any) -> Any:
 
     tps = [key for key, _ in entries if reg.get(key[0]) is not None]
     delayed = DelayedFetch(rm, tps, attempt, max_wait_ms)
-    ctx.connection.park(delayed.future, delayed.cancel)
+    ctx.park(delayed.future, delayed.cancel)
     return delayed.future

@@ -9,6 +9,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.cluster_access import endpoint_for
+from odradek.server.request_context import RequestContext
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -20,40 +21,40 @@ KEY_TRANSACTION = 1
 
 def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port)."""
-    broker = ctx.broker
+    svc = ctx.services
     if key_type == KEY_GROUP:
         if not key:
             return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
-        if not broker.groups.ensure_topic():
+        if not svc.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        cluster = broker.cluster
+        cluster = svc.cluster
         if not cluster.embedded:
             # the leader of the group's __consumer_offsets partition coordinates it
-            meta = broker.topics.get("__consumer_offsets")
-            p = broker.groups.coordinator.partition_for(key)
+            meta = svc.topics.get("__consumer_offsets")
+            p = svc.groups.coordinator.partition_for(key)
             leader = meta.partitions[p].leader if meta is not None and p < len(meta.partitions) else -1
             node = cluster.live_brokers.get(leader)
             if node is None:
                 return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-            host, port = endpoint_for(node, ctx.connection.listener)
+            host, port = endpoint_for(node, ctx.listener)
             return errors.NONE, None, leader, host, port
-        host, port = broker.advertised_endpoint(ctx.connection.listener)
-        return errors.NONE, None, broker.node_id, host, port
+        host, port = svc.advertised_endpoint(ctx.listener)
+        return errors.NONE, None, svc.node_id, host, port
     if key_type == KEY_TRANSACTION:
         return errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
     return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
-    if getattr(request, "key_type", KEY_GROUP) == KEY_GROUP and broker.topics.get("__consumer_offsets") is None:
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
+    if getattr(request, "key_type", KEY_GROUP) == KEY_GROUP and svc.topics.get("__consumer_offsets") is None:
         # first use: create __consumer_offsets and answer once its leaders are elected
-        if broker.groups.ensure_topic():
+        if svc.groups.ensure_topic():
             return _answer(ctx, request)
-        cluster = broker.cluster
+        cluster = svc.cluster
 
         def ready() -> bool:
-            meta = broker.topics.get("__consumer_offsets")
+            meta = svc.topics.get("__consumer_offsets")
             return meta is not None and all(p.leader in cluster.live_brokers for p in meta.partitions)
 
         return cluster.wait_for_metadata(ready, 5000, lambda: _answer(ctx, request))

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 12
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    groups = ctx.broker.groups
+def handle(ctx: RequestContext, request: Any) -> Any:
+    groups = ctx.services.groups
     m = ctx.response_module
     not_here = groups.coordinator_error(request.group_id)
     if not_here:

@@ -26,6 +26,7 @@ from odradek.server.config_view import (
     RESOURCE_TOPIC,
 )
 from odradek.server.handlers.alter_configs import apply
+from odradek.server.request_context import RequestContext
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -73,21 +74,21 @@ def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
     return result
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     out = []
     for res in request.resources:
         code, msg = errors.NONE, None
         current: dict[str, str] | None = None
         if res.resource_type == RESOURCE_TOPIC:
-            meta = broker.topics.get(res.resource_name)
+            meta = svc.topics.get(res.resource_name)
             if meta is None:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
             else:
                 current = dict(meta.configs)
         elif res.resource_type == RESOURCE_BROKER:
-            current = broker.topics.broker_configs(res.resource_name)
+            current = svc.topics.broker_configs(res.resource_name)
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         if current is not None:
@@ -98,7 +99,7 @@ def handle(ctx: Any, request: Any) -> Any:
                 try:
                     kind = "topic" if res.resource_type == RESOURCE_TOPIC else "broker"
                     new = apply_ops(current, [(c.name, c.config_operation, c.value) for c in res.configs], kind)
-                    code, msg = apply(broker, res.resource_type, res.resource_name, new, request.validate_only)
+                    code, msg = apply(svc, res.resource_type, res.resource_name, new, request.validate_only)
                 except ValueError as e:
                     code, msg = errors.INVALID_CONFIG, str(e)
         out.append(

@@ -8,6 +8,7 @@ from typing import Any
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.producer_ids")
 
@@ -16,8 +17,8 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     if request.transactional_id is not None:
         return make(
@@ -33,7 +34,7 @@ def handle(ctx: Any, request: Any) -> Any:
         # KIP-360: an idempotent producer may bump its own epoch to reset sequences
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.NONE, producer_id=pid, producer_epoch=epoch + 1)
     try:
-        pid = broker.producer_ids.next_id()
+        pid = svc.producer_ids.next_id()
     except StoreError as e:  # cluster mode, ZooKeeper unreachable: retriable
         log.warning("cannot allocate a producer id: %s", e)
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,

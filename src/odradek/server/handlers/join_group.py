@@ -8,17 +8,18 @@ from typing import Any
 from odradek.coordinator.group.coordinator import JoinResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 11
 MIN_VERSION = 0
 MAX_VERSION = 9
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
 
     def respond(r: JoinResult) -> None:
         # after the coordinator's writes to the group's partition are replicated
@@ -57,7 +58,7 @@ def handle(ctx: Any, request: Any) -> Any:
     rebalance = getattr(request, "rebalance_timeout", None)
     session_ms = int(request.session_timeout.total_seconds() * 1000)
     rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
-    ctx.broker.groups.coordinator.join_group(
+    ctx.services.groups.coordinator.join_group(
         request.group_id,
         request.member_id,
         getattr(request, "group_instance_id", None),

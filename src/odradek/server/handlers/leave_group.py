@@ -6,22 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 13
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    coord = ctx.broker.groups.coordinator
-    not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    coord = ctx.services.groups.coordinator
+    not_here = ctx.services.groups.coordinator_error(request.group_id)
     if not_here:
         if ctx.api_version >= 3:
             return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here, members=())
         return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here)
-    partition = [ctx.broker.groups.coordinator.partition_for(request.group_id)]
-    answer_after_write = ctx.broker.groups.answer_after_write
+    partition = [ctx.services.groups.coordinator.partition_for(request.group_id)]
+    answer_after_write = ctx.services.groups.answer_after_write
     if ctx.api_version >= 3:
         members = [(x.member_id, x.group_instance_id) for x in request.members]
         code, results = coord.leave_group(request.group_id, members)

@@ -6,17 +6,18 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 16
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
-    groups = ctx.broker.groups.coordinator.list_groups(states or None)
+    groups = ctx.services.groups.coordinator.list_groups(states or None)
     if types and "classic" not in types:
         groups = []
     out = [
@@ -26,6 +27,6 @@ def handle(ctx: Any, request: Any) -> Any:
     if not types or "consumer" in types:
         out += [
             make(m.ListedGroup, group_id=g.group_id, protocol_type="consumer", group_state=g.state.value, group_type="consumer")
-            for g in ctx.broker.groups.consumer.list_groups(states or None)
+            for g in ctx.services.groups.consumer.list_groups(states or None)
         ]
     return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=tuple(out))

@@ -11,6 +11,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.protocol.records import InvalidRecordError
+from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.server")
 
@@ -28,13 +29,13 @@ LATEST_TIERED = -5
 DEBUG_REPLICA = -2  # ListOffsets from a debugging tool may be answered by any replica
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
-    rm = broker.replica_manager
+    rm = svc.replica_manager
     topics_out = []
     for t in request.topics:
-        meta = broker.topics.get(t.name)
+        meta = svc.topics.get(t.name)
         parts_out = []
         for p in t.partitions:
             code = errors.NONE

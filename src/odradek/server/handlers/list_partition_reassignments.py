@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -29,13 +30,13 @@ def _response(m: Any, ongoing: dict[TP, tuple[list[int], list[int], list[int]]],
                 topics=topics)
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     wanted: list[TP] | None = None
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
-    cluster = broker.cluster
+    cluster = svc.cluster
     if not cluster.controller.active:
         return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
     def respond(ongoing: dict[TP, tuple[list[int], list[int], list[int]]] | None) -> Any:

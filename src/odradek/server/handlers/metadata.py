@@ -12,6 +12,7 @@ from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.cluster_access import endpoint_for
+from odradek.server.request_context import RequestContext
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -64,24 +65,24 @@ def _error_topic(m: Any, name: str | None, code: int, topic_id: Any = None) -> A
 AUTO_CREATE_WAIT_MS = 2000  # how long a Metadata request waits for topics it auto-created to get leaders
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     version = ctx.api_version
     requested = request.topics
     if version == 0 and requested is not None and len(requested) == 0:
         requested = None  # v0: empty list means all topics
-    allow_auto = getattr(request, "allow_auto_topic_creation", True) and broker.config.get(
+    allow_auto = getattr(request, "allow_auto_topic_creation", True) and svc.config.get(
         "auto.create.topics.enable"
     )
     created: list[str] = []
     if requested is not None and allow_auto:
-        reg = broker.topics
+        reg = svc.topics
         for t in requested:
             if t.name is None or reg.get(t.name) is not None:
                 continue
             try:
                 validate_topic_name(t.name)
-                broker.create_topic(t.name, -1, -1)
+                svc.admin.create_topic(t.name, -1, -1)
                 log.info("auto-created topic %s", t.name)
                 created.append(t.name)
             except TopicError:
@@ -90,22 +91,22 @@ def handle(ctx: Any, request: Any) -> Any:
         return _respond(ctx, requested, allow_auto)
     # the controller elects the new topics' leaders: answer once this broker knows them (or
     # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
-    cluster = broker.cluster
+    cluster = svc.cluster
 
     def ready() -> bool:
         live = cluster.live_brokers
-        return all((m := broker.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
+        return all((m := svc.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
                    for n in created)
 
     return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto))
 
 
 def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
-    broker = ctx.broker
+    svc = ctx.services
     version = ctx.api_version
     m = ctx.response_module
-    reg = broker.topics
-    cluster = broker.cluster
+    reg = svc.topics
+    cluster = svc.cluster
     live = set(cluster.live_brokers)
     out = []
     if requested is None:
@@ -136,11 +137,11 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
             out.append(_topic_response(m, meta, version, live))
     if cluster.embedded:
         # one broker: its endpoint on the listener this client came in through
-        host, port = broker.advertised_endpoint(ctx.connection.listener)
-        brokers = (make(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=broker.rack),)
+        host, port = svc.advertised_endpoint(ctx.listener)
+        brokers = (make(m.MetadataResponseBroker, node_id=svc.node_id, host=host, port=port, rack=svc.rack),)
     else:
         # each broker's address on the listener this client came in through (Kafka's MetadataCache)
-        listener = ctx.connection.listener
+        listener = ctx.listener
         brokers = tuple(
             make(m.MetadataResponseBroker, node_id=b, host=h, port=p, rack=n.get("rack"))
             for b, n in sorted(cluster.live_brokers.items())
@@ -150,7 +151,7 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
         m.MetadataResponse,
         throttle_time=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
+        cluster_id=svc.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(out),
         cluster_authorized_operations=_NO_OPS,

@@ -6,13 +6,14 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 9
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
     order: list[tuple[str, list[int]]] = []
@@ -27,7 +28,7 @@ def handle(ctx: Any, request: Any) -> Any:
             parts.append(p.partition_index)
         order.append((t.name, parts))
     # partitions of unknown topics are answered first, as Kafka's request layer does
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     exists = groups.partition_exists
     known = {tp: v for tp, v in offsets.items() if exists(*tp)}
     results: dict[tuple[str, int], int] = {}

@@ -6,19 +6,20 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 47
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    code = not_here = ctx.broker.groups.coordinator_error(request.group_id)
+    code = not_here = ctx.services.groups.coordinator_error(request.group_id)
     results: dict[tuple[str, int], int] = {}
     if not code:
-        code, results = ctx.broker.groups.coordinator.delete_offsets(request.group_id, wanted)
+        code, results = ctx.services.groups.coordinator.delete_offsets(request.group_id, wanted)
 
     def build(failed: int) -> Any:
         top = code or failed
@@ -39,5 +40,5 @@ def handle(ctx: Any, request: Any) -> Any:
     if not_here:
         return build(errors.NONE)
     # answered once the tombstones are replicated (coordinator.runtime)
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     return groups.answer_after_write(ctx, [groups.coordinator.partition_for(request.group_id)], build)

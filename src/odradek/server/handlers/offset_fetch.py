@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -13,8 +14,8 @@ MAX_VERSION = 9
 
 
 def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any) -> tuple[int, tuple[Any, ...]]:
-    coord = ctx.broker.groups.coordinator
-    not_here = ctx.broker.groups.coordinator_error(group_id)
+    coord = ctx.services.groups.coordinator
+    not_here = ctx.services.groups.coordinator_error(group_id)
     if not_here:
         return not_here, ()
     wanted = None
@@ -38,13 +39,13 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     return code, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
             # v9: a member of a consumer-protocol group fetches with its member id and epoch
-            code = ctx.broker.groups.consumer.validate_offset_fetch(
+            code = ctx.services.groups.consumer.validate_offset_fetch(
                 g.group_id, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
             )
             if code:

@@ -11,25 +11,26 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     m = ctx.response_module
     topics_out = []
     for t in request.topics:
-        meta = broker.topics.get(t.topic)
+        meta = svc.topics.get(t.topic)
         parts = []
         for p in t.partitions:
             code, epoch, end = errors.NONE, -1, -1
             if meta is None or not 0 <= p.partition < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                rm = broker.replica_manager
+                rm = svc.replica_manager
                 part = rm.leading(t.topic, p.partition)  # only the leader answers, at its own epoch
                 cur = p.current_leader_epoch
                 plog = rm.get_log(t.topic, p.partition) if part is not None else None

@@ -23,18 +23,19 @@ from odradek.protocol.produce import (
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.server.handlers import NO_RESPONSE
+from odradek.server.request_context import RequestContext
 
 API_KEY = 0
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
 # MAX_VERSION 12: v13 addresses topics by id
 
 
-def handle(ctx: Any, request: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
     acks = request.acks
     version = ctx.api_version
-    now_ms = broker.now_ms()
-    rm = broker.replica_manager
+    now_ms = svc.now_ms()
+    rm = svc.replica_manager
     wait = acks == -1
     required: dict[tuple[str, int], int] = {}
     topics_out: list[tuple[str, list[PartitionResult]]] = []
@@ -71,7 +72,7 @@ def handle(ctx: Any, request: Any) -> Any:
     if acks == 0:
         # Kafka closes the connection when an acks=0 produce fails, so the client notices
         if failed:
-            ctx.connection.close("acks=0 produce failed")
+            ctx.close_connection("acks=0 produce failed")
         return NO_RESPONSE
     if not required:
         return encode_produce_response(version, topics_out)
@@ -95,5 +96,5 @@ def handle(ctx: Any, request: Any) -> Any:
     if done is not None:  # a lone leader, or followers already past it: no purgatory
         return respond(done)
     delayed = rm.wait_for_replication(required, request.timeout_ms, respond)
-    ctx.connection.park(delayed.future, delayed.cancel)
+    ctx.park(delayed.future, delayed.cancel)
     return delayed.future

@@ -9,13 +9,14 @@ from typing import Any
 from odradek.coordinator.group.coordinator import SyncResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
 
 API_KEY = 14
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
@@ -32,7 +33,7 @@ def handle(ctx: Any, request: Any) -> Any:
                 )
             )
 
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     not_here = groups.coordinator_error(request.group_id)
     if not_here:
         answer(SyncResult(not_here))

@@ -1,0 +1,147 @@
+"""What a request handler may use: its request's context and the broker's services.
+
+Kafka's ``KafkaApis`` is constructed with its collaborators (``ReplicaManager``,
+``GroupCoordinator``, ``MetadataCache``, ``ZkAdminManager``, the producer id manager, the
+fetch manager, ...) and gets, with each request, a ``RequestChannel.Request`` carrying the
+request's header and the connection's listener and address. The handlers here are modules
+(``server/handlers/<api>.py``), so both arrive as one argument, a :class:`RequestContext`:
+
+* the request's own fields (API key and version, correlation id, client id), its
+  connection's listener and peer, and the two things a handler may do to that connection:
+  :meth:`RequestContext.park` a delayed answer, :meth:`RequestContext.close_connection`;
+* :attr:`RequestContext.services`, the :class:`BrokerServices` the broker wires once at
+  start-up. A handler reaches the broker only through these components; the broker object
+  itself is not given to handlers.
+
+Components that are bigger than what handlers use are named by narrow protocols
+(:class:`TopicAdmin`, :class:`ProducerIdSource`, :class:`ConnectionHandle`), so a handler
+can be driven in a unit test with a fake of just that edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from odradek.protocol import codec
+
+if TYPE_CHECKING:
+    from odradek.config import BrokerConfig
+    from odradek.controller.topics import TopicMeta, TopicRegistry
+    from odradek.coordinator.runtime import GroupCoordinatorRuntime
+    from odradek.log.manager import LogManager
+    from odradek.server.cluster import ClusterLink
+    from odradek.server.fetch_session import FetchSessionCache
+    from odradek.server.replica_manager import ReplicaManager
+
+
+class ConnectionHandle(Protocol):
+    """The connection a request came in on, as its handler sees it."""
+
+    listener: str
+    peer: str
+    peer_host: str
+
+    def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None: ...
+
+    def close(self, reason: str | None = None) -> None: ...
+
+
+class TopicAdmin(Protocol):
+    """Topic and configuration changes (Kafka's ZkAdminManager): each goes to the metadata
+    store, and the controller makes it happen."""
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignment: Mapping[int, list[int]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicMeta: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def create_partitions(
+        self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
+    ) -> None: ...
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None: ...
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None: ...
+
+
+class ProducerIdSource(Protocol):
+    """Kafka's ProducerIdManager: unique producer ids for InitProducerId."""
+
+    def next_id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The components handlers use, wired once by the broker when it starts."""
+
+    node_id: int
+    cluster_id: str
+    rack: str | None
+    config: BrokerConfig
+    topics: TopicRegistry  # the metadata cache (Kafka's MetadataCache) and the topics' configs
+    cluster: ClusterLink  # the link to the metadata store and the controller
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    groups: GroupCoordinatorRuntime
+    fetch_sessions: FetchSessionCache
+    producer_ids: ProducerIdSource
+    admin: TopicAdmin
+    advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
+    now_ms: Callable[[], int]
+
+
+class RequestContext:
+    """One request as its handler sees it (Kafka's RequestContext with the broker's services)."""
+
+    __slots__ = ("services", "connection", "api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(
+        self,
+        services: BrokerServices,
+        connection: ConnectionHandle,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+    ) -> None:
+        self.services = services
+        self.connection = connection
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+    @property
+    def listener(self) -> str:
+        """The listener name the request came in on."""
+        return self.connection.listener
+
+    @property
+    def client_host(self) -> str:
+        return self.connection.peer_host
+
+    @property
+    def peer(self) -> str:
+        return self.connection.peer
+
+    @property
+    def response_module(self) -> Any:
+        return codec.response_module(self.api_key, self.api_version)
+
+    def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None:
+        """The answer is ``fut``'s (a delayed operation); ``cancel`` drops it if the connection goes."""
+        self.connection.park(fut, cancel)
+
+    def close_connection(self, reason: str) -> None:
+        self.connection.close(reason)
