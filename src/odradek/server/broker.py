@@ -35,7 +35,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
-from odradek.server.connection import Connection
+from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
     RequestMemoryPool,
@@ -407,6 +407,14 @@ class Broker:
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
         )
+        self._connection_edges = ConnectionEdges(
+            services=self.services,
+            max_request_bytes=int(self.config.get("socket.request.max.bytes")),
+            request_memory=self.request_memory,
+            on_closed=self.connection_closed,
+            on_read=self._count_read,
+            inter_broker=None if self.cluster.embedded else self.cluster,
+        )
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
             await self._start_listeners()
@@ -506,7 +514,7 @@ class Broker:
                     sock.close()
                 continue
             try:
-                conn = Connection(self, sock, addr, listener)
+                conn = Connection(self._connection_edges, sock, addr, listener)
             except BaseException:
                 quotas.dec(ip)
                 sock.close()
@@ -544,6 +552,9 @@ class Broker:
         ):
             self._limit_logged = False
             self._set_accepting(True)
+
+    def _count_read(self) -> None:
+        self.reads += 1
 
     def connection_closed(self, conn: Connection) -> None:
         if conn in self.connections:

@@ -27,7 +27,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
 from odradek.protocol import interbroker as ib
@@ -44,7 +45,8 @@ from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.connection_quotas import RequestMemoryPool
+    from odradek.server.request_context import BrokerServices
 
 log = logging.getLogger("odradek.network")
 
@@ -76,11 +78,31 @@ class _Slot:
         self.mem = mem  # bytes reserved in the request memory pool until answered
 
 
+class InterBrokerHandler(Protocol):
+    def handle_request(
+        self, api_key: int, body: dict[str, Any], listener: str | None = None, peer: str = ""
+    ) -> dict[str, Any] | asyncio.Future[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEdges:
+    """What a connection needs from the broker (Kafka's Processor is given its RequestChannel,
+    MemoryPool and ConnectionQuotas the same way): the services its requests' handlers use,
+    the limits, and the broker's hooks."""
+
+    services: BrokerServices
+    max_request_bytes: int  # socket.request.max.bytes
+    request_memory: RequestMemoryPool | None  # queued.max.request.bytes, None when unbounded
+    on_closed: Callable[[Connection], None]  # the broker forgets it (connection quotas, accept)
+    on_read: Callable[[], None]  # a read burst was served (the broker's idle detection)
+    # cluster mode: the controller-to-broker requests (protocol.interbroker); None when embedded
+    inter_broker: InterBrokerHandler | None
+
+
 class Connection:
-    def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...], listener: str) -> None:
-        self.broker = broker
-        assert broker.services is not None, "connections are accepted once the broker has started"
-        self.services = broker.services
+    def __init__(self, edges: ConnectionEdges, sock: socket.socket, peer: tuple[Any, ...], listener: str) -> None:
+        self.edges = edges
+        self.services = edges.services
         self.sock = sock
         self.fd = sock.fileno()
         self.peer_host = str(peer[0]) if peer else ""
@@ -88,10 +110,8 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
         self.listener = listener
         self.loop = asyncio.get_running_loop()
-        self.pool = broker.request_memory
-        self.decoder = FrameDecoder(
-            broker.config.get("socket.request.max.bytes"), None if self.pool is None else self._reserve
-        )
+        self.pool = edges.request_memory
+        self.decoder = FrameDecoder(edges.max_request_bytes, None if self.pool is None else self._reserve)
         self.held = 0  # bytes this connection holds in the request memory pool
         self._frame_mem = 0  # the frame being handled: its reservation, taken by its slot
         self.memory_muted = False
@@ -140,7 +160,7 @@ class Connection:
             except Exception:
                 log.exception("close callback failed")
         self.on_close.clear()
-        self.broker.connection_closed(self)
+        self.edges.on_closed(self)
 
     def _pause_reading(self) -> None:
         if self.reading:
@@ -233,7 +253,7 @@ class Connection:
             if frames or decoder.recv_target() is None:
                 break
         self.last_active = time.monotonic()
-        self.broker.reads += 1
+        self.edges.on_read()
         self._dispatch(frames)
         if decoder.blocked and not self.closed:
             self._mute_for_memory()
@@ -275,7 +295,7 @@ class Connection:
             self.close()
             return
         handler = registry.get(api_key)
-        if handler is None and api_key in ib.SCHEMAS and not self.broker.cluster.embedded:
+        if handler is None and api_key in ib.SCHEMAS and self.edges.inter_broker is not None:
             self._on_interbroker(frame, api_key, api_version, correlation_id)
             return
         if handler is None:
@@ -341,7 +361,8 @@ class Connection:
     def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
         response header v0."""
-        cluster = self.broker.cluster
+        cluster = self.edges.inter_broker
+        assert cluster is not None
         try:
             header = parse_request_header(frame, False)
             body = ib.decode(api_key, api_version, frame[header.body_offset :])
