@@ -11,9 +11,10 @@ Two deployments run this same code (design.md: one controller, two stores):
 
 - Registration: /brokers/ids/<id> (ephemeral); the broker epoch is that znode's czxid.
   After a lost session the broker registers again (a new epoch) and re-arms its watches.
-- Controller: every broker runs the controller (controller.controller) in one thread of
-  its own (Kafka's controller event thread); ZooKeeper watches and timers put events on
-  its queue; only the broker that created /controller acts. Its requests go out through
+- Controller: every broker runs the controller (controller.controller) behind a
+  controller.event_manager.ControllerEventManager (a thread of its own in cluster mode, the
+  event loop embedded); ZooKeeper watches and timers put events on its queue; only the
+  broker that created /controller acts. Its requests go out through
   the ControllerChannel on the loop.
 - Inter-broker requests (protocol.interbroker) are accepted only on the inter-broker
   listener and the control plane listener (server.cluster_access: elsewhere they are
@@ -34,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import queue
 import struct
 import threading
 import time
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.controller import zk_data as zd
 from odradek.controller.channel import ControllerChannel
 from odradek.controller.controller import Controller
+from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.store import BadVersionError, MetadataStore, StoreError
 from odradek.controller.topics import topic_id_from_str
 from odradek.controller.zk_store import ZkStore
@@ -111,10 +112,8 @@ class ClusterLink:
             unclean_leader_election=self._unclean_allowed,
             imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
         )
-        self._events: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._pending: deque[tuple[str, dict[str, Any]]] = deque()  # embedded: events run on the loop
-        self._drain_scheduled = False
+        # the controller's events: on a thread of its own in cluster mode, on the loop embedded
+        self.events = ControllerEventManager(self._process, threaded=self.zk is not None)
         # embedded: the controller's requests to this broker, served in order on the loop, a slice of
         # LeaderAndIsr partitions per turn so creating many partitions does not stall other clients
         self._to_self: deque[tuple[int, dict[str, Any]]] = deque()
@@ -149,8 +148,9 @@ class ClusterLink:
         if self.zk is None:
             self._register()
             self._arm_watches()
+            self.events.start(self.loop)
             self.put("Startup")
-            self._drain()
+            self.events.drain()
             self._serve_self(until_empty=True)  # lead every partition before the listeners open
             return
         self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
@@ -161,8 +161,7 @@ class ClusterLink:
         self._learn_brokers(brokers)
         if controller is not None:
             self._learn_controller(controller)
-        self._thread = threading.Thread(target=self._controller_loop, name="controller-event-thread", daemon=True)
-        self._thread.start()
+        self.events.start(self.loop)
         await self.loop.run_in_executor(None, self._arm_watches)
         self.put("Startup")
 
@@ -232,7 +231,7 @@ class ClusterLink:
         """Controlled shutdown, then leave the cluster."""
         self.stopping = True
         if self.zk is None:
-            self._pending.clear()
+            self.events.stop()
             self._to_self.clear()
             if self.fetchers is not None:
                 fetchers, self.fetchers = self.fetchers, None
@@ -244,7 +243,7 @@ class ClusterLink:
                 await self._controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
-        self._events.put(None)
+        self.events.stop()
         if self.fetchers is not None:
             fetchers, self.fetchers = self.fetchers, None
             await fetchers.shutdown()
@@ -252,8 +251,7 @@ class ClusterLink:
             await self.channel.close()
         assert self.loop is not None
         await self.loop.run_in_executor(None, self.zk.close)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.events.join(timeout=5)
 
     # ------------------------------------------------------------------ ZooKeeper session
     def _on_session_state(self, state: str) -> None:
@@ -267,29 +265,10 @@ class ClusterLink:
         elif state == "CONNECTED":
             self.put("ControllerChange")  # the session survived: take part in the election again
 
-    # ------------------------------------------------------------------ controller thread
+    # ------------------------------------------------------------------ controller events
     def put(self, kind: str, **args: Any) -> None:
-        if self.zk is not None:
-            self._events.put((kind, args))
-            return
-        self._pending.append((kind, args))
-        if not self._drain_scheduled and self.loop is not None and not self.stopping:
-            self._drain_scheduled = True
-            self.loop.call_soon(self._drain)
-
-    def _drain(self) -> None:
-        """Embedded: run the queued controller events on the loop, one at a time."""
-        self._drain_scheduled = False
-        while self._pending and not self.stopping:
-            kind, args = self._pending.popleft()
-            self._process(kind, args)
-
-    def _controller_loop(self) -> None:
-        while True:
-            item = self._events.get()
-            if item is None:
-                break
-            self._process(*item)
+        """Queue a controller event (any thread)."""
+        self.events.put(kind, **args)
 
     def _process(self, kind: str, args: dict[str, Any]) -> None:
         c = self.controller
