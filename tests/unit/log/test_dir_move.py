@@ -127,8 +127,9 @@ def test_describe_log_dirs_shows_the_future_replica_and_alter_errors(tmp_path: P
     mgr.get_or_create_log("t", 0)
     _fill(mgr, 300)
     topics = {"t": SimpleNamespace(partitions=[0, 1]), "u": SimpleNamespace(partitions=[0])}
-    broker = SimpleNamespace(log_manager=mgr, config=SimpleNamespace(log_dirs=[d1, d2, d3]), topics=topics)
-    ctx = SimpleNamespace(broker=broker, response_module=codec.response_module(35, 4))
+    # the handlers reach only these edges of the broker's services
+    services = SimpleNamespace(log_manager=mgr, config=SimpleNamespace(log_dirs=[d1, d2, d3]), topics=topics)
+    ctx = SimpleNamespace(services=services, response_module=codec.response_module(35, 4))
 
     def described() -> set[tuple[str, int, bool]]:
         resp = describe_log_dirs.handle(ctx, SimpleNamespace(topics=None))
@@ -136,7 +137,7 @@ def test_describe_log_dirs_shows_the_future_replica_and_alter_errors(tmp_path: P
                 for r in resp.results for t in r.topics for p in t.partitions}
 
     async def run() -> None:
-        assert alter_replica_log_dirs.alter(broker, "t", 0, str(d2.absolute())) == errors.NONE
+        assert alter_replica_log_dirs.alter(services, "t", 0, str(d2.absolute())) == errors.NONE
         assert described() == {("d1", 0, False), ("d2", 0, True)}  # moving: the future replica in d2
         for _ in range(2000):
             if mgr.future_of("t", 0) is None:
@@ -144,14 +145,14 @@ def test_describe_log_dirs_shows_the_future_replica_and_alter_errors(tmp_path: P
             await asyncio.sleep(0.001)
         assert described() == {("d2", 0, False)}
         mgr.mark_dir_offline(d3)
-        assert alter_replica_log_dirs.alter(broker, "t", 0, str(d3.absolute())) == errors.KAFKA_STORAGE_ERROR
-        assert alter_replica_log_dirs.alter(broker, "t", 0, str(tmp_path / "d4")) == errors.LOG_DIR_NOT_FOUND
-        assert alter_replica_log_dirs.alter(broker, "t", 0, "d1") == errors.LOG_DIR_NOT_FOUND  # not absolute
-        assert alter_replica_log_dirs.alter(broker, "t", 1, str(d1.absolute())) == errors.REPLICA_NOT_AVAILABLE
-        assert alter_replica_log_dirs.alter(broker, "t", 2, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
-        assert alter_replica_log_dirs.alter(broker, "x", 0, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert alter_replica_log_dirs.alter(services, "t", 0, str(d3.absolute())) == errors.KAFKA_STORAGE_ERROR
+        assert alter_replica_log_dirs.alter(services, "t", 0, str(tmp_path / "d4")) == errors.LOG_DIR_NOT_FOUND
+        assert alter_replica_log_dirs.alter(services, "t", 0, "d1") == errors.LOG_DIR_NOT_FOUND  # not absolute
+        assert alter_replica_log_dirs.alter(services, "t", 1, str(d1.absolute())) == errors.REPLICA_NOT_AVAILABLE
+        assert alter_replica_log_dirs.alter(services, "t", 2, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert alter_replica_log_dirs.alter(services, "x", 0, str(d1.absolute())) == errors.UNKNOWN_TOPIC_OR_PARTITION
         long_topic = "y" * 240
-        assert alter_replica_log_dirs.alter(broker, long_topic, 0, str(d1.absolute())) == \
+        assert alter_replica_log_dirs.alter(services, long_topic, 0, str(d1.absolute())) == \
             errors.INVALID_TOPIC_EXCEPTION
 
     asyncio.run(run())

@@ -12,7 +12,7 @@ import pytest
 
 from odradek.config import ConfigError
 from odradek.protocol import framing
-from odradek.server.connection import Connection
+from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     FD_RESERVE_MIN,
     INT_MAX,
@@ -109,21 +109,23 @@ def test_memory_pool_is_non_strict_and_wakes_waiters_in_order() -> None:
     assert not calls and pool.used == 0
 
 
-class _Config:
-    def get(self, name: str) -> Any:
-        assert name == "socket.request.max.bytes"
-        return 104857600
-
-
 class _Broker:
-    def __init__(self, pool: RequestMemoryPool | None = None) -> None:
-        self.config = _Config()
-        self.request_memory = pool
-        self.reads = 0
-        self.closed: list[Connection] = []
+    """The broker's side of a connection: the ConnectionEdges it hands each connection."""
 
-    def connection_closed(self, conn: Connection) -> None:
-        self.closed.append(conn)
+    def __init__(self, pool: RequestMemoryPool | None = None) -> None:
+        self.closed: list[Connection] = []
+        self.reads = 0
+        self.edges = ConnectionEdges(
+            services=None,  # type: ignore[arg-type]  # no request reaches a handler here
+            max_request_bytes=104857600,
+            request_memory=pool,
+            on_closed=self.closed.append,
+            on_read=self._read,
+            inter_broker=None,
+        )
+
+    def _read(self) -> None:
+        self.reads += 1
 
 
 def _recv_closed(sock: socket.socket) -> bool:
@@ -144,7 +146,7 @@ def test_memory_error_reading_a_frame_closes_that_connection(monkeypatch: pytest
     async def run() -> None:
         broker = _Broker()
         a, b = socket.socketpair()
-        conn = Connection(broker, a, ("10.0.0.1", 5555), "PLAINTEXT")  # type: ignore[arg-type]
+        conn = Connection(broker.edges, a, ("10.0.0.1", 5555), "PLAINTEXT")
         conn.start()
         b.sendall(struct.pack(">i", 50_000_000) + b"\x00" * 1000)
         for _ in range(100):
@@ -169,7 +171,7 @@ def test_connection_muted_while_the_pool_is_out_of_memory() -> None:
         pool = RequestMemoryPool(1000, loop.call_soon)
         broker = _Broker(pool)
         a, b = socket.socketpair()
-        conn = Connection(broker, a, ("10.0.0.1", 5555), "PLAINTEXT")  # type: ignore[arg-type]
+        conn = Connection(broker.edges, a, ("10.0.0.1", 5555), "PLAINTEXT")
         handled: list[bytes] = []
         conn._on_frame = lambda frame: handled.append(bytes(frame))  # type: ignore[method-assign]
         conn.start()
