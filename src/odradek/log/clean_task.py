@@ -66,8 +66,10 @@ import crc32c as _crc32c
 
 from odradek.log.checkpoint import TopicPartition, fsync_dir
 from odradek.log.file_records import FileRecords
+from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
 from odradek.log.offset_index import MAX_RELATIVE_OFFSET
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from odradek.log.time_index import ENTRY as TIME_INDEX_ENTRY
 from odradek.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -97,8 +99,6 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 _READ_CHUNK = 1 << 20
 _WRITE_CHUNK = 1 << 20
-_OI_ENTRY = struct.Struct(">ii")
-_TI_ENTRY = struct.Struct(">qi")
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset .. crc
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
@@ -465,9 +465,9 @@ class CleanTask:
                     if oh.max_timestamp > max_ts:
                         max_ts, off_of_max = oh.max_timestamp, last
                     if since > interval and len(oi) // 8 < oi_cap:
-                        oi += _OI_ENTRY.pack(last - base, pos)
+                        oi += OFFSET_INDEX_ENTRY.pack(last - base, pos)
                         if ti_n < ti_cap - 1 and max_ts > last_ti_ts:
-                            ti += _TI_ENTRY.pack(max_ts, off_of_max - base)
+                            ti += TIME_INDEX_ENTRY.pack(max_ts, off_of_max - base)
                             ti_n += 1
                             last_ti_ts = max_ts
                         since = 0
@@ -485,7 +485,7 @@ class CleanTask:
         finally:
             os.close(fd)
         if max_ts >= 0 and max_ts > last_ti_ts and ti_n < ti_cap:
-            ti += _TI_ENTRY.pack(max_ts, off_of_max - base)
+            ti += TIME_INDEX_ENTRY.pack(max_ts, off_of_max - base)
         for suffix, data in ((INDEX_SUFFIX, oi), (TIME_INDEX_SUFFIX, ti)):
             _write_file(Path(f"{prefix}{suffix}{CLEANED_SUFFIX}"), bytes(data))
         if mtime:

@@ -22,7 +22,7 @@ from pathlib import Path
 from odradek.log.abstract_index import AbstractIndex
 from odradek.log.errors import CorruptIndexError
 
-_ENTRY = struct.Struct(">ii")
+ENTRY = struct.Struct(">ii")  # (relativeOffset, position): the one definition of the layout above
 _I32 = struct.Struct(">i")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -48,11 +48,11 @@ class OffsetIndex(AbstractIndex):
         n = self._entries
         if n == 0 or self._mm is None:
             return
-        rel, pos = _ENTRY.unpack_from(self._mm, (n - 1) * 8)
+        rel, pos = ENTRY.unpack_from(self._mm, (n - 1) * 8)
         if rel < 0 or pos < 0:
             raise CorruptIndexError(f"corrupt {self.KIND} {self.path}: negative last entry")
         if n > 1:
-            prev_rel, prev_pos = _ENTRY.unpack_from(self._mm, (n - 2) * 8)
+            prev_rel, prev_pos = ENTRY.unpack_from(self._mm, (n - 2) * 8)
             if rel <= prev_rel or pos <= prev_pos:
                 raise CorruptIndexError(
                     f"corrupt {self.KIND} {self.path}: last entry ({rel}, {pos}) "
@@ -70,13 +70,13 @@ class OffsetIndex(AbstractIndex):
         """(absolute offset, position) of the last entry, or (base offset, 0)."""
         if self._entries == 0 or self._mm is None:
             return self.base_offset, 0
-        rel, pos = _ENTRY.unpack_from(self._mm, (self._entries - 1) * 8)
+        rel, pos = ENTRY.unpack_from(self._mm, (self._entries - 1) * 8)
         return self.base_offset + rel, pos
 
     def entry(self, n: int) -> tuple[int, int]:
         if not 0 <= n < self._entries or self._mm is None:
             raise IndexError(n)
-        rel, pos = _ENTRY.unpack_from(self._mm, n * 8)
+        rel, pos = ENTRY.unpack_from(self._mm, n * 8)
         return self.base_offset + rel, pos
 
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -104,7 +104,7 @@ class OffsetIndex(AbstractIndex):
                 else:
                     hi = mid
             slot = lo
-        r, pos = _ENTRY.unpack_from(mm, slot << 3)
+        r, pos = ENTRY.unpack_from(mm, slot << 3)
         return base + r, pos
 
     def position_at_most(self, position: int) -> int:
@@ -123,7 +123,7 @@ class OffsetIndex(AbstractIndex):
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             raise CorruptIndexError(f"offset {offset} out of the relative range of {self.path}")
         mm = self._ensure_append()
-        _ENTRY.pack_into(mm, self._entries * 8, rel, position)
+        ENTRY.pack_into(mm, self._entries * 8, rel, position)
         self._entries += 1
 
     def truncate_to(self, offset: int) -> None:

@@ -36,6 +36,7 @@ from odradek.log.abstract_index import AbstractIndex
 from odradek.log.config import LogConfig
 from odradek.log.errors import CorruptIndexError
 from odradek.log.file_records import FetchData, FileRecords, FileRegion
+from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
 from odradek.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
 from odradek.log.time_index import TimeIndex
 from odradek.protocol.records import (
@@ -58,7 +59,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 
 _I = TypeVar("_I", bound=AbstractIndex)
-_INDEX_ENTRY = struct.Struct(">ii")
 _BATCH_LENGTH = struct.Struct(">i")
 
 
@@ -464,7 +464,7 @@ class LogSegment:
                 return None
             if size == 0:
                 return self.base_offset, 0
-            rel, pos = _INDEX_ENTRY.unpack(os.pread(fd, 8, size - 8))
+            rel, pos = OFFSET_INDEX_ENTRY.unpack(os.pread(fd, 8, size - 8))
         finally:
             os.close(fd)
         if rel < 0 or pos < 0 or pos > self.log.size or (size > 8 and rel == 0):

@@ -22,7 +22,7 @@ from pathlib import Path
 from odradek.log.abstract_index import AbstractIndex
 from odradek.log.errors import CorruptIndexError
 
-_ENTRY = struct.Struct(">qi")
+ENTRY = struct.Struct(">qi")  # (timestamp, relativeOffset): the one definition of the layout above
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 NO_TIMESTAMP = -1
@@ -45,12 +45,12 @@ class TimeIndex(AbstractIndex):
         n = self._entries
         if n == 0 or self._mm is None:
             return
-        ts, rel = _ENTRY.unpack_from(self._mm, (n - 1) * 12)
+        ts, rel = ENTRY.unpack_from(self._mm, (n - 1) * 12)
         first_ts = _I64.unpack_from(self._mm, 0)[0]
         if rel < 0 or ts < first_ts:
             raise CorruptIndexError(f"corrupt {self.KIND} {self.path}: last entry ({ts}, {rel})")
         if n > 1:
-            prev_ts, prev_rel = _ENTRY.unpack_from(self._mm, (n - 2) * 12)
+            prev_ts, prev_rel = ENTRY.unpack_from(self._mm, (n - 2) * 12)
             if ts <= prev_ts or rel < prev_rel:
                 raise CorruptIndexError(
                     f"corrupt {self.KIND} {self.path}: last entry ({ts}, {rel}) not after ({prev_ts}, {prev_rel})"
@@ -60,13 +60,13 @@ class TimeIndex(AbstractIndex):
         """(timestamp, absolute offset) of the last entry, or (-1, base offset)."""
         if self._entries == 0 or self._mm is None:
             return NO_TIMESTAMP, self.base_offset
-        ts, rel = _ENTRY.unpack_from(self._mm, (self._entries - 1) * 12)
+        ts, rel = ENTRY.unpack_from(self._mm, (self._entries - 1) * 12)
         return ts, self.base_offset + rel
 
     def entry(self, n: int) -> tuple[int, int]:
         if not 0 <= n < self._entries or self._mm is None:
             raise IndexError(n)
-        ts, rel = _ENTRY.unpack_from(self._mm, n * 12)
+        ts, rel = ENTRY.unpack_from(self._mm, n * 12)
         return ts, self.base_offset + rel
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
@@ -76,7 +76,7 @@ class TimeIndex(AbstractIndex):
         if slot < 0:
             return NO_TIMESTAMP, self.base_offset
         assert self._mm is not None
-        ts, rel = _ENTRY.unpack_from(self._mm, slot * 12)
+        ts, rel = ENTRY.unpack_from(self._mm, slot * 12)
         return ts, self.base_offset + rel
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
@@ -98,7 +98,7 @@ class TimeIndex(AbstractIndex):
         end = (self._entries + 1) * 12
         if end > self._allocated:
             self._allocate(end)
-        _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
+        ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
         self._entries += 1
         return True
 
