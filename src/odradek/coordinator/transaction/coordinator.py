@@ -352,7 +352,21 @@ class TransactionCoordinator:
                 md.pending_state = None
             callback(err)
 
-        self._write(self.partition_for(transactional_id), [record], on_done)
+        self._call_edge("write", lambda: self._write(self.partition_for(transactional_id), [record], on_done), on_done)
+
+    @staticmethod
+    def _call_edge(name: str, call: Callable[[], None], on_done: Done) -> None:
+        """Call an edge; one that raises instead of calling back (with an ``error_code``
+        attribute, like the group coordinator's WriteError, or not) counts as a failed call,
+        so that no pending state is left behind."""
+        try:
+            call()
+        except Exception as e:
+            code = getattr(e, "error_code", None)
+            if not isinstance(code, int):
+                log.exception("%s raised instead of calling back", name)
+                code = errors.UNKNOWN_SERVER_ERROR
+            on_done(code if code != errors.NONE else errors.UNKNOWN_SERVER_ERROR)
 
     # ------------------------------------------------------------------ InitProducerId
     def init_producer_id(
@@ -685,8 +699,9 @@ class TransactionCoordinator:
             self._retry(lambda: self._markers(transactional_id, coordinator_epoch, result, md, complete),
                         transactional_id, coordinator_epoch, md, complete)
 
-        self._send_markers(md.producer_id, md.producer_epoch, result, partitions, on_done,
-                           coordinator_epoch=coordinator_epoch, transactional_id=transactional_id)
+        self._call_edge("send_markers", lambda: self._send_markers(
+            md.producer_id, md.producer_epoch, result, partitions, on_done,
+            coordinator_epoch=coordinator_epoch, transactional_id=transactional_id), on_done)
 
     def _write_completion(self, transactional_id: str, coordinator_epoch: int, md: TransactionMetadata,
                           complete: TxnTransitMetadata) -> None:
@@ -789,7 +804,7 @@ class TransactionCoordinator:
                     log.warning("could not remove expired transactional id %s: tombstone error %d", tid, err)
                     md.pending_state = None
 
-        self._write(partition, records, on_done)
+        self._call_edge("write", lambda: self._write(partition, records, on_done), on_done)
 
     # ------------------------------------------------------------------ describe / list
     def describe_transactions(self, transactional_ids: Iterable[str]) -> list[DescribedTransaction]:

@@ -483,3 +483,26 @@ def test_append_errors_mapped_as_kafka(code: int, expected: int) -> None:
     env = Env()
     env.log.fail = code
     assert env.init().error_code == expected
+
+
+def test_an_edge_that_raises_counts_as_a_failed_call() -> None:
+    from odradek.coordinator.group.coordinator import WriteError
+
+    env = Env()
+    env.init()
+
+    def raising_write(partition: int, records: list[tuple[bytes, bytes | None]],
+                      on_done: Callable[[int], None]) -> None:
+        raise WriteError(errors.NOT_COORDINATOR)
+
+    env.coord._write = raising_write
+    assert env.add(1000, 0, PARTS) == errors.NOT_COORDINATOR
+    assert env.md().pending_state is None and env.md().state is S.EMPTY
+
+    def broken_write(partition: int, records: list[tuple[bytes, bytes | None]],
+                     on_done: Callable[[int], None]) -> None:
+        raise RuntimeError("bug")
+
+    env.coord._write = broken_write
+    assert env.add(1000, 0, PARTS) == errors.UNKNOWN_SERVER_ERROR
+    assert env.md().pending_state is None
