@@ -352,16 +352,26 @@ class TransactionCoordinator:
                 md.pending_state = None
             callback(err)
 
-        self._call_edge("write", lambda: self._write(self.partition_for(transactional_id), [record], on_done), on_done)
+        self._call_edge("write", lambda done: self._write(self.partition_for(transactional_id), [record], done), on_done)
 
     @staticmethod
-    def _call_edge(name: str, call: Callable[[], None], on_done: Done) -> None:
-        """Call an edge; one that raises instead of calling back (with an ``error_code``
-        attribute, like the group coordinator's WriteError, or not) counts as a failed call,
-        so that no pending state is left behind."""
+    def _call_edge(name: str, call: Callable[[Done], None], on_done: Done) -> None:
+        """Call an edge with ``on_done``; one that raises before calling back (with an
+        ``error_code`` attribute, like the group coordinator's WriteError, or not) counts as a
+        failed call, so that no pending state is left behind. What the callback itself raises
+        propagates."""
+        called = False
+
+        def done(code: int) -> None:
+            nonlocal called
+            called = True
+            on_done(code)
+
         try:
-            call()
+            call(done)
         except Exception as e:
+            if called:
+                raise
             code = getattr(e, "error_code", None)
             if not isinstance(code, int):
                 log.exception("%s raised instead of calling back", name)
@@ -699,8 +709,8 @@ class TransactionCoordinator:
             self._retry(lambda: self._markers(transactional_id, coordinator_epoch, result, md, complete),
                         transactional_id, coordinator_epoch, md, complete)
 
-        self._call_edge("send_markers", lambda: self._send_markers(
-            md.producer_id, md.producer_epoch, result, partitions, on_done,
+        self._call_edge("send_markers", lambda done: self._send_markers(
+            md.producer_id, md.producer_epoch, result, partitions, done,
             coordinator_epoch=coordinator_epoch, transactional_id=transactional_id), on_done)
 
     def _write_completion(self, transactional_id: str, coordinator_epoch: int, md: TransactionMetadata,
@@ -804,7 +814,7 @@ class TransactionCoordinator:
                     log.warning("could not remove expired transactional id %s: tombstone error %d", tid, err)
                     md.pending_state = None
 
-        self._call_edge("write", lambda: self._write(partition, records, on_done), on_done)
+        self._call_edge("write", lambda done: self._write(partition, records, done), on_done)
 
     # ------------------------------------------------------------------ describe / list
     def describe_transactions(self, transactional_ids: Iterable[str]) -> list[DescribedTransaction]:
