@@ -345,7 +345,12 @@ class TransactionCoordinator:
                              transactional_id, transit)
                     err = errors.NOT_COORDINATOR
                 else:
-                    md.complete_transition_to(transit)
+                    try:
+                        md.complete_transition_to(transit)
+                    except IllegalTransitionError as e:  # Kafka: fatal; here the id is kept serviceable
+                        log.error("cannot apply the written transition of %s: %s", transactional_id, e)
+                        md.pending_state = None
+                        err = errors.UNKNOWN_SERVER_ERROR
             elif same and md is not None and not retry_on(err):
                 log.info("appending %s for %s failed with %d; its pending state is reset",
                          transit.txn_state.state_name, transactional_id, err)
@@ -884,7 +889,8 @@ class TransactionCoordinator:
 
     def replay(self, partition: int, key: bytes | None, value: bytes | None) -> bool:
         """Apply one record of a partition being loaded, in log order (Kafka's
-        loadTransactionMetadata). A malformed record is logged and skipped; False then."""
+        loadTransactionMetadata). A malformed record, or one in a state Kafka never writes
+        (Dead, PrepareEpochFence), is logged and skipped; False then."""
         cache = self._loading.get(partition)
         if cache is None:
             raise RuntimeError(f"{TRANSACTION_STATE_TOPIC}-{partition} is not being loaded")
@@ -901,6 +907,12 @@ class TransactionCoordinator:
             cache.txns.pop(tid, None)
             return True
         state = TransactionState.from_id(v.transaction_status)
+        if state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            # Kafka never writes these (Dead ends in a tombstone, the fence goes on to
+            # PrepareAbort); loading one would leave the id stuck, so the record is skipped
+            log.warning("skipping a %s record for %s in %s-%d: that state is never written",
+                        state.state_name, tid, TRANSACTION_STATE_TOPIC, partition)
+            return False
         cache.txns[tid] = TransactionMetadata(
             tid, v.producer_id, v.previous_producer_id, v.next_producer_id, v.producer_epoch, NO_PRODUCER_EPOCH,
             v.transaction_timeout_ms, state, set(v.partitions()) if state != S.EMPTY else set(),

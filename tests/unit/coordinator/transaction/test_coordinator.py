@@ -506,3 +506,26 @@ def test_an_edge_that_raises_counts_as_a_failed_call() -> None:
     env.coord._write = broken_write
     assert env.add(1000, 0, PARTS) == errors.UNKNOWN_SERVER_ERROR
     assert env.md().pending_state is None
+
+
+def test_replay_skips_states_never_written() -> None:
+    env = Env()
+    env.init()
+    env.coord.begin_loading(0, 2)
+    for p, k, v in env.log.records:
+        assert env.coord.replay(p, k, v)
+    for state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+        value = rec.encode_value(rec.TransactionLogValue(1000, 5, 60000, state.id, None, 1, -1))
+        assert not env.coord.replay(0, rec.encode_key(TID), value)
+    env.coord.finish_loading(0, 2)
+    assert env.md().state is S.EMPTY and env.md().producer_epoch == 0
+    assert env.init() == InitProducerIdResult(errors.NONE, 1000, 1)
+
+
+def test_a_loaded_record_contradicting_itself_does_not_raise_out_of_callbacks() -> None:
+    env = Env()
+    env.coord.begin_loading(0, 2)
+    bad = rec.TransactionLogValue(1000, 0, 60000, S.PREPARE_COMMIT.id, (("t", (0,)),), 1, -1)  # no start time
+    assert env.coord.replay(0, rec.encode_key(TID), rec.encode_value(bad))
+    env.coord.finish_loading(0, 2)  # markers sent; the completion cannot be applied
+    assert env.markers.sent and env.md().pending_state is None and env.md().state is S.PREPARE_COMMIT
