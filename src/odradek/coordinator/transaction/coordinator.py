@@ -89,6 +89,19 @@ def append_error(code: int) -> int:
     return code
 
 
+def transaction_topic_configs(min_insync_replicas: int = 2, segment_bytes: int = 104857600) -> dict[str, str]:
+    """The configs __transaction_state is created with (Kafka's
+    TransactionStateManager.transactionTopicConfigs): compacted, uncompressed, no unclean
+    leader election; transaction.state.log.min.isr and transaction.state.log.segment.bytes."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false",
+        "min.insync.replicas": str(min_insync_replicas),
+        "segment.bytes": str(segment_bytes),
+    }
+
+
 # ------------------------------------------------------------------------------ the edges
 class Cancellable(Protocol):
     def cancel(self) -> None: ...

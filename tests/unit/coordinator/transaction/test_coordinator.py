@@ -529,3 +529,12 @@ def test_a_loaded_record_contradicting_itself_does_not_raise_out_of_callbacks() 
     assert env.coord.replay(0, rec.encode_key(TID), rec.encode_value(bad))
     env.coord.finish_loading(0, 2)  # markers sent; the completion cannot be applied
     assert env.markers.sent and env.md().pending_state is None and env.md().state is S.PREPARE_COMMIT
+
+
+def test_transaction_topic_configs() -> None:
+    from odradek.coordinator.transaction.coordinator import transaction_topic_configs
+
+    assert transaction_topic_configs() == {
+        "cleanup.policy": "compact", "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
+        "min.insync.replicas": "2", "segment.bytes": "104857600",
+    }
