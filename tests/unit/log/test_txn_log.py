@@ -1,0 +1,337 @@
+"""Transactions in the log (KIP-98): the transaction index, markers, producer state with
+ongoing transactions, the last stable offset, read_committed reads, recovery."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from odradek.log import Log, LogConfig, ProducerStateError
+from odradek.log.errors import CorruptIndexError
+from odradek.log.producer_state import ProducerStateManager
+from odradek.log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
+from odradek.log.txn_marker import ControlRecordType, EndTxnMarker, build_marker_batch, parse_marker
+from odradek.protocol.records import build_batch, decode_records, iter_batches, validate_batches
+
+from .log_helpers import NOW, region_bytes
+
+COMMIT = ControlRecordType.COMMIT
+ABORT = ControlRecordType.ABORT
+
+
+# ---------------------------------------------------------------------------------- txn index
+
+
+def test_txn_index_file_layout_round_trip(tmp_path: Path) -> None:
+    idx = TransactionIndex(tmp_path / "00000000000000000000.txnindex", 0)
+    assert idx.entries == [] and not idx.path.exists()  # created on the first append
+    a = AbortedTxn(7, 3, 10, 11)
+    b = AbortedTxn(2**40, 12, 20, 15)
+    idx.append(a)
+    idx.append(b)
+    idx.flush()
+    raw = idx.path.read_bytes()
+    assert len(raw) == 2 * ENTRY_SIZE == 68
+    # version int16 0 | producerId int64 | firstOffset int64 | lastOffset int64 | lastStableOffset int64
+    assert raw[:34] == b"\x00\x00" + (7).to_bytes(8, "big") + (3).to_bytes(8, "big") + (10).to_bytes(8, "big") + (
+        11).to_bytes(8, "big")
+    assert raw[34:] == struct.pack(">hqqqq", 0, 2**40, 12, 20, 15)
+    idx.close()
+    again = TransactionIndex(idx.path, 0)
+    assert again.entries == [a, b]
+    again.sanity_check()
+    with pytest.raises(ValueError):
+        again.append(AbortedTxn(1, 0, 20, 21))  # lastOffset must grow
+
+
+def test_txn_index_torn_tail_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.txnindex"
+    path.write_bytes(AbortedTxn(1, 100, 105, 106).encode() + AbortedTxn(2, 101, 110, 111).encode()[:20])
+    idx = TransactionIndex(path, 100)
+    assert idx.entries == [AbortedTxn(1, 100, 105, 106)]
+    assert path.stat().st_size == ENTRY_SIZE
+    idx.append(AbortedTxn(2, 101, 110, 111))
+    assert TransactionIndex(path, 100).entries == [AbortedTxn(1, 100, 105, 106), AbortedTxn(2, 101, 110, 111)]
+
+
+def test_txn_index_sanity_check(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.txnindex"
+    path.write_bytes(AbortedTxn(1, 90, 95, 96).encode())  # marker below the segment's base offset
+    with pytest.raises(CorruptIndexError):
+        TransactionIndex(path, 100).sanity_check()
+
+
+def test_txn_index_collect_and_truncate(tmp_path: Path) -> None:
+    idx = TransactionIndex(tmp_path / "x.txnindex", 0)
+    entries = [AbortedTxn(1, 0, 5, 3), AbortedTxn(2, 3, 8, 9), AbortedTxn(3, 10, 12, 13), AbortedTxn(4, 14, 20, 21)]
+    for e in entries:
+        idx.append(e)
+    # overlap: lastOffset >= fetch offset and firstOffset < upper bound
+    res = idx.collect_aborted_txns(6, 11)
+    assert res.aborted == [entries[1], entries[2]] and res.is_complete  # entry 3's LSO 13 >= 11
+    res = idx.collect_aborted_txns(0, 4)
+    assert res.aborted == [entries[0], entries[1]] and res.is_complete  # entry 2's LSO 9 >= 4
+    res = idx.collect_aborted_txns(13, 100)
+    assert res.aborted == [entries[3]] and not res.is_complete
+    idx.truncate_to(12)  # entries whose marker is at or after 12 go
+    assert idx.entries == entries[:2]
+    assert idx.path.stat().st_size == 2 * ENTRY_SIZE
+    assert TransactionIndex(idx.path, 0).entries == entries[:2]
+    idx.reset()
+    assert idx.entries == [] and idx.path.stat().st_size == 0
+
+
+# ---------------------------------------------------------------------------------- markers
+
+
+def test_marker_batch_format() -> None:
+    raw = build_marker_batch(9, 3, 17, ABORT, timestamp=NOW)
+    (_pos, h), = iter_batches(raw)
+    assert h.is_control and h.is_transactional and h.producer_id == 9 and h.producer_epoch == 3
+    assert h.base_sequence == -1 and h.record_count == 1 and h.compression == 0
+    rec, = decode_records(raw)
+    assert rec.key == b"\x00\x00\x00\x00"  # version 0, type 0 (abort)
+    assert rec.value == b"\x00\x00" + (17).to_bytes(4, "big")  # version 0, coordinator epoch
+    assert parse_marker(raw, h) == EndTxnMarker(ABORT, 17)
+    commit = build_marker_batch(9, 3, 17, COMMIT, timestamp=NOW)
+    assert parse_marker(commit, validate_batches(commit)[0]) == EndTxnMarker(COMMIT, 17)
+
+
+# ---------------------------------------------------------------------------------- the log
+
+
+def new_log(tmp_path: Path, config: LogConfig | None = None) -> Log:
+    return Log.create(tmp_path, "txn", 0, config or LogConfig(), time_ms=NOW)
+
+
+def txn_batch(pid: int, seq: int, n: int = 2, *, epoch: int = 0, value: bytes = b"v", key: bytes | None = None,
+              ) -> bytearray:
+    return bytearray(build_batch([(key, value)] * n, timestamp=NOW, producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=seq, transactional=True))
+
+
+def produce(log: Log, data: bytearray, *, hw: bool = True) -> tuple[int, int]:
+    info = log.append_as_leader(data, validate_batches(data), 0, NOW)
+    if hw:
+        log.update_high_watermark(log.log_end_offset)
+    return info.first_offset, info.last_offset
+
+
+def end_txn(log: Log, pid: int, result: ControlRecordType, *, epoch: int = 0, coordinator_epoch: int = 0,
+            hw: bool = True) -> int:
+    info = log.append_txn_marker(pid, epoch, coordinator_epoch, result, 0, NOW)
+    if hw:
+        log.update_high_watermark(log.log_end_offset)
+    return info.first_offset
+
+
+def test_lso_progression_commit(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    produce(log, bytearray(build_batch([(None, b"x")], timestamp=NOW)))  # 0, no producer
+    assert log.last_stable_offset == 1 and log.first_unstable_offset() is None
+    produce(log, txn_batch(1, 0), hw=False)  # 1..2
+    assert log.high_watermark == 1 and log.last_stable_offset == 1
+    log.update_high_watermark(3)
+    assert log.last_stable_offset == 1  # the open transaction starts at 1
+    produce(log, txn_batch(1, 2))  # 3..4: same transaction
+    assert log.producer_state.ongoing_txns.keys() == {1} and log.last_stable_offset == 1
+    marker = end_txn(log, 1, COMMIT, hw=False)  # 5
+    assert marker == 5 and log.log_end_offset == 6
+    # completed, but its marker is not replicated yet: still unstable (Kafka's unreplicatedTxns)
+    assert log.first_unstable_offset() == 1 and log.last_stable_offset == 1
+    log.update_high_watermark(5)
+    assert log.last_stable_offset == 1
+    log.update_high_watermark(6)
+    assert log.first_unstable_offset() is None and log.last_stable_offset == 6
+    assert log.latest_offset(1) == 6 and log.latest_offset(0) == 6
+    assert all(seg.txn_index.entries == [] for seg in log.segments)  # commits are not indexed
+    assert log.producer_entry(1).current_txn_first_offset == -1  # type: ignore[union-attr]
+
+
+def test_abort_is_indexed_and_read_committed(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    produce(log, txn_batch(1, 0))  # 0..1
+    produce(log, bytearray(build_batch([(None, b"plain")], timestamp=NOW)))  # 2
+    produce(log, txn_batch(1, 2))  # 3..4
+    assert log.last_stable_offset == 0
+    data, aborted = log.read_committed(0, 1 << 20, True)
+    assert data.size == 0 and aborted == []
+    assert end_txn(log, 1, ABORT) == 5
+    assert log.last_stable_offset == 6
+    assert log.active_segment.txn_index.entries == [AbortedTxn(1, 0, 5, 6)]
+    data, aborted = log.read_committed(0, 1 << 20, True)
+    assert [h.base_offset for _p, h in iter_batches(region_bytes(data))] == [0, 2, 3, 5]
+    assert aborted == [AbortedTxn(1, 0, 5, 6)]
+    # a fetch beyond the transaction does not see it
+    produce(log, txn_batch(1, 4))  # 6..7: a new transaction
+    end_txn(log, 1, COMMIT)  # 8
+    data, aborted = log.read_committed(6, 1 << 20, True)
+    assert aborted == [] and data.size > 0
+    assert log.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 5, 6)]
+    assert log.collect_aborted_transactions(6, 9) == []
+
+
+def test_interleaved_producers(tmp_path: Path) -> None:
+    log = new_log(tmp_path, LogConfig(segment_bytes=200))
+    produce(log, txn_batch(1, 0))  # A 0..1
+    produce(log, txn_batch(2, 0))  # B 2..3
+    produce(log, txn_batch(1, 2))  # A 4..5
+    assert list(log.producer_state.ongoing_txns) == [0, 2] and log.last_stable_offset == 0
+    end_txn(log, 2, ABORT)  # B aborts at 6; A is still open from 0
+    assert log.last_stable_offset == 0
+    produce(log, txn_batch(3, 0))  # C 7..8
+    end_txn(log, 1, COMMIT)  # A commits at 9
+    assert log.last_stable_offset == 7  # C is open
+    end_txn(log, 3, ABORT)  # 10
+    assert log.last_stable_offset == 11
+    entries = [e for seg in log.segments for e in seg.txn_index.entries]
+    # B's entry: the LSO after it completed is A's first offset; C's: nothing else open
+    assert entries == [AbortedTxn(2, 2, 6, 0), AbortedTxn(3, 7, 10, 11)]
+    assert log.number_of_segments > 2  # the entries live in the segments of their markers
+    assert log.collect_aborted_transactions(0, 11) == entries
+    assert log.collect_aborted_transactions(4, 7) == [AbortedTxn(2, 2, 6, 0)]
+    assert log.collect_aborted_transactions(9, 11) == [AbortedTxn(3, 7, 10, 11)]
+
+
+def test_fenced_coordinator_and_producer_epochs(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    produce(log, txn_batch(1, 0))
+    end_txn(log, 1, COMMIT, coordinator_epoch=5)
+    assert log.producer_entry(1).coordinator_epoch == 5  # type: ignore[union-attr]
+    produce(log, txn_batch(1, 2))
+    with pytest.raises(ProducerStateError) as e:
+        end_txn(log, 1, ABORT, coordinator_epoch=4)
+    assert e.value.error_code == 52  # TRANSACTION_COORDINATOR_FENCED
+    assert log.log_end_offset == 5 and log.first_unstable_offset() == 3
+    with pytest.raises(ProducerStateError) as e:
+        log.append_txn_marker(1, -1, 5, ABORT, 0, NOW)
+    assert e.value.error_code == 47  # an older producer epoch
+    # a newer coordinator epoch and a bumped producer epoch (the coordinator's abort on a fence)
+    end_txn(log, 1, ABORT, coordinator_epoch=6, epoch=1)
+    assert log.first_unstable_offset() is None and log.last_stable_offset == 6
+    assert log.active_segment.txn_index.entries == [AbortedTxn(1, 3, 5, 6)]
+
+
+def test_clients_cannot_write_markers(tmp_path: Path) -> None:
+    from odradek.protocol.records import InvalidRecordError
+
+    log = new_log(tmp_path)
+    data = bytearray(build_marker_batch(1, 0, 0, COMMIT, timestamp=NOW))
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(data, validate_batches(data), 0, NOW)
+
+
+def test_follower_follows_the_transactions(tmp_path: Path) -> None:
+    leader = new_log(tmp_path / "l", LogConfig(segment_bytes=300))
+    produce(leader, txn_batch(1, 0))
+    produce(leader, txn_batch(2, 0))
+    end_txn(leader, 1, ABORT)
+    produce(leader, txn_batch(1, 2, epoch=0))
+    end_txn(leader, 2, COMMIT)
+    follower = new_log(tmp_path / "f", LogConfig(segment_bytes=300))
+    offset = 0
+    while offset < leader.log_end_offset:
+        raw = bytearray(region_bytes(leader.read(offset, 1 << 20, leader.log_end_offset, True)))
+        headers = validate_batches(raw)
+        offset = follower.append_as_follower(raw, headers, NOW)
+    follower.update_high_watermark(leader.high_watermark)
+    assert follower.last_stable_offset == leader.last_stable_offset == 5  # producer 1's second transaction
+    assert list(follower.producer_state.ongoing_txns) == [5]
+    assert [e for s in follower.segments for e in s.txn_index.entries] == [
+        e for s in leader.segments for e in s.txn_index.entries
+    ] == [AbortedTxn(1, 0, 4, 2)]
+
+
+def test_truncation_drops_index_entries_and_reopens_transactions(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    produce(log, txn_batch(1, 0))  # 0..1
+    end_txn(log, 1, ABORT)  # 2
+    assert log.active_segment.txn_index.entries == [AbortedTxn(1, 0, 2, 3)]
+    log.truncate_to(2, NOW)
+    assert log.active_segment.txn_index.entries == []
+    assert log.first_unstable_offset() == 0 and log.last_stable_offset == 0
+    end_txn(log, 1, ABORT)  # again at 2
+    assert log.active_segment.txn_index.entries == [AbortedTxn(1, 0, 2, 3)]
+
+
+# ---------------------------------------------------------------------------------- restarts
+
+
+def _state(log: Log) -> tuple[object, ...]:
+    ps = log.producer_state
+    log.first_unstable_offset()  # loads the producer state
+    return (
+        log.log_end_offset,
+        [(t.producer_id, t.first_offset) for t in ps.ongoing_txns.values()],
+        {pid: (e.epoch, e.current_txn_first_offset, e.coordinator_epoch, e.last_seq) for pid, e in ps.producers.items()},
+        [(s.base_offset, list(s.txn_index.entries)) for s in log.segments],
+        log.last_stable_offset,
+    )
+
+
+def _mixed_workload(log: Log, rounds: int = 12) -> None:
+    seqs = {1: 0, 2: 0, 3: 0}
+    for r in range(rounds):
+        for pid in (1, 2, 3):
+            produce(log, txn_batch(pid, seqs[pid], 3))
+            seqs[pid] += 3
+        end_txn(log, 1, ABORT if r % 2 else COMMIT)
+        end_txn(log, 2, ABORT if r % 3 == 0 else COMMIT)
+        if r % 4 != 3:
+            end_txn(log, 3, ABORT)
+    produce(log, txn_batch(2, seqs[2], 3))  # producer 2 stays open; 3 is open since round 11
+
+
+def test_recovery_after_kill_rebuilds_state_and_indexes(tmp_path: Path) -> None:
+    log = new_log(tmp_path / "a", LogConfig(segment_bytes=700))
+    _mixed_workload(log)
+    assert log.number_of_segments > 4
+    log.flush(log.segments[2].base_offset)  # a recovery point inside the log: earlier segments are not scanned
+    expected = _state(log)
+    assert expected[1] and any(entries for _b, entries in expected[3])  # type: ignore[index]
+    # "kill -9": a copy of the live directory, nothing closed
+    copy = tmp_path / "b" / log.dir.name
+    shutil.copytree(log.dir, copy)
+    # a torn tail in the recovered active segment's txn index, and a wrong entry: both rebuilt
+    active_idx = copy / log.active_segment.txn_index_path.name
+    with open(active_idx, "ab") as f:
+        f.write(b"\x00\x00\x01")
+    recovered = Log.open(copy, LogConfig(segment_bytes=700), clean=False, recovery_point=log.recovery_point,
+                         high_watermark=log.high_watermark, time_ms=NOW)
+    assert _state(recovered) == expected
+    assert active_idx.stat().st_size % ENTRY_SIZE == 0
+    # and from scratch (no snapshot, recovery point 0)
+    copy2 = tmp_path / "c" / log.dir.name
+    shutil.copytree(log.dir, copy2)
+    for p in copy2.glob("*.snapshot"):
+        p.unlink()
+    for p in copy2.glob("*.txnindex"):
+        p.unlink()
+    again = Log.open(copy2, LogConfig(segment_bytes=700), clean=False, recovery_point=0,
+                     high_watermark=log.high_watermark, time_ms=NOW)
+    assert _state(again) == expected
+
+
+def test_clean_restart_needs_no_rebuild(tmp_path: Path) -> None:
+    log = new_log(tmp_path, LogConfig(segment_bytes=700))
+    _mixed_workload(log, 6)
+    expected = _state(log)
+    log.close()
+    calls: list[int] = []
+    original = ProducerStateManager.replay_batch
+
+    def counting(self: ProducerStateManager, *a: object, **k: object) -> object:
+        calls.append(1)
+        return original(self, *a, **k)  # type: ignore[arg-type]
+
+    ProducerStateManager.replay_batch = counting  # type: ignore[assignment,method-assign]
+    try:
+        reopened = Log.open(log.dir, LogConfig(segment_bytes=700), clean=True, high_watermark=expected[0],  # type: ignore[arg-type]
+                            recovery_point=expected[0], time_ms=NOW)  # type: ignore[arg-type]
+        assert _state(reopened) == expected
+    finally:
+        ProducerStateManager.replay_batch = original  # type: ignore[method-assign]
+    assert calls == []  # the snapshot at the log end offset and the index files were enough
