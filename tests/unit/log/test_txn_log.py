@@ -14,7 +14,14 @@ from odradek.log.errors import CorruptIndexError
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 from odradek.log.txn_marker import ControlRecordType, EndTxnMarker, build_marker_batch, parse_marker
-from odradek.protocol.records import build_batch, decode_records, iter_batches, validate_batches
+from odradek.protocol.records import (
+    DELETE_HORIZON_FLAG,
+    BatchHeader,
+    build_batch,
+    decode_records,
+    iter_batches,
+    validate_batches,
+)
 
 from .log_helpers import NOW, region_bytes
 
@@ -335,3 +342,118 @@ def test_clean_restart_needs_no_rebuild(tmp_path: Path) -> None:
     finally:
         ProducerStateManager.replay_batch = original  # type: ignore[method-assign]
     assert calls == []  # the snapshot at the log end offset and the index files were enough
+
+
+# ---------------------------------------------------------------------------------- the cleaner
+
+
+def _all_batches(log: Log) -> list[tuple[BatchHeader, bytes]]:
+    out: list[tuple[BatchHeader, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.high_watermark:
+        buf = region_bytes(log.read(offset, 1 << 30, log.high_watermark, True))
+        got = list(iter_batches(buf))
+        assert got
+        out.extend((h, buf[p : p + h.size]) for p, h in got)
+        offset = got[-1][1].next_offset
+    return out
+
+
+def _committed_view(log: Log) -> dict[bytes, bytes | None]:
+    """What a read_committed consumer ends up with: latest value per key, aborted batches skipped."""
+    aborted = {(t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted_transactions(0, 1 << 62)}
+    out: dict[bytes, bytes | None] = {}
+    for h, raw in _all_batches(log):
+        if h.is_control:
+            continue
+        if h.is_transactional and any(p == h.producer_id and f <= h.base_offset <= last for p, f, last in aborted):
+            continue
+        for r in decode_records(raw):
+            assert r.key is not None
+            out[r.key] = r.value
+    return out
+
+
+def test_cleaner_removes_aborted_data_then_markers(tmp_path: Path) -> None:
+    from odradek.log.cleaner import LogCleaner
+
+    cfg = LogConfig(segment_bytes=1024, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
+                    file_delete_delay_ms=0, index_interval_bytes=256, delete_retention_ms=10_000)
+    log = new_log(tmp_path, cfg)
+
+    def txn(pid: int, seq: int, *kvs: tuple[bytes, bytes]) -> None:
+        produce(log, bytearray(build_batch(list(kvs), timestamp=NOW, producer_id=pid, producer_epoch=0,
+                                           base_sequence=seq, transactional=True)))
+
+    def filler(tag: str, n: int = 12) -> None:
+        for i in range(n):
+            produce(log, bytearray(build_batch([(f"f{i:02d}".encode(), f"{tag}{i}".encode() * 20)], timestamp=NOW)))
+
+    txn(1, 0, (b"a", b"a1"), (b"b", b"b1"))  # 0..1, committed below
+    txn(2, 0, (b"a", b"aX"), (b"c", b"cX"))  # 2..3, aborted below: must not shadow a=a1
+    end_txn(log, 2, ABORT)  # 4
+    end_txn(log, 1, COMMIT)  # 5
+    filler("x")
+    log.roll(NOW)
+    produce(log, bytearray(build_batch([(b"z", b"active")], timestamp=NOW)))
+    before = _committed_view(log)
+    assert before[b"a"] == b"a1" and b"c" not in before
+    cleaner = LogCleaner()
+
+    t1 = NOW + 1000
+    stats = cleaner.clean_now([log], t1)
+    assert stats is not None and stats.aborted_batches_removed == 1 and stats.markers_removed == 0
+    hs = [h for h, _raw in _all_batches(log)]
+    assert not any(h.base_offset == 2 for h in hs)  # the aborted batch is gone
+    assert [h.base_offset for h in hs if h.is_control] == [4, 5]  # its data was met in this pass: kept
+    assert log.segments[0].txn_index.entries == [AbortedTxn(2, 2, 4, 0)]  # copied into the cleaned segment
+    assert log.segments[0].txn_index_path.exists()
+    assert _committed_view(log) == {**before}
+
+    # producer 1 overwrites a and b: its first transaction's records go in the next clean
+    txn(1, 2, (b"a", b"a2"), (b"b", b"b2"))
+    end_txn(log, 1, COMMIT)
+    filler("y")
+    log.roll(NOW)
+    produce(log, bytearray(build_batch([(b"z", b"active2")], timestamp=NOW)))
+    t2 = t1 + 1000
+    assert cleaner.clean_now([log], t2) is not None
+    controls = {h.base_offset: h for h, _raw in _all_batches(log) if h.is_control}
+    assert 4 in controls and controls[4].attributes & DELETE_HORIZON_FLAG  # no data left: horizon set
+    assert controls[4].base_timestamp == t2 + 10_000
+    assert 5 in controls and not controls[5].attributes & DELETE_HORIZON_FLAG  # its batch was still read
+    assert all(seg.txn_index.entries == [] for seg in log.segments)
+    marker4 = next(raw for h, raw in _all_batches(log) if h.base_offset == 4)
+    assert parse_marker(marker4, controls[4]) == EndTxnMarker(ABORT, 0)  # still a valid marker
+
+    filler("w")
+    log.roll(NOW)
+    produce(log, bytearray(build_batch([(b"z", b"active3")], timestamp=NOW)))
+    t3 = t2 + 1000
+    assert cleaner.clean_now([log], t3) is not None
+    controls = {h.base_offset: h for h, _raw in _all_batches(log) if h.is_control}
+    assert controls[4].base_timestamp == t2 + 10_000  # horizon not reached: kept
+    assert controls[5].attributes & DELETE_HORIZON_FLAG and controls[5].base_timestamp == t3 + 10_000
+
+    stats = cleaner.clean_now([log], t3 + 10_000)  # the horizons alone trigger it
+    assert stats is not None and stats.markers_removed == 2
+    controls = {h.base_offset: h for h, _raw in _all_batches(log) if h.is_control}
+    assert 4 not in controls and 5 not in controls
+    assert len(controls) == 1  # producer 1's second commit: its data is still there
+    view = _committed_view(log)
+    assert view[b"a"] == b"a2" and view[b"b"] == b"b2" and b"c" not in view
+
+
+def test_cleaner_stops_at_the_first_unstable_offset(tmp_path: Path) -> None:
+    from odradek.log.cleaner import LogCleaner
+
+    cfg = LogConfig(segment_bytes=600, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    log = new_log(tmp_path, cfg)
+    produce(log, bytearray(build_batch([(b"k", b"v0")], timestamp=NOW)))
+    produce(log, bytearray(build_batch([(b"k", b"open")], timestamp=NOW, producer_id=4, producer_epoch=0,
+                                       base_sequence=0, transactional=True)))
+    for i in range(20):
+        produce(log, bytearray(build_batch([(b"k", b"v%d" % i)], timestamp=NOW)))
+    assert log.number_of_segments >= 3 and log.first_unstable_offset() == 1
+    rng = LogCleaner().cleanable_range(log, NOW)
+    assert rng is None or rng.end_offset <= 1
