@@ -75,6 +75,7 @@ from odradek.log.checkpoint import write_atomic
 from odradek.log.errors import (
     CORRUPT_MESSAGE,
     INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     TRANSACTION_COORDINATOR_FENCED,
     ProducerStateError,
@@ -266,8 +267,9 @@ class ProducerStateManager:
         Returns the updated entries (with the transactions begun and completed) to
         :meth:`commit` after the write, or a duplicate's metadata (the append must then
         not be written). Raises :class:`ProducerStateError` with 47 (older epoch), 45
-        (sequence gap; new epoch not starting at 0) or 52 (a marker from an older
-        coordinator epoch). Like Kafka 3.x, a producer with no state accepts any first
+        (sequence gap; new epoch not starting at 0), 48 (INVALID_TXN_STATE: a
+        non-transactional batch of a producer whose transaction is open, as Kafka's
+        ProducerAppendInfo) or 52 (a marker from an older coordinator epoch). Like Kafka 3.x, a producer with no state accepts any first
         sequence (its state may have been removed by retention)."""
         updates = ProducerUpdates()
         producers = self.producers
@@ -316,6 +318,12 @@ class ProducerStateManager:
                     OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"out of order sequence {first_seq} from producer {pid} (epoch {epoch}), "
                     f"last sequence {entry.last_seq}",
+                )
+            if not h.is_transactional and entry.current_txn_first_offset >= 0:
+                raise ProducerStateError(
+                    INVALID_TXN_STATE,
+                    f"expected a transactional write from producer {pid} at offset {h.base_offset}: "
+                    f"its transaction from offset {entry.current_txn_first_offset} is open",
                 )
             if entry.add(h):
                 updates.started.append(TxnMetadata(pid, h.base_offset))

@@ -464,3 +464,15 @@ def test_cleaner_stops_at_the_first_unstable_offset(tmp_path: Path) -> None:
     assert log.number_of_segments >= 3 and log.first_unstable_offset() == 1
     rng = LogCleaner().cleanable_range(log, NOW)
     assert rng is None or rng.end_offset <= 1
+
+
+def test_non_transactional_write_inside_a_transaction_is_refused(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    produce(log, txn_batch(1, 0))  # 0..1
+    plain = bytearray(build_batch([(None, b"x")], timestamp=NOW, producer_id=1, producer_epoch=0, base_sequence=2))
+    with pytest.raises(ProducerStateError) as e:
+        produce(log, plain)
+    assert e.value.error_code == 48  # INVALID_TXN_STATE
+    assert log.log_end_offset == 2
+    end_txn(log, 1, COMMIT)
+    assert produce(log, plain) == (3, 3)
