@@ -317,7 +317,7 @@ class _TxnTracker:
 
     def discard_batch(self, h: BatchHeader) -> bool:
         """For a data batch: True when it belongs to an aborted transaction."""
-        if not self._pending and not self._aborted and not h.is_transactional:
+        if not h.is_transactional and not self._aborted and self._next >= len(self._pending):
             return False
         self._consume_up_to(h.base_offset + h.last_offset_delta)
         if not h.is_transactional:

@@ -476,3 +476,28 @@ def test_non_transactional_write_inside_a_transaction_is_refused(tmp_path: Path)
     assert log.log_end_offset == 2
     end_txn(log, 1, COMMIT)
     assert produce(log, plain) == (3, 3)
+
+
+def test_interrupted_swap_installs_the_cleaned_txn_index(tmp_path: Path) -> None:
+    from odradek.log.clean_task import complete_swaps
+
+    log = new_log(tmp_path, LogConfig(segment_bytes=300))
+    produce(log, txn_batch(1, 0))
+    end_txn(log, 1, ABORT)
+    for i in range(6):
+        produce(log, bytearray(build_batch([(b"k%d" % i, b"v" * 30)], timestamp=NOW)))
+    assert log.number_of_segments >= 2
+    first = log.segments[0]
+    entries = list(first.txn_index.entries)
+    assert entries == [AbortedTxn(1, 0, 2, 3)]
+    log.close()
+    # a crash after .cleaned -> .swap: the swap's files replace the segment's
+    prefix = str(first.txn_index_path)[: -len(".txnindex")]
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copyfile(prefix + suffix, prefix + suffix + ".swap")
+    Path(prefix + ".txnindex.swap").write_bytes(AbortedTxn(1, 0, 2, 3).encode())
+    Path(prefix + ".txnindex").unlink()
+    assert complete_swaps(log.dir) == 1
+    assert not Path(prefix + ".txnindex.swap").exists()
+    reopened = Log.open(log.dir, LogConfig(segment_bytes=300), clean=True, time_ms=NOW)
+    assert reopened.segments[0].txn_index.entries == entries
