@@ -313,7 +313,12 @@ class Log:
             records = seg.log
             for pos, h in records.iter_headers(start):
                 if h.is_control:
-                    yield h, parse_marker(records.pread(h.size, pos), h)
+                    try:
+                        marker = parse_marker(records.pread(h.size, pos), h)
+                    except LogError as exc:  # it passed its CRC: a writer's bug, not a torn write
+                        log.warning("%s: control batch at offset %d ignored: %s", self.name, h.base_offset, exc)
+                        marker = None
+                    yield h, marker
                 else:
                     yield h, None
 
@@ -512,6 +517,12 @@ class Log:
         if not kept:
             return self.log_end_offset
         data = view[start_pos:pos]
+        # markers are parsed before anything is written (an undecodable one raises LogError)
+        markers: list[EndTxnMarker | None] = []
+        at = 0
+        for h in kept:
+            markers.append(parse_marker(data[at : at + h.size], h) if h.is_control else None)
+            at += h.size
         max_ts = max(h.max_timestamp for h in kept)
         if self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms):
             self.roll(now_ms)
@@ -521,10 +532,7 @@ class Log:
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
         ps = self._ensure_producer_state()
-        data_start = 0
-        for h in kept:
-            marker = parse_marker(data[data_start : data_start + h.size], h) if h.is_control else None
-            data_start += h.size
+        for h, marker in zip(kept, markers, strict=True):
             completed = ps.replay_batch(h, marker)
             if completed is not None:
                 self._complete_txns(ps, [completed])

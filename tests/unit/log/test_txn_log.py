@@ -501,3 +501,14 @@ def test_interrupted_swap_installs_the_cleaned_txn_index(tmp_path: Path) -> None
     assert not Path(prefix + ".txnindex.swap").exists()
     reopened = Log.open(log.dir, LogConfig(segment_bytes=300), clean=True, time_ms=NOW)
     assert reopened.segments[0].txn_index.entries == entries
+
+
+def test_follower_refuses_an_undecodable_marker_before_writing(tmp_path: Path) -> None:
+    from odradek.log import LogError
+
+    follower = new_log(tmp_path)
+    bad = bytearray(build_batch([(b"\x00", b"\x00")], timestamp=NOW, producer_id=1, producer_epoch=0,
+                                transactional=True, control=True))
+    with pytest.raises(LogError):
+        follower.append_as_follower(bad, validate_batches(bad), NOW)
+    assert follower.log_end_offset == 0 and follower.size_in_bytes == 0
