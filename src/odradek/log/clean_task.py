@@ -11,7 +11,7 @@ records, maxTimestamp recomputed (CreateTime) and the kept records copied
 verbatim (their offsetDelta and timestampDelta unchanged). Compressed batches are
 inflated with a hard output bound (``inflate_limit``, streaming), so a decompression bomb
 in a segment fails the clean instead of the broker. An empty batch is
-dropped. Control batches are kept. Compression: the original codec for gzip,
+dropped. Compression: the original codec for gzip,
 snappy (xerial framing, as Java producers write it) and zstd; LZ4 batches that
 must be rewritten are written uncompressed.
 
@@ -20,6 +20,24 @@ rewritten, attribute bit 6 is set and baseTimestamp becomes now +
 ``delete.retention.ms``; every record's timestampDelta is re-encoded relative to
 it (record timestamps are unchanged). A later clean after the horizon drops the
 batch's tombstones.
+
+Transactions (KIP-98; Kafka's LogCleaner with CleanedTransactionMetadata). The aborted
+transactions overlapping the cleaned range come from the transaction indexes of the log's
+segments (:meth:`odradek.log.log.Log.collect_aborted_transactions`, taken in ``prepare``).
+Walking the batches in offset order, an aborted transaction becomes *current* for its
+producer once a batch at or after its first offset is met, until its ABORT marker: a
+transactional batch of a producer with a current aborted transaction is dropped whole
+(and is never put in the offset map, so it cannot shadow committed records); other
+transactional batches mark their producer's transaction as committed-with-data. A marker
+is kept while its transaction may still have data in the log: an ABORT whose transaction
+had batches in this pass (they are dropped now; its index entry is copied into the
+cleaned segment's ``.txnindex``), a COMMIT whose transaction had batches in this pass.
+Otherwise the marker is removed like a tombstone: the first clean that could remove it
+sets its delete horizon (now + ``delete.retention.ms``, see below), a clean after the
+horizon drops it. The cleaned range never reaches the first unstable offset (see
+:mod:`odradek.log.cleaner`), so no ongoing transaction is touched. Each pass (offset map,
+each group of segments) uses a fresh walk over the aborted transactions whose marker is
+at or after the pass's first offset.
 
 Byte layout of a rewritten batch (v2; see :mod:`odradek.protocol.records`)::
 
@@ -36,10 +54,11 @@ Records (uncompressed)::
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
     keyLength varint | key | valueLength varint (-1: tombstone) | value | headers
 
-Files. The worker writes ``<base>.log.cleaned``, ``<base>.index.cleaned`` and
-``<base>.timeindex.cleaned`` (``<base>`` = the group's first segment's base offset,
-20 digits; index layouts in :mod:`odradek.log.offset_index` and
-:mod:`odradek.log.time_index`, trimmed) and fsyncs them. The swap, on the caller's
+Files. The worker writes ``<base>.log.cleaned``, ``<base>.index.cleaned``,
+``<base>.timeindex.cleaned`` and ``<base>.txnindex.cleaned`` (``<base>`` = the group's
+first segment's base offset, 20 digits; index layouts in :mod:`odradek.log.offset_index`,
+:mod:`odradek.log.time_index` (trimmed) and :mod:`odradek.log.txn_index`, possibly empty)
+and fsyncs them. The swap, on the caller's
 thread: rename all ``.cleaned`` -> ``.swap``, fsync the directory, rename the old
 segments to ``.deleted`` (their descriptors stay open for outstanding reads until
 ``file.delete.delay.ms``), rename ``.swap`` -> live names, splice the segment list
@@ -65,11 +84,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import crc32c as _crc32c
 
 from odradek.log.checkpoint import TopicPartition, fsync_dir
+from odradek.log.errors import LogError
 from odradek.log.file_records import FileRecords
 from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
 from odradek.log.offset_index import MAX_RELATIVE_OFFSET
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
 from odradek.log.time_index import ENTRY as TIME_INDEX_ENTRY
+from odradek.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
+from odradek.log.txn_marker import EndTxnMarker, parse_marker
 from odradek.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -95,7 +117,7 @@ log = logging.getLogger("odradek.log.cleaner")
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 _READ_CHUNK = 1 << 20
 _WRITE_CHUNK = 1 << 20
@@ -255,7 +277,9 @@ class CleanStats:
     segments_after: int = 0
     run_seconds: float = 0.0
     total_seconds: float = 0.0
-    min_horizon: int | None = None  # earliest delete horizon of a batch with surviving tombstones
+    min_horizon: int | None = None  # earliest delete horizon of a batch with surviving tombstones or marker
+    aborted_batches_removed: int = 0  # batches of aborted transactions
+    markers_removed: int = 0
 
 
 class SourceSegment(NamedTuple):
@@ -272,6 +296,56 @@ class _Output(NamedTuple):
     first: int  # index of the first source segment replaced
     n_segments: int  # number of source segments replaced
     size: int
+
+
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata for one pass (see the module docstring)."""
+
+    def __init__(self, aborted: list[AbortedTxn], start_offset: int) -> None:
+        pending = sorted((t for t in aborted if t.last_offset >= start_offset), key=lambda t: t.first_offset)
+        self._pending = pending
+        self._next = 0
+        self._aborted: dict[int, list[object]] = {}  # producer id -> [AbortedTxn, batches seen]
+        self._committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            t = pending[self._next]
+            self._aborted[t.producer_id] = [t, False]
+            self._next += 1
+
+    def discard_batch(self, h: BatchHeader) -> bool:
+        """For a data batch: True when it belongs to an aborted transaction."""
+        if not h.is_transactional and not self._aborted and self._next >= len(self._pending):
+            return False
+        self._consume_up_to(h.base_offset + h.last_offset_delta)
+        if not h.is_transactional:
+            return False
+        entry = self._aborted.get(h.producer_id)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h: BatchHeader, marker: EndTxnMarker | None) -> tuple[bool, AbortedTxn | None]:
+        """For a control batch: (may be removed, index entry to keep for the cleaned segment)."""
+        self._consume_up_to(h.base_offset + h.last_offset_delta)
+        if marker is None:
+            return False, None
+        pid = h.producer_id
+        if marker.is_abort:
+            entry = self._aborted.pop(pid, None)
+            if entry is not None and entry[1]:
+                txn = entry[0]
+                assert isinstance(txn, AbortedTxn)
+                return False, txn
+            return True, None
+        if pid in self._committed:
+            self._committed.discard(pid)
+            return False, None
+        return True, None
 
 
 # ---------------------------------------------------------------------------------- the task
@@ -299,6 +373,8 @@ class CleanTask:
     # a batch's records are inflated to at most this many bytes (records.read_inflate_limit); a
     # batch past it fails the clean (the cleaner retries after a back-off), it never inflates whole
     inflate_limit: int = READ_INFLATE_LIMIT
+    # aborted transactions overlapping the sources (from the log's transaction indexes)
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)
     stats: CleanStats = field(default_factory=CleanStats)
     outputs: list[_Output] = field(default_factory=list)
     error: BaseException | None = None
@@ -372,10 +448,14 @@ class CleanTask:
         offset_map: dict[bytes, int] = {}
         cap = self.max_map_entries
         n = len(self.sources)
+        txns = _TxnTracker(self.aborted_txns, self.sources[self.map_start].base) if n > self.map_start else None
         for i in range(self.map_start, n):
             for h, batch in self._batches(self.sources[i]):
                 self._check_abort()
                 if h.is_control:
+                    continue
+                assert txns is not None
+                if txns.discard_batch(h):
                     continue
                 data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
                 base = h.base_offset
@@ -394,9 +474,10 @@ class CleanTask:
 
     def _map_until(self, stop: int) -> dict[bytes, int]:
         offset_map: dict[bytes, int] = {}
+        txns = _TxnTracker(self.aborted_txns, self.sources[self.map_start].base)
         for i in range(self.map_start, stop):
             for h, batch in self._batches(self.sources[i]):
-                if h.is_control:
+                if h.is_control or txns.discard_batch(h):
                     continue
                 data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
                 for off_delta, key in _keys_and_offsets(data, h.record_count):
@@ -451,13 +532,15 @@ class CleanTask:
         interval = self.index_interval_bytes
         stats = self.stats
         mtime = 0
+        txns = _TxnTracker(self.aborted_txns, base)
+        txn_entries: list[AbortedTxn] = []
         try:
             for src in self.sources[first : first + count]:
                 mtime = max(mtime, os.fstat(src.fd).st_mtime_ns)
                 stats.bytes_read += src.size
                 for h, batch in self._batches(src):
                     self._check_abort()
-                    out = self._filter_batch(h, batch, offset_map)
+                    out = self._filter_batch(h, batch, offset_map, txns, txn_entries)
                     if out is None:
                         continue
                     oh = h if out is batch else BatchHeader._make(BATCH_HEADER.unpack_from(out, 0))
@@ -486,19 +569,64 @@ class CleanTask:
             os.close(fd)
         if max_ts >= 0 and max_ts > last_ti_ts and ti_n < ti_cap:
             ti += TIME_INDEX_ENTRY.pack(max_ts, off_of_max - base)
-        for suffix, data in ((INDEX_SUFFIX, oi), (TIME_INDEX_SUFFIX, ti)):
+        txi = encode_entries(txn_entries)
+        for suffix, data in ((INDEX_SUFFIX, oi), (TIME_INDEX_SUFFIX, ti), (TXN_INDEX_SUFFIX, txi)):
             _write_file(Path(f"{prefix}{suffix}{CLEANED_SUFFIX}"), bytes(data))
         if mtime:
             os.utime(log_path, ns=(mtime, mtime))
         self.outputs[-1] = _Output(base, first, count, pos)
         stats.bytes_written += pos
 
-    def _filter_batch(self, h: BatchHeader, batch: bytes, offset_map: dict[bytes, int]) -> bytes | None:
+    def _filter_marker(
+        self, h: BatchHeader, batch: bytes, txns: _TxnTracker, txn_entries: list[AbortedTxn]
+    ) -> bytes | None:
+        stats = self.stats
+        try:
+            marker = parse_marker(batch, h)
+        except LogError:
+            marker = None  # kept as it is
+        removable, entry = txns.on_marker(h, marker)
+        if entry is not None:
+            txn_entries.append(entry)
+        has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
+        if not removable:
+            stats.batches_copied += 1
+            return batch
+        if has_horizon and self.now_ms >= h.base_timestamp:
+            stats.markers_removed += 1
+            stats.batches_removed += 1
+            return None
+        horizon = h.base_timestamp if has_horizon else self.now_ms + self.delete_retention_ms
+        if stats.min_horizon is None or horizon < stats.min_horizon:
+            stats.min_horizon = horizon
+        if has_horizon:
+            stats.batches_copied += 1
+            return batch
+        data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
+        stats.batches_rewritten += 1
+        return self._rewrite(h, data, _scan_records(data, h.record_count), True)
+
+    def _filter_batch(
+        self,
+        h: BatchHeader,
+        batch: bytes,
+        offset_map: dict[bytes, int],
+        txns: _TxnTracker | None = None,
+        txn_entries: list[AbortedTxn] | None = None,
+    ) -> bytes | None:
         """The batch to write for ``batch`` (the same object when copied unchanged), or None."""
         stats = self.stats
         if h.is_control:
-            stats.batches_copied += 1
-            return batch
+            if txns is None or txn_entries is None:
+                stats.batches_copied += 1
+                return batch
+            return self._filter_marker(h, batch, txns, txn_entries)
+        if txns is not None and txns.discard_batch(h):
+            stats.aborted_batches_removed += 1
+            stats.batches_removed += 1
+            stats.records_read += h.record_count
+            stats.records_removed += h.record_count
+            return None
         data = decompress(h.compression, memoryview(batch)[BATCH_HEADER_SIZE:], self.inflate_limit)
         recs = _scan_records(data, h.record_count)
         has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
@@ -535,6 +663,12 @@ class CleanTask:
             stats.batches_copied += 1
             return batch
         stats.batches_rewritten += 1
+        return self._rewrite(h, data, kept, set_horizon)
+
+    def _rewrite(self, h: BatchHeader, data: bytes, kept: list[_Rec], set_horizon: bool) -> bytes:
+        """The batch ``h`` with only the ``kept`` records of its uncompressed ``data`` (and the
+        delete horizon set when ``set_horizon``); see the module docstring's layout."""
+        base = h.base_offset
         base_ts = h.base_timestamp
         new_base_ts = self.now_ms + self.delete_retention_ms if set_horizon else base_ts
         body = bytearray()
@@ -620,7 +754,8 @@ def complete_swaps(dir: Path) -> int:
     """Finish swaps interrupted by a crash (called when a partition directory is
     loaded): each ``<base>.log.swap`` replaces the segments whose base offsets lie in
     [base, its next offset), its ``.index.swap``/``.timeindex.swap`` become the live
-    indexes (a missing one is rebuilt later). ``.cleaned`` files are left for the
+    indexes (a missing offset or time index is rebuilt later; a missing ``.txnindex`` means
+    no aborted transaction). ``.cleaned`` files are left for the
     loader, which deletes them. Returns the number of swaps completed."""
     swaps: list[int] = []
     logs: list[int] = []
@@ -651,7 +786,7 @@ def complete_swaps(dir: Path) -> int:
                     os.unlink(dir / f"{filename_prefix(old)}{suffix}")
             log.info("Deleted segment %d of %s replaced by an interrupted swap", old, dir.name)
         del logs[lo:hi]
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             swapped = Path(f"{prefix}{suffix}{SWAP_SUFFIX}")
             live = Path(f"{prefix}{suffix}")
             if swapped.exists():

@@ -20,7 +20,10 @@ Applies to logs whose ``cleanup.policy`` contains ``compact``. Per log:
   their indexes to ``segment.index.bytes``, and offsets fit in 32 bits relative to
   the group's base). A record is kept iff it has a key, and its offset is >= the
   map's offset for the key (or the key is not in the map), and, for a tombstone
-  (null value), its batch's delete horizon has not passed. How batches are
+  (null value), its batch's delete horizon has not passed. Records of aborted
+  transactions are removed (and never mapped); transaction markers are removed once
+  their transaction has no data left and their delete horizon has passed (KIP-98,
+  as Kafka's cleaner). How batches are
   rewritten (byte layouts), the delete horizon, the cleaned files and the swap:
   :mod:`odradek.log.clean_task`.
 
@@ -60,6 +63,7 @@ from odradek.log.clean_task import (
 )
 from odradek.log.config import MAX_LONG
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from odradek.log.txn_index import TXN_INDEX_SUFFIX
 from odradek.protocol.records import read_inflate_limit
 
 if TYPE_CHECKING:
@@ -253,6 +257,7 @@ class LogCleaner:
             delete_retention_ms=cfg.delete_retention_ms, segment_bytes=cfg.segment_bytes,
             segment_index_bytes=cfg.segment_index_bytes, index_interval_bytes=cfg.index_interval_bytes,
             max_map_entries=self.config.max_map_entries, inflate_limit=read_inflate_limit(cfg.max_message_bytes),
+            aborted_txns=lg.collect_aborted_transactions(segs[0].base_offset, rng.end_offset),
         )
 
     # -------------------------------------------------------------- installing
@@ -295,7 +300,7 @@ class LogCleaner:
             new: list[LogSegment] = []
             for out in task.outputs:
                 prefix = task.dir / filename_prefix(out.base)
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
                     os.replace(f"{prefix}{suffix}{SWAP_SUFFIX}", f"{prefix}{suffix}")
                 new.append(LogSegment.open(task.dir, out.base, cfg, out.size, active=False, time_ms=now_ms))
             return new

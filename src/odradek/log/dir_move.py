@@ -11,8 +11,9 @@ and the log opened there replaces the current one; the old directory is removed 
 
 The copy is by file: the segments' ``.log`` files byte range by byte range (segments only grow, and a
 segment rewritten by compaction or recreated by a truncation has a new inode or a smaller size and is
-copied again), then producer snapshots, the leader epoch checkpoint and ``partition.metadata``; the
-indexes are rebuilt when the moved log is opened (recovery from its recovery point).
+copied again), then producer snapshots, transaction indexes (``.txnindex``: small, appended to and
+truncated, so copied whole like the snapshots), the leader epoch checkpoint and ``partition.metadata``;
+the offset and time indexes are rebuilt when the moved log is opened (recovery from its recovery point).
 
 A restart in the middle (``recover_moves``, before the log dirs are loaded): a future log whose
 current log exists is moved again from scratch; a future log whose current log was already renamed
@@ -43,7 +44,7 @@ _SUFFIXED = re.compile(r"^(.+)\.([0-9a-f]{32})-(future|delete)$")
 SWAP_THRESHOLD_BYTES = 1 << 20
 _CHUNK = 1 << 20
 # files copied whole at the swap (segments are copied by range before; indexes are rebuilt)
-_META_SUFFIXES = (".snapshot",)
+_META_SUFFIXES = (".snapshot", ".txnindex")
 _META_FILES = ("partition.metadata", "leader-epoch-checkpoint")
 
 

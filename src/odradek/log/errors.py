@@ -9,6 +9,8 @@ RECORD_LIST_TOO_LARGE = 18
 INVALID_TIMESTAMP = 32
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
 
@@ -30,7 +32,7 @@ class OffsetOutOfRangeError(LogError):
 
 
 class ProducerStateError(LogError):
-    """Idempotent/transactional producer check failed (45, 47, ...)."""
+    """Idempotent/transactional producer check failed (45, 47, 52, ...)."""
 
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message, error_code)

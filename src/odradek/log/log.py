@@ -9,6 +9,41 @@ been fsynced (segments from the one holding it on are recovered after a crash).
 Not thread-safe: the broker calls every method from one thread. Appends and
 reads do per-batch work only; payload bytes are written once and never read
 back into Python (except the CRC recomputation for LogAppendTime topics).
+
+Transactions (KIP-98; Kafka's UnifiedLog with ProducerStateManager and TransactionIndex).
+The API the server side calls:
+
+- Produce of a transactional batch (``is_transactional``): :meth:`append_as_leader` as for
+  any batch; the producer's transaction begins at its first transactional batch.
+- WriteTxnMarkers: :meth:`append_txn_marker` (producer id, producer epoch, coordinator
+  epoch, commit or abort, leader epoch) -> :class:`AppendInfo` of the control batch.
+  Raises ``ProducerStateError`` 47 (older producer epoch) or 52
+  (TRANSACTION_COORDINATOR_FENCED: older coordinator epoch than the last marker's).
+  :meth:`append_as_leader` with ``from_client=False`` accepts marker batches as well.
+- Replication: :meth:`append_as_follower` parses the markers it is given; producer state,
+  ongoing transactions and transaction indexes follow.
+- Fetch with isolation_level=1 (read_committed): :meth:`read_committed` -> (data up to the
+  last stable offset, aborted transactions overlapping it, as
+  :class:`odradek.log.txn_index.AbortedTxn` with ``producer_id`` and ``first_offset``, the
+  two fields of the response). Or, step by step: :meth:`read` with ``max_offset=``
+  :attr:`last_stable_offset`, then :meth:`collect_aborted_transactions` over [fetch offset,
+  :meth:`fetch_upper_bound` of the data). The response's ``last_stable_offset`` field is
+  :attr:`last_stable_offset` (for any isolation level).
+- ListOffsets: :meth:`latest_offset` (isolation 0: high watermark; 1: last stable offset).
+  A timestamp lookup (:meth:`fetch_offset_by_timestamp`) with isolation 1 must treat a
+  found offset >= :attr:`last_stable_offset` as not found yet, as Kafka does.
+- :attr:`last_stable_offset`: min(first unstable offset, high watermark) (Kafka's
+  UnifiedLog.lastStableOffset), computed from the producer state on each call, so it
+  moves with appends, markers and :meth:`update_high_watermark`. The first unstable
+  offset is the first offset of the earliest transaction that is ongoing, or completed
+  with its marker not yet below the high watermark.
+
+Aborted transactions are indexed in the ``.txnindex`` of the segment holding their ABORT
+marker (:mod:`odradek.log.txn_index`). After an unclean shutdown the producer state is
+rebuilt from the newest snapshot at or below the first recovered segment, replaying the
+batches from there: that refills the recovered segments' transaction indexes and the
+ongoing transactions (the loader resets those indexes). After a clean shutdown the
+snapshot at the log end offset and the index files are used as they are.
 """
 
 from __future__ import annotations
@@ -28,9 +63,11 @@ from odradek.log.errors import LogError, OffsetOutOfRangeError
 from odradek.log.file_records import FetchData
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.log_loader import load_segments
-from odradek.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from odradek.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
 from odradek.log.segment import LogSegment
 from odradek.log.segment import now_ms as _clock
+from odradek.log.txn_index import AbortedTxn
+from odradek.log.txn_marker import ControlRecordType, EndTxnMarker, build_marker_batch, parse_marker
 from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
 from odradek.names import is_legal_topic_name
 from odradek.protocol.records import LOG_OVERHEAD, BatchHeader, read_inflate_limit
@@ -83,6 +120,7 @@ class Log:
         topic_id: uuid.UUID | None = None,
         producer_state_loaded: bool = False,
         time_ms: int | None = None,
+        rebuild_txn_indexes_from: int | None = None,
     ) -> None:
         self.dir = dir
         self.topic = topic
@@ -94,8 +132,11 @@ class Log:
         self.log_end_offset = log_end_offset
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
         self.recovery_point = min(recovery_point, log_end_offset)
-        self.high_watermark = min(max(high_watermark, self.log_start_offset), log_end_offset)
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), log_end_offset)
         self.producer_state = ProducerStateManager(dir, self.name)
+        # the base offset of the first segment recovered after an unclean shutdown: the producer
+        # state is rebuilt from a snapshot at or below it, refilling the transaction indexes
+        self._rebuild_txn_from = rebuild_txn_indexes_from
         self.leader_epoch_cache = LeaderEpochCache(dir)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # a crash may have cut the log
         self._ps_loaded = False
@@ -106,7 +147,7 @@ class Log:
         self._position_cache: tuple[int, int, int] = (-1, -1, -1)  # offset, segment base, position
         self.closed = False
         self._policy: tuple[LogConfig, ValidationPolicy] | None = None  # the config it was derived from
-        if producer_state_loaded:
+        if producer_state_loaded or rebuild_txn_indexes_from is not None:
             self._ensure_producer_state()
 
     # ------------------------------------------------------------------ construction
@@ -178,6 +219,7 @@ class Log:
             log_start_offset=log_start_offset, log_end_offset=loaded.log_end_offset,
             recovery_point=loaded.recovery_point, high_watermark=high_watermark,
             topic_id=read_partition_metadata(dir), producer_state_loaded=not clean, time_ms=t,
+            rebuild_txn_indexes_from=loaded.recovered_from if loaded.recovered_from >= 0 else None,
         )
         # the epoch checkpoint is written without fsync on assign (KAFKA-15046): what a crash
         # lost of it comes back from the recovered batches' leader epochs
@@ -223,15 +265,62 @@ class Log:
     def _ensure_producer_state(self) -> ProducerStateManager:
         ps = self.producer_state
         if not self._ps_loaded:
-            ps.load(self.log_start_offset, self.log_end_offset, self._headers_from)
+            ps.load(
+                self.log_start_offset, self.log_end_offset, self._batches_from, self._index_completed,
+                max_snapshot_offset=self._rebuild_txn_from,
+            )
+            self._rebuild_txn_from = None
             self._ps_loaded = True
+            ps.on_high_watermark(self._high_watermark)
         return ps
+
+    def _index_completed(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """Kafka's LogSegment.updateTxnIndex: an aborted transaction goes into the transaction
+        index of the segment holding its marker. Idempotent (a replay after a truncation or a
+        restart meets transactions already indexed)."""
+        if not completed.is_aborted:
+            return
+        i = max(bisect.bisect_right(self._bases, completed.last_offset) - 1, 0)
+        idx = self._segments[i].txn_index
+        if idx.last_offset < completed.last_offset:
+            idx.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                  last_stable_offset))
+
+    def _complete_txns(self, ps: ProducerStateManager, completed: list[CompletedTxn]) -> None:
+        for c in completed:
+            self._index_completed(c, ps.last_stable_offset_after(c))
+            ps.complete_txn(c)
+        if completed:
+            ps.on_high_watermark(self._high_watermark)
 
     def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._ensure_producer_state().producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
         return self._ensure_producer_state().first_unstable_offset()
+
+    def _batches_from(self, offset: int) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+        """(header, parsed marker of a control batch) of the batches whose last offset is
+        >= ``offset``, in order: only control batches are read beyond their header."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for n, seg in enumerate(self._segments[i:]):
+            start = 0
+            if n == 0:
+                found = seg.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            records = seg.log
+            for pos, h in records.iter_headers(start):
+                if h.is_control:
+                    try:
+                        marker = parse_marker(records.pread(h.size, pos), h)
+                    except LogError as exc:  # it passed its CRC: a writer's bug, not a torn write
+                        log.warning("%s: control batch at offset %d ignored: %s", self.name, h.base_offset, exc)
+                        marker = None
+                    yield h, marker
+                else:
+                    yield h, None
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches whose last offset is >= ``offset``, in order."""
@@ -247,10 +336,95 @@ class Log:
             for _pos, h in seg.log.iter_headers(start):
                 yield h
 
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        if self._ps_loaded:
+            self.producer_state.on_high_watermark(offset)
+
     def update_high_watermark(self, offset: int) -> int:
         hw = min(max(offset, self.log_start_offset), self.log_end_offset)
         self.high_watermark = hw
         return hw
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's UnifiedLog.lastStableOffset: min(first unstable offset, high watermark),
+        at least the log start offset. Read-committed fetches stop here."""
+        hw = self._high_watermark
+        fuo = self._ensure_producer_state().first_unstable_offset()
+        if fuo is None or fuo >= hw:
+            return hw
+        return max(fuo, self.log_start_offset)
+
+    def latest_offset(self, isolation_level: int = 0) -> int:
+        """ListOffsets latest (-1) for consumers: the high watermark (read_uncommitted, 0) or
+        the last stable offset (read_committed, 1)."""
+        return self.last_stable_offset if isolation_level == 1 else self._high_watermark
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's UnifiedLog.collectAbortedTransactions: the aborted transactions overlapping
+        [start_offset, upper_bound_offset) (lastOffset >= start and firstOffset < upper), from
+        the transaction indexes of the segment holding ``start_offset`` and the later ones,
+        stopping at the first entry whose lastStableOffset reaches the upper bound."""
+        out: list[AbortedTxn] = []
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        for seg in self._segments[i:]:
+            res = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(res.aborted)
+            if res.is_complete:
+                break
+        return out
+
+    def fetch_upper_bound(self, data: FetchData) -> int:
+        """Kafka's fetchUpperBoundOffset: the offset of the first batch after the data read (the
+        next segment's base offset, or the log end offset, when the data ends its segment)."""
+        if not data.regions:
+            return data.fetch_offset
+        i = bisect.bisect_left(self._bases, data.segment_base_offset)
+        if i >= len(self._bases) or self._bases[i] != data.segment_base_offset:
+            return self.log_end_offset
+        seg = self._segments[i]
+        last = data.regions[-1]
+        h = seg.log.read_header(last.position + last.length)
+        if h is not None:
+            return h.base_offset
+        return self._bases[i + 1] if i + 1 < len(self._bases) else self.log_end_offset
+
+    def read_committed(
+        self, fetch_offset: int, max_bytes: int, min_one_message: bool
+    ) -> tuple[FetchData, list[AbortedTxn]]:
+        """A read_committed (isolation_level=1) fetch: the data up to the last stable offset
+        and the aborted transactions overlapping it (empty when no data is returned).
+        Raises :class:`OffsetOutOfRangeError` as :meth:`read`."""
+        data = self.read(fetch_offset, max_bytes, self.last_stable_offset, min_one_message)
+        if data.size == 0:
+            return data, []
+        return data, self.collect_aborted_transactions(fetch_offset, self.fetch_upper_bound(data))
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        result: ControlRecordType | bool,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendInfo:
+        """WriteTxnMarkers as a leader: append the COMMIT (``result`` True or
+        ``ControlRecordType.COMMIT``) or ABORT marker of the producer's transaction (one
+        control batch, :mod:`odradek.log.txn_marker`), ending it. Returns the batch's
+        :class:`AppendInfo`; raises ``ProducerStateError`` 47 or 52 (see the module docstring)."""
+        if isinstance(result, bool):
+            result = ControlRecordType.COMMIT if result else ControlRecordType.ABORT
+        batch = bytearray(build_marker_batch(producer_id, producer_epoch, coordinator_epoch, result, timestamp=now_ms))
+        return self.append_as_leader(batch, None, leader_epoch, now_ms, from_client=False)
 
     # ------------------------------------------------------------------ append
 
@@ -290,7 +464,8 @@ class Log:
         first_offset = self.log_end_offset
 
         ps = self._ensure_producer_state()
-        updates, dup = ps.validate(out, check_duplicates=from_client)
+        markers = self._markers(buf, out) if not from_client else None
+        updates, dup = ps.validate(out, check_duplicates=from_client, markers=markers)
         if dup is not None:
             return self._duplicate_info(dup)
 
@@ -301,6 +476,8 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self.log_end_offset = offset
         ps.commit(updates, offset)
+        if updates.completed:
+            self._complete_txns(ps, updates.completed)
 
         if self.log_end_offset - self.recovery_point >= cfg.flush_messages or (
             now_ms - self._last_flush_ms >= cfg.flush_ms
@@ -340,6 +517,12 @@ class Log:
         if not kept:
             return self.log_end_offset
         data = view[start_pos:pos]
+        # markers are parsed before anything is written (an undecodable one raises LogError)
+        markers: list[EndTxnMarker | None] = []
+        at = 0
+        for h in kept:
+            markers.append(parse_marker(data[at : at + h.size], h) if h.is_control else None)
+            at += h.size
         max_ts = max(h.max_timestamp for h in kept)
         if self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms):
             self.roll(now_ms)
@@ -349,9 +532,27 @@ class Log:
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
         ps = self._ensure_producer_state()
-        ps.replay(kept)
+        for h, marker in zip(kept, markers, strict=True):
+            completed = ps.replay_batch(h, marker)
+            if completed is not None:
+                self._complete_txns(ps, [completed])
         self.log_end_offset = expected
         return expected
+
+    @staticmethod
+    def _markers(
+        buf: bytes | bytearray | memoryview, headers: list[BatchHeader]
+    ) -> dict[int, EndTxnMarker | None] | None:
+        """base offset -> parsed marker of each control batch of an append (None if none)."""
+        out: dict[int, EndTxnMarker | None] | None = None
+        pos = 0
+        for h in headers:
+            if h.is_control:
+                if out is None:
+                    out = {}
+                out[h.base_offset] = parse_marker(memoryview(buf)[pos : pos + h.size], h)
+            pos += h.size
+        return out
 
     def _duplicate_info(self, dup: BatchMetadata) -> AppendInfo:
         lat = dup.timestamp if self.config.log_append_time else -1
@@ -660,7 +861,7 @@ class Log:
         self._bases.append(offset)
         self.log_start_offset = offset
         self.leader_epoch_cache.clear()
-        self.producer_state.producers.clear()
+        self.producer_state.truncate_fully()
         self.producer_state.delete_snapshots_after(-1)
         self._set_end_after_truncation(offset)
         self.process_pending_deletes(t)

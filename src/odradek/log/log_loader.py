@@ -5,6 +5,7 @@ Partition directory layout (``<log.dir>/<topic>-<partition>/``)::
     00000000000000000000.log         batches (odradek.log.file_records)
     00000000000000000000.index       offset index (odradek.log.offset_index)
     00000000000000000000.timeindex   time index (odradek.log.time_index)
+    00000000000000000000.txnindex    aborted transactions (odradek.log.txn_index)
     00000000000000001234.snapshot    producer state (odradek.log.producer_state)
     partition.metadata               topic id (odradek.log.checkpoint)
 
@@ -18,7 +19,10 @@ listing (one ``stat`` per ``.log``) and the log end offset comes from the last
 segment's last offset index entry plus a header scan from there. After an
 unclean shutdown every segment from the one holding the recovery point on is
 recovered (CRC-checked, torn tail truncated, indexes rebuilt); when a segment
-had to be truncated, the segments after it are deleted.
+had to be truncated, the segments after it are deleted. The transaction indexes of
+the recovered segments are reset here and refilled by the log, which replays the
+batches from the newest producer snapshot at or below ``recovered_from`` (the
+transaction index needs each transaction's first offset: producer state).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import NamedTuple
 from odradek.log.clean_task import complete_swaps
 from odradek.log.config import LogConfig
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from odradek.log.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger("odradek.log")
 
@@ -47,6 +52,8 @@ class LoadedSegments(NamedTuple):
     recovered_segments: int
     # (leader epoch, start offset) where the recovered batches' epoch grew, in log order
     recovered_epochs: tuple[tuple[int, int], ...] = ()
+    # base offset of the first recovered segment, -1 if none was recovered
+    recovered_from: int = -1
 
 
 def load_segments(
@@ -76,7 +83,7 @@ def load_segments(
             suffix = "." + suffix
             if suffix == LOG_SUFFIX:
                 sizes[int(stem)] = entry.stat().st_size
-            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 index_files.add(fname)
     for fname in strays:
         with contextlib.suppress(FileNotFoundError):
@@ -122,7 +129,9 @@ def load_segments(
             next_offset = segments[-1].read_next_offset()
             assert next_offset is not None
             epochs = tuple(segments[-1].recovered_epochs)
-            return LoadedSegments(segments, next_offset, next_offset, truncated, recovered, epochs)
+            return LoadedSegments(
+                segments, next_offset, next_offset, truncated, recovered, epochs, segments[-1].base_offset
+            )
         return LoadedSegments(segments, next_offset, next_offset, truncated, recovered)
 
     # unclean: recover from the segment holding the recovery point
@@ -153,5 +162,6 @@ def load_segments(
         truncated += segments[-1].recover()
         next_offset = segments[-1].read_next_offset() or segments[-1].base_offset
     return LoadedSegments(
-        segments, next_offset, min(recovery_point, next_offset), truncated, recovered, tuple(recovered_epochs)
+        segments, next_offset, min(recovery_point, next_offset), truncated, recovered, tuple(recovered_epochs),
+        segments[start].base_offset if recovered else -1,
     )

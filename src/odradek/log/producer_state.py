@@ -30,6 +30,21 @@ retained batch, oldest first, so all five survive a restart; a reader that keeps
 only the last entry per producer (Kafka's) still reads the file correctly. A
 producer with no retained batch is written once with lastSequence -1.
 
+Transactions (KIP-98; Kafka's ProducerStateManager, ProducerAppendInfo, TxnMetadata,
+CompletedTxn). A transactional batch of a producer with no open transaction begins one
+at its base offset (``current_txn_first_offset`` and an entry of ``ongoing_txns``, kept
+ordered by first offset). A marker (control batch, :mod:`odradek.log.txn_marker`) ends it:
+validation refuses a marker whose coordinator epoch is older than the producer's
+(TRANSACTION_COORDINATOR_FENCED, 52, as Kafka's appendEndTxnMarker), and yields a
+:class:`CompletedTxn` (first offset = the transaction's, or the marker's own when none
+was open). The log then indexes an aborted one with :meth:`last_stable_offset_after`
+and calls :meth:`complete_txn`, which moves it to ``unreplicated_txns`` until the high
+watermark passes its marker (:meth:`on_high_watermark`). ``first_unstable_offset`` is the
+smallest first offset of both: the log's last stable offset is bounded by it. A snapshot
+holds each producer's ``currentTxnFirstOffset``: ``ongoing_txns`` is rebuilt from it on
+load (unreplicated transactions are not kept, as in Kafka: after a restart the high
+watermark decides).
+
 Expiration (Kafka's ProducerStateManager.removeExpiredProducers, KIP-854): a producer
 whose last write (``last_timestamp``: the max timestamp of its last batch or transaction
 marker) is ``producer.id.expiration.ms`` old or older and that has no open transaction is
@@ -50,13 +65,22 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
 from odradek.log.checkpoint import write_atomic
-from odradek.log.errors import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStateError
+from odradek.log.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
+    ProducerStateError,
+)
+from odradek.log.txn_marker import EndTxnMarker
 from odradek.protocol.records import BatchHeader
 
 log = logging.getLogger("odradek.log")
@@ -76,6 +100,29 @@ _ENTRY = struct.Struct(">qhiqiqiq")
 
 class CorruptSnapshotError(Exception):
     pass
+
+
+class TxnMetadata:
+    """An ongoing (or completed but not yet replicated) transaction (Kafka's TxnMetadata)."""
+
+    __slots__ = ("producer_id", "first_offset", "last_offset")
+
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int = -1) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset  # the marker's offset once completed, else -1
+
+    def __repr__(self) -> str:
+        return f"TxnMetadata(pid={self.producer_id}, first={self.first_offset}, last={self.last_offset})"
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the marker
+    is_aborted: bool
 
 
 class BatchMetadata:
@@ -136,23 +183,43 @@ class ProducerStateEntry:
             self.epoch = epoch
             self.batches.clear()
 
-    def add(self, h: BatchHeader) -> None:
+    def add(self, h: BatchHeader) -> bool:
+        """Record a data batch; True when it begins a transaction."""
         self.set_epoch(h.producer_epoch)
         last_offset = h.base_offset + h.last_offset_delta
         self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, last_offset, h.max_timestamp))
         self.last_timestamp = h.max_timestamp
         if h.is_transactional and self.current_txn_first_offset < 0:
             self.current_txn_first_offset = h.base_offset
+            return True
+        return False
 
-    def end_transaction(self, h: BatchHeader) -> None:
-        """A transaction marker (control batch) of this producer."""
+    def end_transaction(self, h: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """A transaction marker (control batch) of this producer: the transaction it
+        completes (Kafka's appendEndTxnMarker: first offset = the marker's own when no
+        transaction was open), None for a control batch that is no marker."""
         self.set_epoch(h.producer_epoch)
+        first = self.current_txn_first_offset
         self.current_txn_first_offset = -1
         self.last_timestamp = h.max_timestamp
+        if marker is None:
+            return None
+        self.coordinator_epoch = marker.coordinator_epoch
+        return CompletedTxn(self.producer_id, first if first >= 0 else h.base_offset, h.base_offset, marker.is_abort)
 
     def is_expired(self, now_ms: int, expiration_ms: int) -> bool:
         """Kafka's ProducerStateManager.isProducerExpired: idle long enough, no open transaction."""
         return self.current_txn_first_offset < 0 and now_ms - self.last_timestamp >= expiration_ms
+
+
+class ProducerUpdates(dict[int, ProducerStateEntry]):
+    """What :meth:`ProducerStateManager.validate` found: the updated entries by producer id,
+    the transactions begun (``started``) and ended (``completed``) by the append."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[TxnMetadata] = []
+        self.completed: list[CompletedTxn] = []
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -179,20 +246,32 @@ class ProducerStateManager:
         self.map_end_offset = 0
         self.last_snapshot_offset = -1
         self._unsynced: list[Path] = []
+        # first offset -> transaction, in first-offset order (Kafka's ongoingTxns TreeMap)
+        self.ongoing_txns: dict[int, TxnMetadata] = {}
+        # completed transactions whose marker is not below the high watermark yet
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
 
     # ------------------------------------------------------------------ appends
 
     def validate(
-        self, headers: list[BatchHeader], *, check_duplicates: bool = True
-    ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
-        """Check the idempotent batches of one append (offsets already assigned).
+        self,
+        headers: list[BatchHeader],
+        *,
+        check_duplicates: bool = True,
+        markers: Mapping[int, EndTxnMarker | None] | None = None,
+    ) -> tuple[ProducerUpdates, BatchMetadata | None]:
+        """Check the idempotent and transactional batches of one append (offsets already
+        assigned); ``markers`` maps the base offset of each control batch to its parsed
+        marker.
 
-        Returns the updated entries to :meth:`commit` after the write, or a
-        duplicate's metadata (the append must then not be written). Raises
-        :class:`ProducerStateError` with 47 (older epoch) or 45 (sequence gap; new
-        epoch not starting at 0). Like Kafka 3.x, a producer with no state accepts
-        any first sequence (its state may have been removed by retention)."""
-        updates: dict[int, ProducerStateEntry] = {}
+        Returns the updated entries (with the transactions begun and completed) to
+        :meth:`commit` after the write, or a duplicate's metadata (the append must then
+        not be written). Raises :class:`ProducerStateError` with 47 (older epoch), 45
+        (sequence gap; new epoch not starting at 0), 48 (INVALID_TXN_STATE: a
+        non-transactional batch of a producer whose transaction is open, as Kafka's
+        ProducerAppendInfo) or 52 (a marker from an older coordinator epoch). Like Kafka 3.x, a producer with no state accepts any first
+        sequence (its state may have been removed by retention)."""
+        updates = ProducerUpdates()
         producers = self.producers
         for h in headers:
             pid = h.producer_id
@@ -214,7 +293,18 @@ class ProducerStateManager:
                     f"epoch {epoch} of producer {pid} is older than the current epoch {entry.epoch}",
                 )
             if h.is_control:
-                entry.end_transaction(h)
+                if markers is None or h.base_offset not in markers:
+                    raise ProducerStateError(CORRUPT_MESSAGE, f"control batch at {h.base_offset} was not parsed")
+                marker = markers[h.base_offset]
+                if marker is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+                    raise ProducerStateError(
+                        TRANSACTION_COORDINATOR_FENCED,
+                        f"marker of producer {pid} from coordinator epoch {marker.coordinator_epoch}, older than "
+                        f"the last seen coordinator epoch {entry.coordinator_epoch}",
+                    )
+                completed = entry.end_transaction(h, marker)
+                if completed is not None:
+                    updates.completed.append(completed)
                 continue
             first_seq = h.base_sequence
             if epoch != entry.epoch:
@@ -229,27 +319,113 @@ class ProducerStateManager:
                     f"out of order sequence {first_seq} from producer {pid} (epoch {epoch}), "
                     f"last sequence {entry.last_seq}",
                 )
-            entry.add(h)
+            if not h.is_transactional and entry.current_txn_first_offset >= 0:
+                raise ProducerStateError(
+                    INVALID_TXN_STATE,
+                    f"expected a transactional write from producer {pid} at offset {h.base_offset}: "
+                    f"its transaction from offset {entry.current_txn_first_offset} is open",
+                )
+            if entry.add(h):
+                updates.started.append(TxnMetadata(pid, h.base_offset))
         return updates, None
 
     def commit(self, updates: dict[int, ProducerStateEntry], end_offset: int) -> None:
+        """Apply what :meth:`validate` returned once the batches are written. Completed
+        transactions are left to the caller (:meth:`last_stable_offset_after`, then
+        :meth:`complete_txn`, in order)."""
         if updates:
             self.producers.update(updates)
+        if isinstance(updates, ProducerUpdates):
+            for txn in updates.started:
+                self.ongoing_txns[txn.first_offset] = txn
         self.map_end_offset = end_offset
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Apply batches read back from the log (no checks, as for replication)."""
-        producers = self.producers
-        for h in headers:
-            if h.producer_id >= 0:
-                entry = producers.get(h.producer_id)
-                if entry is None:
-                    entry = producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
-                if h.is_control:
-                    entry.end_transaction(h)
-                else:
-                    entry.add(h)
-            self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+    def replay_batch(self, h: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """Apply one batch read back from the log or fetched from the leader (no checks,
+        as Kafka for replication and recovery); returns the transaction a marker
+        completes (the caller indexes it and calls :meth:`complete_txn`)."""
+        completed = None
+        if h.producer_id >= 0:
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
+            if h.is_control:
+                completed = entry.end_transaction(h, marker)
+            elif entry.add(h):
+                self.ongoing_txns[h.base_offset] = TxnMetadata(h.producer_id, h.base_offset)
+        self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+        return completed
+
+    def replay(
+        self,
+        batches: Iterable[tuple[BatchHeader, EndTxnMarker | None]],
+        on_complete: Callable[[CompletedTxn, int], None] | None = None,
+    ) -> None:
+        """:meth:`replay_batch` for each (header, marker of a control batch); each completed
+        transaction is handed to ``on_complete`` with its last stable offset (to index an
+        aborted one), then completed."""
+        for h, marker in batches:
+            completed = self.replay_batch(h, marker)
+            if completed is not None:
+                if on_complete is not None:
+                    on_complete(completed, self.last_stable_offset_after(completed))
+                self.complete_txn(completed)
+
+    # ------------------------------------------------------------------ transactions
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka's ProducerStateManager.lastStableOffset(completedTxn): the first offset of the
+        earliest ongoing transaction of another producer, else the marker's offset + 1 (the
+        ``lastStableOffset`` of the transaction index entry)."""
+        for txn in self.ongoing_txns.values():
+            if txn.producer_id != completed.producer_id:
+                return txn.first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Kafka's completeTxn: the transaction leaves ``ongoing_txns`` and waits in
+        ``unreplicated_txns`` for the high watermark to pass its marker."""
+        txn = self.ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            txn = TxnMetadata(completed.producer_id, completed.first_offset)
+        txn.last_offset = completed.last_offset
+        self.unreplicated_txns[txn.first_offset] = txn
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Kafka's onHighWatermarkUpdated: forget completed transactions whose marker is
+        below the high watermark."""
+        unrep = self.unreplicated_txns
+        if unrep:
+            for first in [f for f, t in unrep.items() if t.last_offset < high_watermark]:
+                del unrep[first]
+
+    def first_unstable_offset(self) -> int | None:
+        """Smallest first offset of an ongoing or unreplicated transaction, if any (Kafka's
+        firstUnstableOffset)."""
+        out: int | None = None
+        if self.ongoing_txns:
+            out = next(iter(self.ongoing_txns))
+        if self.unreplicated_txns:
+            u = min(self.unreplicated_txns)
+            out = u if out is None else min(out, u)
+        return out
+
+    def first_undecided_offset(self) -> int | None:
+        """Smallest first offset of an ongoing transaction (Kafka's firstUndecidedOffset)."""
+        return next(iter(self.ongoing_txns)) if self.ongoing_txns else None
+
+    def _rebuild_ongoing(self) -> None:
+        firsts = sorted(
+            (e.current_txn_first_offset, pid) for pid, e in self.producers.items() if e.current_txn_first_offset >= 0
+        )
+        self.ongoing_txns = {first: TxnMetadata(pid, first) for first, pid in firsts}
+        self.unreplicated_txns = {}
+
+    def truncate_fully(self) -> None:
+        """Forget every producer and transaction (the log restarts at a new offset)."""
+        self.producers.clear()
+        self.ongoing_txns = {}
+        self.unreplicated_txns = {}
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget the producers expired at ``now_ms`` (see the module docstring); returns
@@ -261,11 +437,6 @@ class ProducerStateManager:
         for pid in expired:
             del self.producers[pid]
         return len(expired)
-
-    def first_unstable_offset(self) -> int | None:
-        """Smallest first offset of an open transaction, if any."""
-        offsets = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
-        return min(offsets) if offsets else None
 
     # ------------------------------------------------------------------ snapshots
 
@@ -358,17 +529,28 @@ class ProducerStateManager:
         self,
         log_start_offset: int,
         log_end_offset: int,
-        read_headers: Callable[[int], Iterable[BatchHeader]],
+        read_batches: Callable[[int], Iterable[tuple[BatchHeader, EndTxnMarker | None]]],
+        on_complete: Callable[[CompletedTxn, int], None] | None = None,
+        *,
+        max_snapshot_offset: int | None = None,
     ) -> None:
-        """Latest valid snapshot <= ``log_end_offset`` (later ones are deleted), then the
-        batch headers after it up to the log end (``read_headers(from_offset)``)."""
+        """Latest valid snapshot <= ``log_end_offset`` (later ones are deleted) and <=
+        ``max_snapshot_offset`` (later ones are deleted too: after an unclean shutdown the
+        batches of the recovered segments are replayed to refill their transaction indexes), then
+        the batches after it up to the log end (``read_batches(from_offset)``: headers with
+        the parsed marker of each control batch), see :meth:`replay`."""
         self.producers = {}
+        self.ongoing_txns = {}
+        self.unreplicated_txns = {}
         start = log_start_offset
         self.last_snapshot_offset = -1
         for off in reversed(self.snapshot_offsets()):
             path = snapshot_path(self.dir, off)
             if off > log_end_offset:
                 self._unlink(path)
+                continue
+            if max_snapshot_offset is not None and off > max_snapshot_offset:
+                self._unlink(path)  # its state is rebuilt by the replay
                 continue
             try:
                 self.producers = self.decode_snapshot(path.read_bytes())
@@ -380,9 +562,10 @@ class ProducerStateManager:
             start = off
             self.last_snapshot_offset = off
             break
+        self._rebuild_ongoing()
         self.map_end_offset = start
         if start < log_end_offset:
-            self.replay(read_headers(start))
+            self.replay(read_batches(start), on_complete)
         self.map_end_offset = log_end_offset
 
     def delete_snapshots_before(self, offset: int, keep: int = SNAPSHOTS_TO_KEEP) -> None:

@@ -1,9 +1,15 @@
-"""One log segment (Kafka's LogSegment): ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``.
+"""One log segment (Kafka's LogSegment): ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``
++ ``<base>.txnindex``.
 
 ``<base>`` is the segment's base offset, zero-padded to 20 digits. Byte layouts:
 ``.log`` in :mod:`odradek.log.file_records`, ``.index`` in
-:mod:`odradek.log.offset_index`, ``.timeindex`` in :mod:`odradek.log.time_index`.
-A segment being deleted has ``.deleted`` appended to each file name.
+:mod:`odradek.log.offset_index`, ``.timeindex`` in :mod:`odradek.log.time_index`,
+``.txnindex`` (aborted transactions, KIP-98) in :mod:`odradek.log.txn_index`.
+A segment being deleted has ``.deleted`` appended to each file name. The segment owns
+the four files: it creates, truncates, flushes, renames and deletes them together. The
+transaction index is filled by the log (it needs the producer state to know a
+transaction's first offset): :meth:`odradek.log.log.Log.append_as_leader` and the
+recovery; :meth:`recover` resets it.
 
 Both indexes are loaded lazily: opening a segment costs one ``stat`` of its
 ``.log`` (done by the caller), and nothing is read or mapped until an append,
@@ -39,6 +45,7 @@ from odradek.log.file_records import FetchData, FileRecords, FileRegion
 from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
 from odradek.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
 from odradek.log.time_index import TimeIndex
+from odradek.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from odradek.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -100,6 +107,7 @@ class LogSegment:
         self._roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
         self.dirty = False  # appended to or truncated since the last flush
         self._renamed_for_delete = False
+        self.txn_index = TransactionIndex(self.txn_index_path, base_offset)
 
     # ------------------------------------------------------------------ opening
 
@@ -107,7 +115,7 @@ class LogSegment:
     def create(cls, dir: Path, base_offset: int, config: LogConfig, time_ms: int) -> LogSegment:
         """A new, empty, active segment (stale files with the same name are replaced)."""
         prefix = dir / filename_prefix(base_offset)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{prefix}{suffix}")
         records = FileRecords.create(
@@ -144,6 +152,10 @@ class LogSegment:
     @property
     def time_index_path(self) -> Path:
         return self.dir / f"{filename_prefix(self.base_offset)}{TIME_INDEX_SUFFIX}"
+
+    @property
+    def txn_index_path(self) -> Path:
+        return self.dir / f"{filename_prefix(self.base_offset)}{TXN_INDEX_SUFFIX}"
 
     @property
     def indexes_loaded(self) -> bool:
@@ -522,6 +534,7 @@ class LogSegment:
         ``recovered_epochs`` then lists (leader epoch, base offset) where the batches' leader
         epoch grew, for the leader epoch cache (Kafka's LogSegment.recover does the same)."""
         self.recovered_epochs: list[tuple[int, int]] = []
+        self.txn_index.reset()  # refilled by the log from the recovered batches
         oi, ti = self._fresh_indexes()
         self._reset_index_state()
         fd = self.log.fileno()
@@ -606,6 +619,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._bytes_since_last_index_entry = 0
         if found is None:
             return 0
@@ -631,6 +645,7 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        self.txn_index.flush()
         self.dirty = False
 
     def close(self) -> None:
@@ -641,6 +656,7 @@ class LogSegment:
             if idx is not None:
                 idx.close()
         self._offset_index = self._time_index = None
+        self.txn_index.close()
         self.log.close()
 
     def close_handlers(self) -> None:
@@ -650,6 +666,7 @@ class LogSegment:
                 idx.close_handler()
         self._offset_index = self._time_index = None
         self._indexes_need_rebuild = True
+        self.txn_index.close_handler()
         self.log.close_fd()
 
     def rename_for_delete(self) -> None:
@@ -663,6 +680,8 @@ class LogSegment:
         for path in (self.offset_index_path, self.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, Path(f"{path}{DELETED_SUFFIX}"))
+        self.txn_index.close_handler()
+        self.txn_index.rename_to(Path(f"{self.txn_index_path}{DELETED_SUFFIX}"))
         if self.log.is_open or self.log.path.exists():
             with contextlib.suppress(OSError):
                 self.log.fileno()  # keep the data reachable through the descriptor
@@ -677,6 +696,7 @@ class LogSegment:
                 idx.close_handler()
         self._offset_index = self._time_index = None
         suffix = DELETED_SUFFIX if self._renamed_for_delete else ""
+        self.txn_index.delete()
         for path in (self.offset_index_path, self.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{path}{suffix}")

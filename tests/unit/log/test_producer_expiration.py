@@ -93,7 +93,7 @@ def test_snapshot_keeps_the_marker_timestamp_of_a_producer_without_batches(tmp_p
     ps = ProducerStateManager(tmp_path)
     data = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00" * 6)], control=True, producer_id=5,
                                  producer_epoch=1, timestamp=NOW, transactional=True))
-    ps.replay(validate_batches(data))
+    ps.replay((h, None) for h in validate_batches(data))
     assert not ps.producers[5].batches and ps.producers[5].last_timestamp == NOW
     restored = ProducerStateManager.decode_snapshot(ps.encode_snapshot())
     assert restored[5].last_timestamp == NOW
