@@ -23,7 +23,8 @@ Body layout (after the response header), per version::
       tagged fields         uvarint 0         v12+
     tagged fields           uvarint 0         v12+
 
-The records field is followed in the buffer list by the file regions themselves. Compact lengths,
+The records field is followed in the buffer list by the file regions themselves
+(:class:`FileRegion`: ``length`` bytes at ``position`` of an open segment file). Compact lengths,
 counts and tagged-field counts are Kafka's unsigned varints (KIP-482, :mod:`odradek.protocol.varint`).
 """
 
@@ -33,7 +34,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from odradek.protocol.varint import encode_uvarint
 
@@ -41,11 +42,19 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 
 
-class FileRegion(NamedTuple):
-    """``length`` bytes at ``position`` of ``file`` (any object with ``fileno()``; the
-    descriptor is looked up when the bytes are sent). Any 3-tuple of that shape works."""
+class HasFileno(Protocol):
+    """An open file the bytes of a region are read from (``FileRecords``, a file object)."""
 
-    file: Any
+    def fileno(self) -> int: ...
+
+
+class FileRegion(NamedTuple):
+    """``length`` bytes at ``position`` of ``file`` (Kafka's FileRecords slice sent with
+    ``transferTo``), the one region type: the log hands it out (``FetchData.regions``), the
+    Fetch response lists it among its buffers and the connection sends it with ``os.sendfile``.
+    The descriptor is looked up when the bytes are sent. Any 3-tuple of that shape works."""
+
+    file: HasFileno
     position: int
     length: int
 
@@ -59,7 +68,7 @@ class PartitionResult:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: Sequence[Any] = ()  # bytes or (file, position, length) regions
+    records: Sequence[Any] = ()  # bytes or FileRegion (file, position, length)
     records_size: int = 0
 
 
