@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from odradek.controller.assignment import AssignmentError, assign_rack_unaware
+
 TP = tuple[str, int]
 Assignment = dict[TP, list[int]]
 
@@ -223,32 +225,16 @@ def format_reassignment_json(assignment: Mapping[TP, Sequence[int]]) -> str:
 def assign_replicas_to_brokers(n_partitions: int, replication_factor: int, brokers: Sequence[int],
                                fixed_start_index: int = -1, start_partition_id: int = -1,
                                rng: random.Random | None = None) -> dict[int, list[int]]:
-    """Kafka's rack-unaware AdminUtils.assignReplicasToBrokers: partition p's first replica is
-    broker ``(p + start) % n``; the others follow at a shift that grows by one each time p
-    wraps around the broker list, so followers spread too. Random start and shift unless
-    ``fixed_start_index`` is given."""
-    if n_partitions <= 0:
-        raise ReassignError("Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise ReassignError("Replication factor must be larger than 0.")
-    n = len(brokers)
-    if replication_factor > n:
-        raise ReassignError(f"Replication factor: {replication_factor} larger than available brokers: {n}.")
-    rng = rng or random.Random()
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    current = max(0, start_partition_id)
-    out: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start_index) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
-        out[current] = replicas
-        current += 1
-    return out
+    """Kafka's rack-unaware AdminUtils.assignReplicasToBrokers, the controller's own
+    (:func:`odradek.controller.assignment.assign_rack_unaware`, brokers taken in id order):
+    partition p's first replica is broker ``(p + start) % n``; the others follow at a shift
+    that grows by one each time p wraps around the broker list, so followers spread too.
+    Random start and shift unless ``fixed_start_index`` is given."""
+    try:
+        return assign_rack_unaware(list(brokers), n_partitions, replication_factor,
+                                   start_partition=start_partition_id, fixed_start=fixed_start_index, rng=rng)
+    except AssignmentError as e:
+        raise ReassignError(str(e)) from None
 
 
 def propose_assignment(current: Mapping[TP, Sequence[int]], brokers: Sequence[int],

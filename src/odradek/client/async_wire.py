@@ -2,26 +2,24 @@
 follower's replica fetcher needs to talk to its leader (Fetch, OffsetForLeaderEpoch).
 
 Frames: int32 size, request header v1/v2 (by the API's flexible versions), body; the
-response is read whole and decoded with kio (response header v0/v1).
+response (header v0/v1) is read whole. Both are :mod:`odradek.client.framer`'s; the response
+body is checked by :mod:`odradek.protocol.kio_guard`, then decoded with kio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
-import struct
 import typing
 from typing import Any
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.serial import entity_reader
 
+from odradek.client import framer
 from odradek.protocol import codec, kio_guard
+from odradek.protocol.framing import FrameError
 
-MAX_RESPONSE = 256 << 20
+MAX_RESPONSE = framer.MAX_RESPONSE
 
 
 def build(cls: Any, fields: dict[str, Any]) -> Any:
@@ -75,20 +73,10 @@ class AsyncWireClient:
         req_cls = codec.request_class(api_key, version)
         assert req_cls is not None, (api_key, version)
         self._corr = (self._corr + 1) & 0x7FFFFFFF
-        buf = io.BytesIO()
-        if req_cls.__header_schema__.__version__ >= 2:
-            entity_writer(RequestHeaderV2)(
-                buf, RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
-                                     correlation_id=i32(self._corr), client_id=self.client_id)
-            )
-        else:
-            entity_writer(RequestHeaderV1)(
-                buf, RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
-                                     correlation_id=i32(self._corr), client_id=self.client_id)
-            )
-        entity_writer(req_cls)(buf, build(req_cls, fields))
-        payload = buf.getvalue()
-        return struct.pack(">i", len(payload)) + payload
+        return framer.encode_request(
+            api_key, version, self._corr, self.client_id, codec.encode(build(req_cls, fields)),
+            flexible_header=req_cls.__header_schema__.__version__ >= 2,
+        )
 
     async def request(self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float | None = None) -> Any:
         if self._writer is None:
@@ -109,16 +97,13 @@ class AsyncWireClient:
         assert self._reader is not None and self._writer is not None
         self._writer.write(frame)
         await self._writer.drain()
-        size = struct.unpack(">i", await self._reader.readexactly(4))[0]
-        if not 4 <= size <= MAX_RESPONSE:
-            raise WireError(f"response size {size}")
-        data = await self._reader.readexactly(size)
-        if struct.unpack(">i", data[:4])[0] != corr:
-            raise WireError("correlation id mismatch")
+        try:
+            data, offset = await framer.read_response(
+                self._reader, corr, codec.response_header_flexible(api_key, version), MAX_RESPONSE
+            )
+        except FrameError as e:
+            raise WireError(str(e)) from None
         resp_cls = codec.response_class(api_key, version)
-        offset = 4
-        if resp_cls.__header_schema__.__version__ >= 1:
-            offset += 1  # empty tagged fields of response header v1
         try:
             kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
             value, _ = entity_reader(resp_cls)(data, offset)

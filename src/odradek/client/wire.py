@@ -1,20 +1,20 @@
 """A minimal blocking Kafka client over kio, for admin calls the CLI needs that
-confluent-kafka cannot express (e.g. the cluster-wide broker default, resource name "")."""
+confluent-kafka cannot express (e.g. the cluster-wide broker default, resource name "").
+
+Frames (request header v1/v2, response header v0/v1) are :mod:`odradek.client.framer`'s; the
+body is a kio entity, its counts checked by :mod:`odradek.protocol.kio_guard` before kio reads it."""
 
 from __future__ import annotations
 
 import io
 import socket
-import struct
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
 
-from odradek.protocol import kio_guard
+from odradek.client import framer
+from odradek.protocol import codec, kio_guard
 
 
 class WireClient:
@@ -33,39 +33,20 @@ class WireClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
         """Send one request built from ``fields`` (kio entity fields) and return the response."""
         req_cls = load_request_schema(api_key, version)
         self.correlation_id += 1
         buf = io.BytesIO()
-        if req_cls.__header_schema__.__version__ >= 2:
-            entity_writer(RequestHeaderV2)(
-                buf, RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
-                                     correlation_id=i32(self.correlation_id), client_id=self.client_id)
-            )
-        else:
-            entity_writer(RequestHeaderV1)(
-                buf, RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
-                                     correlation_id=i32(self.correlation_id), client_id=self.client_id)
-            )
         entity_writer(req_cls)(buf, req_cls(**fields))
-        payload = buf.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", self._recv_exact(4))[0]
-        data = self._recv_exact(size)
+        self.sock.sendall(
+            framer.encode_request(
+                api_key, version, self.correlation_id, self.client_id, buf.getvalue(),
+                flexible_header=req_cls.__header_schema__.__version__ >= 2,
+            )
+        )
+        data, offset = framer.recv_response(self.sock, self.correlation_id, codec.response_header_flexible(api_key, version))
         resp_cls = load_response_schema(api_key, version)
-        offset = 4  # correlation id
-        if resp_cls.__header_schema__.__version__ >= 1 and api_key != 18:
-            offset += 1  # empty tagged fields
         kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
         value, _ = entity_reader(resp_cls)(data, offset)
         return value

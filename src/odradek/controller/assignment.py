@@ -1,4 +1,6 @@
-"""Replica assignment for new topics and partitions, as Kafka's AdminUtils does it.
+"""Replica assignment for new topics and partitions, as Kafka's AdminUtils.assignReplicasToBrokers
+does it: the one implementation, used by the controller (CreateTopics, CreatePartitions) and by
+``odradek reassign --generate`` (:mod:`odradek.cli.reassign_cmd`, rack-unaware like its proposals).
 
 Rack-unaware: brokers sorted by id; the first replica of partition p is broker
 ``(p + start) % n``; followers are shifted by ``1 + (shift + j) % (n - 1)``, and the shift

@@ -3,9 +3,14 @@ one sender task per broker, requests sent one at a time in order, reconnecting w
 back-off when the broker is unreachable; a broker removed from the cluster has its
 queue dropped.
 
-Wire format: request header v1 (int16 api key, int16 version 0, int32 correlation id,
-string client id "controller-<id>") + the JSON body of protocol/interbroker.py; response
-header v0 (int32 correlation id) + a JSON body with at least ``error_code``.
+Wire format (framed by :mod:`odradek.client.framer`, the same for a broker's ControlledShutdown
+to the controller, :func:`interbroker_request`)::
+
+    request    int32 size, request header v1 (int16 api key, int16 version 0, int32 correlation id,
+               string client id "controller-<id>" / "broker-<id>"), the JSON body of
+               :mod:`odradek.protocol.interbroker`
+    response   int32 size (4 to 64 MiB), response header v0 (int32 correlation id, checked),
+               a JSON body with at least ``error_code``
 """
 
 from __future__ import annotations
@@ -13,14 +18,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.client import framer
 from odradek.protocol import interbroker as ib
+from odradek.protocol.framing import FrameError
 
 log = logging.getLogger("odradek.controller.channel")
+
+MAX_RESPONSE = 64 << 20  # an inter-broker response is a small JSON object
 
 ResponseCallback = Callable[[int, int, dict[str, Any] | None], None]  # (broker, api, response or None)
 
@@ -82,19 +90,32 @@ class _BrokerSender:
     async def _round_trip(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: _Request
     ) -> dict[str, Any]:
-        corr = next(self._corr)
-        client = f"controller-{self.owner.controller_id}".encode()
-        body = ib.encode(req.api_key, req.body)
-        head = struct.pack(">hhih", req.api_key, ib.VERSION, corr, len(client)) + client
-        writer.write(struct.pack(">i", len(head) + len(body)) + head + body)
-        await writer.drain()
-        size = struct.unpack(">i", await reader.readexactly(4))[0]
-        if not 4 <= size <= 64 << 20:
-            raise ib.InterBrokerDecodeError(f"response size {size}")
-        frame = await reader.readexactly(size)
-        if struct.unpack(">i", frame[:4])[0] != corr:
-            raise ib.InterBrokerDecodeError("correlation id mismatch")
-        return ib.decode_response(frame[4:])
+        return await interbroker_request(
+            reader, writer, req.api_key, req.body, next(self._corr), f"controller-{self.owner.controller_id}"
+        )
+
+
+async def interbroker_request(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    api_key: int,
+    body: dict[str, Any],
+    correlation_id: int,
+    client_id: str,
+) -> dict[str, Any]:
+    """One inter-broker request over an open connection, framed by :mod:`odradek.client.framer`
+    (request header v1, response header v0): the controller's requests to brokers and a
+    broker's ControlledShutdown to the controller. Raises ``InterBrokerDecodeError`` when the
+    response cannot be framed or decoded, ``OSError`` / ``IncompleteReadError`` when the
+    connection fails."""
+    writer.write(framer.encode_request(api_key, ib.VERSION, correlation_id, client_id, ib.encode(api_key, body),
+                                       flexible_header=False))
+    await writer.drain()
+    try:
+        frame, offset = await framer.read_response(reader, correlation_id, False, MAX_RESPONSE)
+    except FrameError as e:
+        raise ib.InterBrokerDecodeError(str(e)) from None
+    return ib.decode_response(memoryview(frame)[offset:])
 
 
 class ControllerChannel:

@@ -107,8 +107,8 @@ from odradek.protocol.records import (
     READ_INFLATE_LIMIT,
     BatchHeader,
     decompress,
-    encode_varint,
 )
+from odradek.protocol.varint import VARLONG_MAX_BYTES, encode_varint, read_varint
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -130,25 +130,6 @@ _XERIAL_BLOCK = 32 * 1024
 # ---------------------------------------------------------------------------------- records
 
 
-def _varint(b: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos`` -> (value, next position)."""
-    x = b[pos]
-    pos += 1
-    if x < 0x80:
-        return (x >> 1) ^ -(x & 1), pos
-    raw = x & 0x7F
-    shift = 7
-    while True:
-        x = b[pos]
-        pos += 1
-        raw |= (x & 0x7F) << shift
-        if x < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 class _Rec(NamedTuple):
     start: int  # position of the length varint
     end: int  # position after the record
@@ -166,20 +147,20 @@ def _scan_records(data: bytes, count: int) -> list[_Rec]:
     pos = 0
     n = len(data)
     for _ in range(count):
-        length, body = _varint(data, pos)
+        length, body = read_varint(data, pos, n, VARLONG_MAX_BYTES)
         end = body + length
         if length <= 0 or end > n:
             raise ValueError("record length out of bounds")
         ts_pos = body + 1
-        ts_delta, p = _varint(data, ts_pos)
-        off_delta, p2 = _varint(data, p)
-        klen, p3 = _varint(data, p2)
+        ts_delta, p = read_varint(data, ts_pos, n, VARLONG_MAX_BYTES)
+        off_delta, p2 = read_varint(data, p, n, VARLONG_MAX_BYTES)
+        klen, p3 = read_varint(data, p2, n, VARLONG_MAX_BYTES)
         if klen < 0:
             key = None
         else:
             key = data[p3 : p3 + klen]
             p3 += klen
-        vlen, _ = _varint(data, p3)
+        vlen, _ = read_varint(data, p3, n, VARLONG_MAX_BYTES)
         out.append(_Rec(pos, end, ts_pos, p, ts_delta, off_delta, key, vlen < 0))
         pos = end
     return out
@@ -188,11 +169,12 @@ def _scan_records(data: bytes, count: int) -> list[_Rec]:
 def _keys_and_offsets(data: bytes, count: int) -> Iterator[tuple[int, bytes | None]]:
     """(offsetDelta, key) of each record of an uncompressed records section."""
     pos = 0
+    n = len(data)
     for _ in range(count):
-        length, body = _varint(data, pos)
-        _, p = _varint(data, body + 1)
-        off_delta, p = _varint(data, p)
-        klen, p = _varint(data, p)
+        length, body = read_varint(data, pos, n, VARLONG_MAX_BYTES)
+        _, p = read_varint(data, body + 1, n, VARLONG_MAX_BYTES)
+        off_delta, p = read_varint(data, p, n, VARLONG_MAX_BYTES)
+        klen, p = read_varint(data, p, n, VARLONG_MAX_BYTES)
         yield off_delta, (None if klen < 0 else data[p : p + klen])
         pos = body + length
 
@@ -216,12 +198,13 @@ def _has_null_key(data: bytes, count: int) -> bool:
     """Walk the records of an uncompressed section looking only at keyLength; a null key
     is keyLength -1 (zig-zag: the single byte 0x01)."""
     pos = 0
+    n = len(data)
     for _ in range(count):
         x = data[pos]
         if x < 0x80:
             length, body = (x >> 1) ^ -(x & 1), pos + 1
         else:
-            length, body = _varint(data, pos)
+            length, body = read_varint(data, pos, n, VARLONG_MAX_BYTES)
         p = body + 1  # attributes
         while data[p] & 0x80:  # timestampDelta
             p += 1
@@ -230,7 +213,7 @@ def _has_null_key(data: bytes, count: int) -> bool:
             p += 1
         p += 1
         x = data[p]
-        if x == 1 or (x & 0x80 and _varint(data, p)[0] < 0):
+        if x == 1 or (x & 0x80 and read_varint(data, p, n, VARLONG_MAX_BYTES)[0] < 0):
             return True
         if length <= 0:
             raise ValueError("bad record length")

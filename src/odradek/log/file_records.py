@@ -9,7 +9,8 @@ zero batchLength ends a scan).
 
 The file descriptor is opened lazily (segments of an idle partition cost no
 descriptor) and stays open until the file is closed or, for a deleted segment,
-until its delayed deletion, so a :class:`FileRegion` handed to the network layer
+until its delayed deletion, so a :class:`~odradek.protocol.fetch_response.FileRegion`
+(``length`` bytes at ``position`` of this file) handed to the network layer
 stays readable with ``os.sendfile`` for ``file.delete.delay.ms``. Only batch
 headers are ever read into Python (61-byte ``os.pread`` calls).
 """
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.protocol.fetch_response import FileRegion
 from odradek.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -29,14 +31,6 @@ from odradek.protocol.records import (
     MIN_BATCH_LENGTH,
     BatchHeader,
 )
-
-
-class FileRegion(NamedTuple):
-    """``length`` bytes at ``position`` of ``file`` (an object with ``fileno()``)."""
-
-    file: FileRecords
-    position: int
-    length: int
 
 
 class FetchData(NamedTuple):

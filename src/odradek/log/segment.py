@@ -41,11 +41,12 @@ import crc32c as _crc32c
 from odradek.log.abstract_index import AbstractIndex
 from odradek.log.config import LogConfig
 from odradek.log.errors import CorruptIndexError
-from odradek.log.file_records import FetchData, FileRecords, FileRegion
+from odradek.log.file_records import FetchData, FileRecords
 from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
 from odradek.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
 from odradek.log.time_index import TimeIndex
 from odradek.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from odradek.protocol.fetch_response import FileRegion
 from odradek.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,

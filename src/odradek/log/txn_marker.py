@@ -27,9 +27,9 @@ from odradek.protocol.records import (
     BatchHeader,
     InvalidRecordError,
     build_batch,
-    decode_varint,
     decompress,
 )
+from odradek.protocol.varint import read_varint
 
 CONTROL_KEY_VERSION = 0
 END_TXN_MARKER_VERSION = 0
@@ -78,16 +78,16 @@ def parse_marker(batch: bytes | bytearray | memoryview, h: BatchHeader) -> EndTx
     try:
         view = memoryview(batch)[BATCH_HEADER_SIZE : h.size]
         data = bytes(view) if h.compression == COMPRESSION_NONE else decompress(h.compression, view, 1 << 16)
-        _length, pos = decode_varint(data, 0)
+        _length, pos = read_varint(data, 0, len(data))
         pos += 1  # attributes
-        _ts, pos = decode_varint(data, pos)
-        _od, pos = decode_varint(data, pos)
-        klen, pos = decode_varint(data, pos)
+        _ts, pos = read_varint(data, pos, len(data))
+        _od, pos = read_varint(data, pos, len(data))
+        klen, pos = read_varint(data, pos, len(data))
         if klen < _KEY.size:
             raise ValueError("control record key too short")
         _kv, ctype = _KEY.unpack_from(data, pos)
         pos += klen
-        vlen, pos = decode_varint(data, pos)
+        vlen, pos = read_varint(data, pos, len(data))
         if ctype not in (0, 1):
             return None
         if vlen < _VALUE.size:

@@ -23,7 +23,9 @@ Body layout (after the response header), per version::
       tagged fields         uvarint 0         v12+
     tagged fields           uvarint 0         v12+
 
-The records field is followed in the buffer list by the file regions themselves.
+The records field is followed in the buffer list by the file regions themselves
+(:class:`FileRegion`: ``length`` bytes at ``position`` of an open segment file). Compact lengths,
+counts and tagged-field counts are Kafka's unsigned varints (KIP-482, :mod:`odradek.protocol.varint`).
 """
 
 from __future__ import annotations
@@ -32,17 +34,27 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
+
+from odradek.protocol.varint import encode_uvarint
 
 MIN_VERSION = 4
 MAX_VERSION = 16
 
 
-class FileRegion(NamedTuple):
-    """``length`` bytes at ``position`` of ``file`` (any object with ``fileno()``; the
-    descriptor is looked up when the bytes are sent). Any 3-tuple of that shape works."""
+class HasFileno(Protocol):
+    """An open file the bytes of a region are read from (``FileRecords``, a file object)."""
 
-    file: Any
+    def fileno(self) -> int: ...
+
+
+class FileRegion(NamedTuple):
+    """``length`` bytes at ``position`` of ``file`` (Kafka's FileRecords slice sent with
+    ``transferTo``), the one region type: the log hands it out (``FetchData.regions``), the
+    Fetch response lists it among its buffers and the connection sends it with ``os.sendfile``.
+    The descriptor is looked up when the bytes are sent. Any 3-tuple of that shape works."""
+
+    file: HasFileno
     position: int
     length: int
 
@@ -56,7 +68,7 @@ class PartitionResult:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: Sequence[Any] = ()  # bytes or (file, position, length) regions
+    records: Sequence[Any] = ()  # bytes or FileRegion (file, position, length)
     records_size: int = 0
 
 
@@ -75,16 +87,6 @@ _ABORTED = struct.Struct(">qq")
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session
 
 
-def uvarint(n: int) -> bytes:
-    """Unsigned varint (flexible versions' compact lengths and tag counts)."""
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_fetch_response(
     version: int,
     topics: Sequence[TopicResult],
@@ -101,16 +103,16 @@ def encode_fetch_response(
         head += _TOP_V7.pack(throttle_time_ms, error_code, session_id)
     else:
         head += _I32.pack(throttle_time_ms)
-    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     total = 0
     for t in topics:
         if version >= 13:
             head += (t.topic_id or uuid.UUID(int=0)).bytes
         else:
             name = t.name.encode()
-            head += uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            head += encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             head += name
-        head += uvarint(len(t.partitions) + 1) if flexible else _I32.pack(len(t.partitions))
+        head += encode_uvarint(len(t.partitions) + 1) if flexible else _I32.pack(len(t.partitions))
         for p in t.partitions:
             if version >= 5:
                 head += _PART_V5.pack(
@@ -122,7 +124,7 @@ def encode_fetch_response(
             if aborted is None:
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += encode_uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for pid, first in aborted:
                     head += _ABORTED.pack(pid, first)
                     if flexible:
@@ -130,7 +132,7 @@ def encode_fetch_response(
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
             size = p.records_size
-            head += uvarint(size + 1) if flexible else _I32.pack(size)
+            head += encode_uvarint(size + 1) if flexible else _I32.pack(size)
             if size:
                 parts.append(bytes(head))
                 total += len(head)

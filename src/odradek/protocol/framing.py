@@ -7,7 +7,8 @@ Byte layout of a request frame::
     api_version     int16
     correlation_id  int32
     client_id       int16 length + UTF-8 bytes (length -1 = null)   -- never compact
-    tagged fields   uvarint count, then (uvarint tag, uvarint size, bytes)  -- header v2 only
+    tagged fields   uvarint count, then (uvarint tag, uvarint size, bytes)  -- header v2 only (KIP-482;
+                    unsigned varints of :mod:`odradek.protocol.varint`)
     body            the request payload (kio decodes it)
 
 Response frame::
@@ -23,6 +24,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from typing import NamedTuple
+
+from odradek.protocol.varint import VarintError, read_uvarint
 
 try:  # src/odradek/_speedups.c: a large frame's buffer is about to be overwritten by the socket
     from odradek._speedups import uninitialized_bytearray as _frame_buffer
@@ -46,22 +49,6 @@ class RequestHeader(NamedTuple):
     body_offset: int  # where the body starts within the frame
 
 
-def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    value = 0
-    while True:
-        if pos >= len(buf):
-            raise FrameError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameError("varint too long")
-
-
 def parse_request_header(frame: bytes | bytearray | memoryview, flexible_header: bool | None) -> RequestHeader:
     """Parse a request header. ``flexible_header`` says whether header v2 (with tagged
     fields) is used; ``None`` means unknown (api/version not supported): tagged fields
@@ -82,13 +69,17 @@ def parse_request_header(frame: bytes | bytearray | memoryview, flexible_header:
     elif client_len != -1:
         raise FrameError("negative client id length")
     if flexible_header:
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise FrameError("tagged field runs past the frame")
+        end = len(frame)
+        try:
+            count, pos = read_uvarint(frame, pos, end)
+            for _ in range(count):
+                _tag, pos = read_uvarint(frame, pos, end)
+                size, pos = read_uvarint(frame, pos, end)
+                pos += size
+                if pos > end:
+                    raise FrameError("tagged field runs past the frame")
+        except VarintError as e:
+            raise FrameError(str(e)) from None
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 

@@ -17,6 +17,8 @@ The walk follows Kafka's message encoding (the same layout kio decodes):
     nullable struct       int8 marker (-1 = null, 1 = present), then the struct (KIP-893)
     flexible struct       its fields, then uvarint count of tagged fields, each uvarint tag, uvarint size,
                           value (a known tag's value is walked within its size)
+    uvarint               Kafka's unsigned varint (KIP-482), at most 5 bytes, read by
+                          :func:`odradek.protocol.varint.read_uvarint` within the walk's end bound
 
 The plan of each class is built once and cached; walking costs a few hundred nanoseconds per field.
 """
@@ -37,6 +39,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from odradek.protocol.varint import VarintError, read_uvarint
+
 
 class LengthError(Exception):
     """A count or size in the body runs past its end."""
@@ -56,21 +60,6 @@ _I32 = struct.Struct(">i")
 Step = Callable[[Any, int, int], int]
 
 
-def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise LengthError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise LengthError("varint longer than 5 bytes")
-
-
 def _need(pos: int, n: int, end: int) -> int:
     if n < 0 or pos + n > end:
         raise LengthError(f"{n} bytes needed at {pos}, {end - pos} left")
@@ -85,7 +74,7 @@ def _sized(flexible: bool, legacy: struct.Struct) -> Step:
     """string, bytes, records: a length then that many bytes."""
     if flexible:
         def step(buf: Any, pos: int, end: int) -> int:
-            n, pos = _uvarint(buf, pos, end)
+            n, pos = read_uvarint(buf, pos, end)
             return _need(pos, max(n - 1, 0), end)
     else:
         width = legacy.size
@@ -99,7 +88,7 @@ def _sized(flexible: bool, legacy: struct.Struct) -> Step:
 
 def _count(buf: Any, pos: int, end: int, flexible: bool) -> tuple[int, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         n -= 1
     else:
         pos0 = _need(pos, 4, end)
@@ -180,10 +169,10 @@ def plan(cls: type) -> Step:
         if flexible:
             if pos < end and buf[pos] == 0:  # no tagged fields, the usual case
                 return pos + 1
-            n, pos = _uvarint(buf, pos, end)
+            n, pos = read_uvarint(buf, pos, end)
             for _ in range(n):
-                tag, pos = _uvarint(buf, pos, end)
-                size, pos = _uvarint(buf, pos, end)
+                tag, pos = read_uvarint(buf, pos, end)
+                size, pos = read_uvarint(buf, pos, end)
                 stop = _need(pos, size, end)
                 known = tagged.get(tag)
                 if known is not None:
@@ -196,5 +185,8 @@ def plan(cls: type) -> Step:
 
 def check(cls: type, buf: Any, offset: int) -> None:
     """Raise :class:`LengthError` if a count or size in the body of ``cls`` at ``offset`` runs past the
-    end of ``buf``."""
-    plan(cls)(buf, offset, len(buf))
+    end of ``buf`` (or a varint there is truncated or longer than 5 bytes)."""
+    try:
+        plan(cls)(buf, offset, len(buf))
+    except VarintError as e:
+        raise LengthError(str(e)) from None

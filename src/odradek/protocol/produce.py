@@ -41,7 +41,8 @@ Response body::
     throttle_time_ms              INT32
     [tagged fields]                              (v9+; v10's node_endpoints is not sent)
 
-Request header v2 / response header v1 (flexible) from v9 on.
+Request header v2 / response header v1 (flexible) from v9 on. Varints are Kafka's unsigned
+varints (KIP-482, at most 5 bytes), read and written by :mod:`odradek.protocol.varint`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import struct
 from dataclasses import dataclass
 
 from odradek.protocol.codec import DecodeError
-from odradek.protocol.fetch_response import uvarint
+from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
 MIN_VERSION = 3
 MAX_VERSION = 12
@@ -109,20 +110,13 @@ class _Reader:
         return int(_I32.unpack_from(self.buf, self.need(4))[0])
 
     def uvarint(self) -> int:
-        buf, p, end = self.buf, self.pos, self.end
-        value = shift = 0
-        while True:
-            if p >= end:
-                raise DecodeError("produce request truncated inside a varint")
-            b = buf[p]
-            p += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                raise DecodeError("varint longer than 5 bytes")
-        self.pos = p
+        p = self.pos
+        if p < self.end:
+            b = self.buf[p]
+            if b < 0x80:  # one byte (inline: most compact lengths and tag counts)
+                self.pos = p + 1
+                return b
+        value, self.pos = read_uvarint(self.buf, p, self.end)
         return value
 
     def string(self, flex: bool, nullable: bool) -> str | None:
@@ -156,8 +150,14 @@ def decode_produce_request(version: int, frame: bytes | bytearray | memoryview, 
     malformed. Record sets are views into ``frame`` (writable if the frame is)."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise DecodeError(f"produce v{version} is not supported")
-    flex = version >= FIRST_FLEXIBLE
-    r = _Reader(frame if isinstance(frame, memoryview) else memoryview(frame), offset)
+    try:
+        return _decode(version >= FIRST_FLEXIBLE, frame if isinstance(frame, memoryview) else memoryview(frame), offset)
+    except VarintError as e:
+        raise DecodeError(f"produce request: {e}") from None
+
+
+def _decode(flex: bool, frame: memoryview, offset: int) -> ProduceRequest:
+    r = _Reader(frame, offset)
     txn = r.string(flex, True)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(r.buf, r.need(6))
     topics: list[TopicData] = []
@@ -198,7 +198,7 @@ def _string(s: str | None, flex: bool) -> bytes:
     if s is None:
         return b"\x00" if flex else b"\xff\xff"
     raw = s.encode()
-    return (uvarint(len(raw) + 1) if flex else _I16.pack(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flex else _I16.pack(len(raw))) + raw
 
 
 def encode_produce_response(
@@ -206,10 +206,10 @@ def encode_produce_response(
 ) -> bytes:
     flex = version >= FIRST_FLEXIBLE
     out = bytearray()
-    out += uvarint(len(topics) + 1) if flex else _I32.pack(len(topics))
+    out += encode_uvarint(len(topics) + 1) if flex else _I32.pack(len(topics))
     for name, parts in topics:
         out += _string(name, flex)
-        out += uvarint(len(parts) + 1) if flex else _I32.pack(len(parts))
+        out += encode_uvarint(len(parts) + 1) if flex else _I32.pack(len(parts))
         for pr in parts:
             index, code, base, append_time, log_start, message = pr[:6]
             if version >= 5:
@@ -218,7 +218,7 @@ def encode_produce_response(
                 out += _PART_V3.pack(index, code, base, append_time)
             if version >= 8:
                 record_errors: RecordErrors = pr[6] if len(pr) > 6 else ()
-                out += uvarint(len(record_errors) + 1) if flex else _I32.pack(len(record_errors))
+                out += encode_uvarint(len(record_errors) + 1) if flex else _I32.pack(len(record_errors))
                 for batch_index, batch_message in record_errors:
                     out += _I32.pack(batch_index)
                     out += _string(batch_message, flex)

@@ -27,11 +27,14 @@ Byte layout of one batch (big-endian)::
     57      4     recordCount             int32
     61      ...   records                 (compressed as a whole when compression != 0)
 
-Each record (uncompressed)::
+Each record (uncompressed; Kafka's DefaultRecord)::
 
     length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
     keyLength varint, key, valueLength varint, value, headerCount varint,
     headers [keyLength varint, key, valueLength varint, value]
+
+(varint / varlong: zig-zag signed varints of at most 5 / 10 bytes, read and written by
+:mod:`odradek.protocol.varint`)
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import crc32c as _crc32c
+
+from odradek.protocol.varint import VARLONG_MAX_BYTES, VarintError, encode_varint, read_varint
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = 61
@@ -159,58 +164,35 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 def _walk_uncompressed(buf: bytes | bytearray | memoryview, start: int, end: int) -> int:
     """Count records in an uncompressed records section, checking lengths add up.
 
-    Each record starts with its zig-zag varint length; the common 1- and 2-byte
-    lengths are decoded inline (this loop runs once per record on the produce path).
+    Each record starts with its zig-zag varint length; the common 1- and 2-byte lengths are
+    decoded inline (this loop runs once per record on the produce path when the C walk is not
+    built), longer ones by :func:`~odradek.protocol.varint.read_varint`.
     """
     count = 0
     pos = start
-    while pos < end:
-        b = buf[pos]
-        if b < 0x80:
-            raw = b
-            pos += 1
-        elif pos + 1 < end and buf[pos + 1] < 0x80:
-            raw = (b & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        else:
-            shift = 0
-            raw = 0
-            while True:
-                if pos >= end:
-                    return -1
-                b = buf[pos]
+    try:
+        while pos < end:
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
                 pos += 1
-                raw |= (b & 0x7F) << shift
-                if not b & 0x80:
-                    break
-                shift += 7
-                if shift > 28:
-                    return -1
-        length = (raw >> 1) ^ -(raw & 1)
-        if length <= 0:
-            return -1
-        pos += length
-        count += 1
+            elif pos + 1 < end and buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(buf, pos, end)
+            if length <= 0:
+                return -1
+            pos += length
+            count += 1
+    except VarintError:
+        return -1
     return count if pos == end else -1
 
 
 SCAN_MALFORMED = -1  # scan_records: a record's fields do not add up to its length
 SCAN_OFFSET_DELTA = -2  # scan_records: record i's offsetDelta is not i
-
-
-def _scan_varint(buf: bytes | bytearray | memoryview, pos: int, lim: int, max_bytes: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= lim:
-            raise ValueError
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    raise ValueError
 
 
 def _scan_uncompressed(
@@ -232,16 +214,16 @@ def _scan_uncompressed(
     pos = start
     try:
         while pos < end:
-            length, pos = _scan_varint(buf, pos, end, 5)
+            length, pos = read_varint(buf, pos, end)
             if length <= 0 or length > end - pos:
                 return SCAN_MALFORMED
             rec_end = pos + length
             pos += 1  # attributes
-            ts_delta, pos = _scan_varint(buf, pos, rec_end, 10)
-            off_delta, pos = _scan_varint(buf, pos, rec_end, 5)
+            ts_delta, pos = read_varint(buf, pos, rec_end, VARLONG_MAX_BYTES)
+            off_delta, pos = read_varint(buf, pos, rec_end)
             if check_offsets and off_delta != count:
                 return SCAN_OFFSET_DELTA
-            n, pos = _scan_varint(buf, pos, rec_end, 5)  # key
+            n, pos = read_varint(buf, pos, rec_end)  # key
             if n < -1 or n > rec_end - pos:
                 return SCAN_MALFORMED
             if n < 0:
@@ -249,19 +231,19 @@ def _scan_uncompressed(
                     keyless = count
             else:
                 pos += n
-            n, pos = _scan_varint(buf, pos, rec_end, 5)  # value
+            n, pos = read_varint(buf, pos, rec_end)  # value
             if n < -1 or n > rec_end - pos:
                 return SCAN_MALFORMED
             pos += max(n, 0)
-            headers, pos = _scan_varint(buf, pos, rec_end, 5)
+            headers, pos = read_varint(buf, pos, rec_end)
             if headers < 0:
                 return SCAN_MALFORMED
             for _ in range(headers):
-                n, pos = _scan_varint(buf, pos, rec_end, 5)
+                n, pos = read_varint(buf, pos, rec_end)
                 if n < 0 or n > rec_end - pos:
                     return SCAN_MALFORMED
                 pos += n
-                n, pos = _scan_varint(buf, pos, rec_end, 5)
+                n, pos = read_varint(buf, pos, rec_end)
                 if n < -1 or n > rec_end - pos:
                     return SCAN_MALFORMED
                 pos += max(n, 0)
@@ -303,10 +285,10 @@ def record_infos(data: bytes | bytearray | memoryview, start: int = 0, end: int 
     out: list[RecordInfo] = []
     pos = start
     while pos < stop:
-        length, body = _scan_varint(data, pos, stop, 5)
-        ts_delta, p = _scan_varint(data, body + 1, body + length, 10)
-        off_delta, p = _scan_varint(data, p, body + length, 5)
-        klen, _ = _scan_varint(data, p, body + length, 5)
+        length, body = read_varint(data, pos, stop)
+        ts_delta, p = read_varint(data, body + 1, body + length, VARLONG_MAX_BYTES)
+        off_delta, p = read_varint(data, p, body + length)
+        klen, _ = read_varint(data, p, body + length)
         out.append(RecordInfo(len(out), ts_delta, off_delta, klen < 0))
         pos = body + length
     return out
@@ -415,40 +397,6 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
 # builder (tests, control batches, internal topics)
 
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def encode_varint(n: int) -> bytes:
-    """Signed zig-zag varint/varlong as used inside records."""
-    z = _zigzag(n)
-    out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """Decode a signed zig-zag varint at ``pos``; returns (value, new position)."""
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
 class Record(NamedTuple):
     offset: int
     timestamp: int
@@ -548,24 +496,24 @@ def decode_records(batch: bytes | bytearray | memoryview, limit: int = READ_INFL
     pos = 0
     view = memoryview(data)
     for _ in range(h.record_count):
-        length, pos = decode_varint(view, pos)
+        length, pos = read_varint(view, pos, len(view))
         end = pos + length
         pos += 1  # attributes
-        ts_delta, pos = decode_varint(view, pos)
-        off_delta, pos = decode_varint(view, pos)
-        klen, pos = decode_varint(view, pos)
+        ts_delta, pos = read_varint(view, pos, end, VARLONG_MAX_BYTES)
+        off_delta, pos = read_varint(view, pos, end)
+        klen, pos = read_varint(view, pos, end)
         key = None if klen < 0 else bytes(view[pos : pos + klen])
         pos += max(klen, 0)
-        vlen, pos = decode_varint(view, pos)
+        vlen, pos = read_varint(view, pos, end)
         value = None if vlen < 0 else bytes(view[pos : pos + vlen])
         pos += max(vlen, 0)
-        nh, pos = decode_varint(view, pos)
+        nh, pos = read_varint(view, pos, end)
         hdrs = []
         for _ in range(nh):
-            hkl, pos = decode_varint(view, pos)
+            hkl, pos = read_varint(view, pos, end)
             hk = bytes(view[pos : pos + hkl]).decode()
             pos += hkl
-            hvl, pos = decode_varint(view, pos)
+            hvl, pos = read_varint(view, pos, end)
             hv = None if hvl < 0 else bytes(view[pos : pos + hvl])
             pos += max(hvl, 0)
             hdrs.append((hk, hv))

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import struct
 import threading
 import time
 import uuid
@@ -44,7 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.controller import zk_data as zd
-from odradek.controller.channel import ControllerChannel
+from odradek.controller.channel import ControllerChannel, interbroker_request
 from odradek.controller.controller import Controller
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.store import BadVersionError, MetadataStore, StoreError
@@ -737,13 +736,10 @@ class ClusterLink:
         timeout = int(self.broker.config.get("controller.socket.timeout.ms")) / 1000.0
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         try:
-            body = ib.encode(ib.CONTROLLED_SHUTDOWN, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
-            client = f"broker-{self.broker_id}".encode()
-            head = struct.pack(">hhih", ib.CONTROLLED_SHUTDOWN, ib.VERSION, 1, len(client)) + client
-            writer.write(struct.pack(">i", len(head) + len(body)) + head + body)
-            await writer.drain()
-            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
-            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
-            return ib.decode_response(frame[4:])
+            body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
+            return await asyncio.wait_for(
+                interbroker_request(reader, writer, ib.CONTROLLED_SHUTDOWN, body, 1, f"broker-{self.broker_id}"),
+                timeout,
+            )
         finally:
             writer.close()

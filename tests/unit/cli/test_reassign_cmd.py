@@ -354,3 +354,13 @@ def test_list_and_cancel() -> None:
     idle = FakeCluster([1, 2, 3], {("t", 0): [1, 2]})
     assert rc.cancel(idle, plan, preserve_throttles=True) == ["None of the specified partition reassignments are active."]
     assert idle.altered == [] and idle.configs == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_round_robin_is_the_controllers_assignment(seed: int) -> None:
+    from odradek.controller.assignment import assign_rack_unaware
+
+    brokers = [1, 3, 4, 8, 9]
+    assert rc.assign_replicas_to_brokers(23, 3, brokers, rng=random.Random(seed)) == assign_rack_unaware(
+        brokers, 23, 3, rng=random.Random(seed)
+    )

@@ -1,4 +1,9 @@
-"""The ``consumer`` embedded protocol carried in JoinGroup/SyncGroup (read-only here).
+"""The ``consumer`` embedded protocol carried in JoinGroup/SyncGroup member metadata and
+assignments (Kafka's ConsumerProtocol, schemas ConsumerProtocolSubscription and
+ConsumerProtocolAssignment; KIP-429 added owned_partitions, KIP-792 generation_id, KIP-881
+rack_id): the one codec of it. The classic coordinator reads subscriptions
+(:func:`subscription_topics`); DescribeGroups writes v0 of both for a KIP-848 group's members
+(:func:`encode_subscription`, :func:`encode_assignment`).
 
 ConsumerProtocolSubscription (int16 version first)::
 
@@ -6,19 +11,23 @@ ConsumerProtocolSubscription (int16 version first)::
     v1+: owned_partitions array[(topic string, partitions array[int32])], v2+: generation_id int32,
     v3+: rack_id nullable string
 
-ConsumerProtocolAssignment::
+ConsumerProtocolAssignment (int16 version first)::
 
     assigned_partitions array[(topic string, partitions array[int32])], user_data nullable bytes
 
-Arrays have an int32 count, strings an int16 length (non-flexible encoding).
+Arrays have an int32 count, strings an int16 length, nullable bytes an int32 length (-1 =
+null) (non-flexible encoding). Readers raise ``ValueError`` on malformed data.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Mapping
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
+_VERSION_COUNT = struct.Struct(">hi")
+_NULL_BYTES = _I.pack(-1)
 
 
 def _string(data: bytes, pos: int) -> tuple[str, int]:
@@ -64,3 +73,25 @@ def assignment_partitions(data: bytes) -> dict[str, list[int]]:
         out[t] = list(struct.unpack_from(f">{k}i", data, pos))
         pos += 4 * k
     return out
+
+
+def _encode_string(s: str) -> bytes:
+    b = s.encode()
+    return _H.pack(len(b)) + b
+
+
+def encode_subscription(topics: Iterable[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: the topics (sorted), null user data."""
+    names = sorted(topics)
+    return _VERSION_COUNT.pack(0, len(names)) + b"".join(_encode_string(t) for t in names) + _NULL_BYTES
+
+
+def encode_assignment(partitions: Mapping[str, Iterable[int]]) -> bytes:
+    """ConsumerProtocolAssignment v0: topics and their partitions (both sorted), null user data."""
+    out = bytearray(_VERSION_COUNT.pack(0, len(partitions)))
+    for t in sorted(partitions):
+        ps = sorted(partitions[t])
+        out += _encode_string(t)
+        out += struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    out += _NULL_BYTES
+    return bytes(out)

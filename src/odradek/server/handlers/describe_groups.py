@@ -8,11 +8,10 @@ so tools written for classic groups can read it; ConsumerGroupDescribe (69) give
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable
 from typing import Any
 
 from odradek.coordinator.group.classic import GroupState
+from odradek.coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.request_context import RequestContext
@@ -74,24 +73,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(out))
 
 
-def _string(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _subscription(topics: Iterable[str]) -> bytes:
-    names = sorted(topics)
-    return struct.pack(">hi", 0, len(names)) + b"".join(_string(t) for t in names) + struct.pack(">i", -1)
-
-
-def _assignment(parts: dict[str, list[int]]) -> bytes:
-    out = struct.pack(">hi", 0, len(parts))
-    for t in sorted(parts):
-        ps = sorted(parts[t])
-        out += _string(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
-    return out + struct.pack(">i", -1)
-
-
 def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
     members = []
     for mm in g.members.values():
@@ -107,8 +88,8 @@ def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
                 group_instance_id=mm.instance_id,
                 client_id=mm.client_id,
                 client_host=mm.client_host,
-                member_metadata=_subscription(consumer.member_topics(mm)),
-                member_assignment=_assignment(by_name),
+                member_metadata=encode_subscription(consumer.member_topics(mm)),
+                member_assignment=encode_assignment(by_name),
             )
         )
     return make(
