@@ -82,7 +82,7 @@ class ZkStore:
             connection_retry={"max_tries": -1, "max_delay": 1},
             command_retry={"max_tries": 0},
         )
-        self.state = KazooState.LOST
+        self.state: str = KazooState.LOST
         self.state_listeners: list[Callable[[str], None]] = []
         self.client.add_listener(self._on_state)
         self._connect_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
@@ -105,7 +105,8 @@ class ZkStore:
 
     @property
     def connected(self) -> bool:
-        return self.state == KazooState.CONNECTED
+        connected: bool = self.state == KazooState.CONNECTED  # kazoo is untyped: its states are Any to mypy
+        return connected
 
     @property
     def session_id(self) -> int | None:

@@ -12,11 +12,12 @@ through :meth:`GroupCoordinator.replay` rebuilds every group after a restart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.group.classic import ClassicGroup, GroupState, Member, OffsetAndMetadata
@@ -862,7 +863,7 @@ class GroupCoordinator:
         return g if g is not None and not g.is_in(DEAD) and not self._modern_owns(group_id) else None
 
 
-def make_scheduler(loop: Any, now_ms: Callable[[], int]) -> Scheduler:
+def make_scheduler(loop: asyncio.AbstractEventLoop, now_ms: Callable[[], int]) -> Scheduler:
     """A Scheduler over an asyncio loop."""
 
     class _S:
