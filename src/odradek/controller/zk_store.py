@@ -4,7 +4,7 @@ Every call is bounded in time (kazoo's blocking calls hang without quorum): the
 ``*_async(...).get(timeout)`` form is used throughout, and a timed-out write is
 reported as :class:`StoreTimeoutError` (it may still be applied later; callers use
 versioned writes). Connection state is exposed so a broker can stop trusting its
-controllership or leadership while SUSPENDED (notes/zookeeper.md).
+controllership or leadership while SUSPENDED.
 
 Watches are one-shot in ZooKeeper; :meth:`watch` re-arms them after each event and the
 callback re-reads state (changes in between may be merged into one event).
@@ -122,7 +122,7 @@ class ZkStore:
 
     # -- MetadataStore
     def _check(self, path: str) -> None:
-        # fail fast without a connection rather than queue the call (notes/zookeeper.md: calls
+        # fail fast without a connection rather than queue the call (calls
         # without quorum block, and a timed-out write may still be applied later)
         if self.state != KazooState.CONNECTED:
             raise StoreTimeoutError(f"{path}: ZooKeeper is not connected ({self.state})")
