@@ -245,10 +245,6 @@ class GroupCoordinator:
 
         self._join_timers[g.group_id] = self.scheduler.call_later(delay / 1000.0, fire)
 
-    def _maybe_prepare_rebalance(self, g: ClassicGroup, reason: str) -> None:
-        if g.is_in(E, ST, CR):
-            self._prepare_rebalance(g, reason)
-
     def _maybe_complete_join(self, g: ClassicGroup) -> None:
         if not g.is_in(PR):
             return
