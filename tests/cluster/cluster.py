@@ -57,11 +57,15 @@ class Cluster:
 
     def start(self) -> Cluster:
         self.ensure_chroot()
-        for b in self.brokers.values():
-            b.start()
-        wait_until(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers), 30,
-                   "all brokers registered")
-        wait_until(lambda: self.controller() is not None, 30, "a controller")
+        try:
+            for b in self.brokers.values():
+                b.start()
+            wait_until(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers), 30,
+                       "all brokers registered")
+            wait_until(lambda: self.controller() is not None, 30, "a controller")
+        except BaseException:
+            self.stop()  # a cluster that did not start leaves no broker running behind it
+            raise
         return self
 
     def stop(self) -> None:
