@@ -33,7 +33,7 @@ from .cluster import Cluster
 from .zk import Ensemble
 
 COMMIT_TIMEOUT_MS = 3000
-NONE, COORDINATOR_NOT_AVAILABLE, MEMBER_ID_REQUIRED = 0, 15, 79
+NONE, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, MEMBER_ID_REQUIRED = 0, 15, 16, 79
 
 
 @pytest.fixture
@@ -70,7 +70,14 @@ def _join(w: WireClient, group: str) -> tuple[str, int]:
         rebalance_timeout=datetime.timedelta(seconds=30), member_id="", group_instance_id=None,
         protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\0\0\0\0\0\0\0\0"),),
     )
-    r = w.request(11, 5, **fields)
+
+    def first_join() -> Any:
+        # the metadata may name the coordinator a moment before the
+        # coordinator has applied its LeaderAndIsr and taken the group's partition: a client retries
+        r = w.request(11, 5, **fields)
+        return None if r.error_code == NOT_COORDINATOR else r
+
+    r = wait_until(first_join, 10, "the coordinator to take the group's partition")
     assert r.error_code == MEMBER_ID_REQUIRED
     r = w.request(11, 5, **dict(fields, member_id=r.member_id))
     assert r.error_code == NONE, r
