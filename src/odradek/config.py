@@ -371,7 +371,7 @@ class BrokerConfig:
     # -- convenient typed accessors
     @property
     def node_id(self) -> int:
-        nid = self.get("node.id")
+        nid: int = self.get("node.id")
         if nid < 0:
             nid = self.get("broker.id")
         return max(nid, 0)

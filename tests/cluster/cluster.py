@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from integration.broker import Broker
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from .zk import Ensemble
 
@@ -57,10 +57,15 @@ class Cluster:
 
     def start(self) -> Cluster:
         self.ensure_chroot()
-        for b in self.brokers.values():
-            b.start()
-        self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers), 30, "all brokers registered")
-        self.wait_for(lambda: self.controller() is not None, 30, "a controller")
+        try:
+            for b in self.brokers.values():
+                b.start()
+            wait_until(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers), 30,
+                       "all brokers registered")
+            wait_until(lambda: self.controller() is not None, 30, "a controller")
+        except BaseException:
+            self.stop()  # a cluster that did not start leaves no broker running behind it
+            raise
         return self
 
     def stop(self) -> None:
@@ -107,16 +112,6 @@ class Cluster:
         return int(self.state(topic, partition).get("leader", -1))
 
     # -- helpers
-    @staticmethod
-    def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
     def kill(self, b: int) -> None:
         self.brokers[b].kill()
 

@@ -5,9 +5,10 @@ registration vanishes."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
+
+from waiting import wait_until
 
 from odradek.controller import zk_data as zd
 from odradek.controller.controller import Controller
@@ -49,9 +50,7 @@ def test_failover_between_controllers_and_broker_loss(zookeeper: Ensemble) -> No
         assert epochs == {b: zd.broker_epoch(sessions[b], b) for b in (1, 2, 3)}  # czxid of each registration
         # broker 1 (leader and controller) dies: its session closes, its ephemerals vanish
         sessions[1].close()
-        deadline = time.monotonic() + 10
-        while zd.read_controller(sessions[2]) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: zd.read_controller(sessions[2]) is None, 10, "/controller to go", interval=0.05)
         c2.put("ControllerChange")
         c2.process_all()
         assert c2.active and c2.ctx.epoch == 2

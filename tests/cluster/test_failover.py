@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_until
 
 from odradek.client.wire import WireClient
 from odradek.protocol.records import build_batch
@@ -50,20 +51,20 @@ def test_stopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path, zookeeper: 
         follower = next(b for b in c.brokers if b != leader)
         c.pause(follower)
         try:
-            c.wait_for(lambda: follower not in c.state("isr", 0)["isr"], 15, "the stopped follower to leave the ISR")
+            wait_until(lambda: follower not in c.state("isr", 0)["isr"], 15,
+                       "the stopped follower to leave the ISR")
             assert c.state("isr", 0)["leader_epoch"] == 0  # the leader changed the ISR, not the controller
-            c.wait_for(lambda: follower not in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it")
+            wait_until(lambda: follower not in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it")
             p = Producer({"bootstrap.servers": c.brokers[leader].bootstrap, "acks": "all"})
             for i in range(500):
                 p.produce("isr", str(i).encode(), partition=0)
             assert p.flush(30) == 0
         finally:
             c.resume(follower)
-        c.wait_for(lambda: follower in c.state("isr", 0)["isr"], 20, "the follower to rejoin the ISR")
-        c.wait_for(lambda: follower in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it back")
-        sizes = c.wait_for(
-            lambda: len({sum(f.stat().st_size for f in b.segment_files("isr", 0)) for b in c.brokers.values()}) == 1,
-            10, "identical replicas")
+        wait_until(lambda: follower in c.state("isr", 0)["isr"], 20, "the follower to rejoin the ISR")
+        wait_until(lambda: follower in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it back")
+        sizes = wait_until(lambda: len({sum(f.stat().st_size for f in b.segment_files("isr", 0)) for b in c.brokers.values()}) == 1,
+                           10, "identical replicas")
         assert sizes
     finally:
         next(gen, None)
@@ -91,15 +92,18 @@ def test_min_insync_replicas(cluster: Cluster) -> None:
     others = [b for b in c.brokers if b != leader]
     # ZooKeeper names the leader before its LeaderAndIsr has arrived: NOT_LEADER_OR_FOLLOWER (6) until then,
     # which a client retries
-    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10, "the leader to lead")
+    wait_until(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10,
+               "the leader to lead")
     for b in others:
         c.kill(b)
-    c.wait_for(lambda: c.state("minisr", 0)["isr"] == [leader], 30, "the ISR to shrink to the leader")
-    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 19, 10, "NOT_ENOUGH_REPLICAS")
+    wait_until(lambda: c.state("minisr", 0)["isr"] == [leader], 30, "the ISR to shrink to the leader")
+    wait_until(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 19, 10,
+               "NOT_ENOUGH_REPLICAS")
     assert _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, 1) == 0  # acks=1 still works
     c.brokers[others[0]].start()
-    c.wait_for(lambda: len(c.state("minisr", 0)["isr"]) == 2, 30, "a second in-sync replica")
-    c.wait_for(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10, "acks=all to work again")
+    wait_until(lambda: len(c.state("minisr", 0)["isr"]) == 2, 30, "a second in-sync replica")
+    wait_until(lambda: _produce_raw(c.brokers[leader].bootstrap, "minisr", 0, -1) == 0, 10,
+               "acks=all to work again")
 
 
 def test_controller_failover(cluster: Cluster) -> None:
@@ -108,14 +112,15 @@ def test_controller_failover(cluster: Cluster) -> None:
     assert old is not None
     t0 = time.monotonic()
     c.kill(old)
-    new = c.wait_for(lambda: (x := c.controller()) not in (None, old) and x, 4 + 10, "a new controller")
+    new = wait_until(lambda: (x := c.controller()) not in (None, old) and x, 4 + 10, "a new controller")
     assert new != old and time.monotonic() - t0 < 4 + 10
     assert c.controller_epoch() > epoch
     live = [b for b in c.brokers if b != old]
     admin = AdminClient({"bootstrap.servers": ",".join(c.brokers[b].bootstrap for b in live)})
     for b in live:
-        c.wait_for(lambda b=b: AdminClient({"bootstrap.servers": c.brokers[b].bootstrap}).list_topics(timeout=5)
-                   .controller_id == new, 10, f"broker {b} to know the new controller")
+        wait_until(lambda b=b: AdminClient({"bootstrap.servers": c.brokers[b].bootstrap}).list_topics(timeout=5)
+                   .controller_id == new,
+                   10, f"broker {b} to know the new controller")
     admin.create_topics([NewTopic("after", 2, 2)])["after"].result(30)
     for q in range(2):
         assert c.leader("after", q) in live
@@ -128,7 +133,7 @@ def test_zombie_leader_is_fenced_and_truncated(cluster: Cluster) -> None:
     rest = [b for b in c.brokers if b != zombie]
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic("z", 1, replica_assignment=[[zombie, *rest]], config={"min.insync.replicas": "2"})])["z"].result(30)
-    c.wait_for(lambda: c.leader("z", 0) == zombie, 10, "the zombie-to-be to lead")
+    wait_until(lambda: c.leader("z", 0) == zombie, 10, "the zombie-to-be to lead")
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
                   "topic.metadata.refresh.interval.ms": 500, "retry.backoff.ms": 100})
     acked: list[int] = []
@@ -151,7 +156,7 @@ def test_zombie_leader_is_fenced_and_truncated(cluster: Cluster) -> None:
     c.pause(zombie)
     try:
         produce(1000)  # some of it goes to the stopped leader until the client learns of the new one
-        c.wait_for(lambda: c.leader("z", 0) not in (zombie, -1), 20, "a new leader")
+        wait_until(lambda: c.leader("z", 0) not in (zombie, -1), 20, "a new leader")
         produce(2000)
         p.poll(1)
     finally:
@@ -160,14 +165,13 @@ def test_zombie_leader_is_fenced_and_truncated(cluster: Cluster) -> None:
     assert p.flush(60) == 0
     assert not failed, failed[:3]
     # the old leader rejoins as a follower with exactly the new leader's log
-    c.wait_for(lambda: zombie in c.state("z", 0)["isr"], 40, "the zombie to rejoin the ISR as a follower")
+    wait_until(lambda: zombie in c.state("z", 0)["isr"], 40, "the zombie to rejoin the ISR as a follower")
     assert c.leader("z", 0) != zombie
     got = [int(v) for v in drain(c.bootstrap, "z", 1)[0]]
     assert len(got) == len(set(got)) and got == sorted(got)
     assert set(acked) <= set(got) and len(acked) == n
-    c.wait_for(
-        lambda: len({sum(f.stat().st_size for f in b.segment_files("z", 0)) for b in c.brokers.values()}) == 1,
-        20, "identical replicas")
+    wait_until(lambda: len({sum(f.stat().st_size for f in b.segment_files("z", 0)) for b in c.brokers.values()}) == 1,
+               20, "identical replicas")
 
 
 def test_controlled_shutdown_and_preferred_election(cluster: Cluster) -> None:
@@ -180,18 +184,19 @@ def test_controlled_shutdown_and_preferred_election(cluster: Cluster) -> None:
     assert proc is not None
     proc.send_signal(signal.SIGTERM)
     # leadership moves while the broker is still running (before it exits)
-    c.wait_for(lambda: all(c.leader("cs", q) != victim for q in led) or proc.poll() is not None, 30, "moves")
+    wait_until(lambda: all(c.leader("cs", q) != victim for q in led) or proc.poll() is not None, 30, "moves")
     assert all(c.leader("cs", q) != victim for q in led)
     assert proc.wait(30) == 0
     c.brokers[victim].start()
-    c.wait_for(lambda: all(victim in c.state("cs", q)["isr"] for q in range(3)), 30, "the broker back in the ISRs")
+    wait_until(lambda: all(victim in c.state("cs", q)["isr"] for q in range(3)), 30,
+               "the broker back in the ISRs")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     tps = [TopicPartition("cs", q) for q in led]
     try:
         admin.elect_leaders(ElectionType.PREFERRED, tps).result(30)
     except KafkaException as e:  # a partition another election already fixed answers ELECTION_NOT_NEEDED
         assert "not needed" in str(e).lower(), e
-    c.wait_for(lambda: all(c.leader("cs", q) == victim for q in led), 10, "preferred leaders back")
+    wait_until(lambda: all(c.leader("cs", q) == victim for q in led), 10, "preferred leaders back")
 
 
 def test_zookeeper_outage(tmp_path: Path) -> None:
@@ -217,8 +222,8 @@ def test_zookeeper_outage(tmp_path: Path) -> None:
             admin.create_topics([NewTopic("during", 1, 3)], operation_timeout=5)["during"].result(20)
         assert "ZooKeeper" in str(exc.value) and time.monotonic() - t0 < 10
         zk.servers[0].start()
-        c.wait_for(lambda: c.controller() is not None, 20, "a controller after ZooKeeper returned")
-        c.wait_for(lambda: _try_create(admin, "after-zk"), 30, "topic creation to work again")
+        wait_until(lambda: c.controller() is not None, 20, "a controller after ZooKeeper returned")
+        wait_until(lambda: _try_create(admin, "after-zk"), 30, "topic creation to work again")
         got = drain(c.bootstrap, "zk", 2)
         assert sorted(int(v) for vs in got.values() for v in vs) == list(range(2000))
     finally:
@@ -243,15 +248,16 @@ def test_auto_leader_rebalance_moves_leadership_back(tmp_path: Path, zookeeper: 
     try:
         create(c, "bal", 3, 3)
         preferred = {q: c.zk_json("/brokers/topics/bal")["partitions"][str(q)][0] for q in range(3)}
-        c.wait_for(lambda: all(c.leader("bal", q) == preferred[q] for q in range(3)), 10, "preferred leaders")
+        wait_until(lambda: all(c.leader("bal", q) == preferred[q] for q in range(3)), 10, "preferred leaders")
         victim = next(b for b in c.brokers if b != c.controller())
         mine = [q for q, b in preferred.items() if b == victim]
         assert mine
         c.kill(victim)
-        c.wait_for(lambda: all(c.leader("bal", q) != victim for q in mine), 20, "leadership to move away")
+        wait_until(lambda: all(c.leader("bal", q) != victim for q in mine), 20, "leadership to move away")
         c.brokers[victim].start()
-        c.wait_for(lambda: all(victim in c.state("bal", q)["isr"] for q in mine), 30, "the broker back in the ISR")
-        c.wait_for(lambda: all(c.leader("bal", q) == victim for q in mine), 20, "the automatic rebalance")
+        wait_until(lambda: all(victim in c.state("bal", q)["isr"] for q in mine), 30,
+                   "the broker back in the ISR")
+        wait_until(lambda: all(c.leader("bal", q) == victim for q in mine), 20, "the automatic rebalance")
     finally:
         next(gen, None)
 
@@ -270,7 +276,7 @@ def test_whole_cluster_stopped_and_started_again(cluster: Cluster) -> None:
         assert c.brokers[b].stop() == 0
     for b in (1, 2, 3):
         c.brokers[b].start()
-    c.wait_for(lambda: sorted(c.state("all", 0).get("isr", [])) == [1, 2, 3], 60, "the full ISR again")
+    wait_until(lambda: sorted(c.state("all", 0).get("isr", [])) == [1, 2, 3], 60, "the full ISR again")
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(300, 600):
         p.produce("all", str(i).encode(), partition=0)
@@ -304,7 +310,8 @@ def test_log_dir_failure_moves_leadership(tmp_path: Path, zookeeper: Ensemble) -
         for i in range(200, 600):
             p.produce("ld", str(i).encode().ljust(100, b"."), partition=0)
         assert p.flush(60) == 0
-        c.wait_for(lambda: c.leader("ld", 0) not in (leader, -1), 30, "leadership to leave the failed log dir")
+        wait_until(lambda: c.leader("ld", 0) not in (leader, -1), 30,
+                   "leadership to leave the failed log dir")
         assert leader not in c.state("ld", 0)["isr"]
         c.brokers[leader].assert_alive()  # still serving its other log dir
         got = [int(v.rstrip(b".")) for v in drain(c.bootstrap, "ld", 1)[0]]
@@ -319,11 +326,11 @@ def _third_broker_joins_while_the_controller_is_paused(c: Cluster) -> Iterator[i
     anything) while broker 3 starts and registers. Yields the controller's id; resumes it after."""
     c.brokers[1].start()
     c.brokers[2].start()
-    ctl = c.wait_for(c.controller, 30, "a controller")
+    ctl = wait_until(c.controller, 30, "a controller")
     c.pause(ctl)
     try:
         c.brokers[3].start()
-        c.wait_for(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
+        wait_until(lambda: "3" in c.zk_children("/brokers/ids"), 30, "broker 3 registered")
         yield ctl
     finally:
         c.resume(ctl)
@@ -342,8 +349,8 @@ def test_new_broker_names_the_controller_before_the_controller_reaches_it(tmp_pa
     c.ensure_chroot()
     try:
         with _third_broker_joins_while_the_controller_is_paused(c) as ctl:
-            c.wait_for(lambda: _metadata(c.brokers[3].bootstrap).controller_id == ctl,
-                       10, f"broker 3 to name controller {ctl}")
+            wait_until(lambda: _metadata(c.brokers[3].bootstrap).controller_id == ctl, 10,
+                       f"broker 3 to name controller {ctl}")
     finally:
         c.stop()
 

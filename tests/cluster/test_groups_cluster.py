@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until
 
 from .cluster import Cluster
 from .test_replication import create
@@ -63,7 +64,7 @@ def test_group_moves_with_its_coordinator_and_keeps_offsets(cluster: Cluster) ->
     assert c.leader("__consumer_offsets", _partition_for("cg", 6)) == coordinator
     _produce(c, "g", 600, 400)
     c.kill(coordinator)
-    c.wait_for(lambda: c.leader("__consumer_offsets", _partition_for("cg", 6)) not in (coordinator, -1), 30,
+    wait_until(lambda: c.leader("__consumer_offsets", _partition_for("cg", 6)) not in (coordinator, -1), 30,
                "a new coordinator")
     b = _consumer(c, "cg")
     b.subscribe(["g"])

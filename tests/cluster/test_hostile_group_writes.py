@@ -25,6 +25,7 @@ from kio.schema.leave_group.v3.request import MemberIdentity
 from kio.schema.offset_commit.v7.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kio.schema.sync_group.v3.request import SyncGroupRequestAssignment
 from kio.static.primitive import i8, i32, i64
+from waiting import wait_until
 
 from odradek.client.wire import WireClient
 
@@ -56,10 +57,10 @@ def _coordinator(c: Cluster, group: str) -> int:
             r = w.request(10, 3, key=group, key_type=i8(0))
         return int(r.node_id) if r.error_code == 0 else None
 
-    node = c.wait_for(find, 30, "a coordinator")
+    node = wait_until(find, 30, "a coordinator")
     # every replica of __consumer_offsets in sync before followers are stopped
-    c.wait_for(lambda: all(len(c.state("__consumer_offsets", p).get("isr", [])) == 3 for p in range(6)),
-               30, "__consumer_offsets fully in sync")
+    wait_until(lambda: all(len(c.state("__consumer_offsets", p).get("isr", [])) == 3 for p in range(6)), 30,
+               "__consumer_offsets fully in sync")
     return int(node)
 
 

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from integration.broker import HOST, free_port
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.static.primitive import i8, i32, i64
+from waiting import wait_until
 
 from odradek.client.wire import WireClient
 
@@ -150,7 +151,7 @@ def create(c: SplitCluster, topic: str, assignment: list[list[int]] | None = Non
     nt = (NewTopic(topic, len(assignment), replica_assignment=assignment, config=configs) if assignment
           else NewTopic(topic, 1, rf, config=configs))
     admin.create_topics([nt], operation_timeout=30)[topic].result(30)
-    c.wait_for(lambda: len(c.state(topic, 0).get("isr", [])) == len(assignment[0] if assignment else range(rf)),
+    wait_until(lambda: len(c.state(topic, 0).get("isr", [])) == len(assignment[0] if assignment else range(rf)),
                30, f"{topic} fully in sync")
 
 
@@ -200,7 +201,7 @@ def test_controller_requests_on_the_client_listener_are_refused(cluster: SplitCl
     def replica_bytes() -> int:
         return sum(f.stat().st_size for f in c.brokers[target].segment_files("victim", 0))
 
-    c.wait_for(lambda: replica_bytes() > 0, 10, "the follower's copy")
+    wait_until(lambda: replica_bytes() > 0, 10, "the follower's copy")
 
     # StopReplica(delete=true) in the controller's name: would delete the replica's log
     sr = {"controller_id": controller, "controller_epoch": epoch, "broker_epoch": -1,
@@ -257,7 +258,8 @@ def test_forged_follower_fetches_change_neither_isr_nor_high_watermark(cluster: 
     create(c, "isr", assignment=[[leader, victim, others[1]]], **{"min.insync.replicas": "2"})
     produce(c, "isr", 30, "e")
     c.kill(victim)
-    c.wait_for(lambda: victim not in c.state("isr", 0).get("isr", [victim]), 30, "the dead follower leaving the ISR")
+    wait_until(lambda: victim not in c.state("isr", 0).get("isr", [victim]), 30,
+               "the dead follower leaving the ISR")
     produce(c, "isr", 30, "f")
     leo = 62
     # posing as the dead follower on the client listener: refused, the ISR does not grow back
@@ -281,7 +283,7 @@ def test_controller_uses_the_control_plane_listener(control_plane_cluster: Split
     controller = c.controller()
     assert controller is not None
     # the controller's channel to every broker is on that broker's CONTROL listener
-    c.wait_for(lambda: all(established_to(c.control[b]) >= 1 for b in c.brokers), 10,
+    wait_until(lambda: all(established_to(c.control[b]) >= 1 for b in c.brokers), 10,
                "controller connections to every CONTROL listener")
     epoch = c.controller_epoch()
     target = next(b for b in c.brokers if b != controller)

@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from waiting import wait_until
 
 from odradek.client.wire import WireClient
 
@@ -77,14 +78,14 @@ def test_reassignment_moves_a_replica_under_a_throttle(cluster: Cluster) -> None
     assert _alter(c, "nope", 0, [1]) == (0, 3)  # UNKNOWN_TOPIC_OR_PARTITION
     assert _alter(c, "mv", 0, [3, 9]) == (0, 39)  # INVALID_REPLICA_ASSIGNMENT: no broker 9
     t0 = time.monotonic()
-    c.wait_for(lambda: ("mv", 0) not in _ongoing(c), 90, "the reassignment to complete")
+    wait_until(lambda: ("mv", 0) not in _ongoing(c), 90, "the reassignment to complete")
     took = time.monotonic() - t0
     assert took > 2.0, f"a 5 MB copy at 1 MB/s finished in {took:.1f}s: the throttle did nothing"
     doc = c.zk_json("/brokers/topics/mv")
     assert doc["partitions"]["0"] == [3, 2] and not doc.get("adding_replicas") and not doc.get("removing_replicas")
     st = c.state("mv", 0)
     assert st["leader"] in (2, 3) and sorted(st["isr"]) == [2, 3]
-    c.wait_for(lambda: not c.brokers[1].partition_dir("mv", 0).exists(), 20, "broker 1 to delete its replica")
+    wait_until(lambda: not c.brokers[1].partition_dir("mv", 0).exists(), 20, "broker 1 to delete its replica")
     assert _alter(c, "mv", 0, None) == (0, 85)  # nothing to cancel: NO_REASSIGNMENT_IN_PROGRESS
     got = drain(c.bootstrap, "mv", 1)[0]
     assert [int(v.rstrip(b".")) for v in got] == list(range(5000))

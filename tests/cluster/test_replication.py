@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_until
 
 from .cluster import Cluster
 from .zk import Ensemble
@@ -120,15 +121,15 @@ def test_leader_killed_twice_loses_no_acknowledged_message(cluster: Cluster) -> 
             victim = cluster.leader(topic, 0)
             cluster.kill(victim)
             killed.append(victim)
-            cluster.wait_for(lambda v=victim: cluster.leader(topic, 0) not in (v, -1), 30, "a new leader")
+            wait_until(lambda v=victim: cluster.leader(topic, 0) not in (v, -1), 30, "a new leader")
         if i in (20_000, 40_000):
             cluster.brokers[killed[-1]].start()
     assert p.flush(120) == 0
     assert not failed, failed[:5]
     assert len(killed) == 2
     # the restarted brokers catch up and rejoin the ISR
-    cluster.wait_for(lambda: all(sorted(cluster.state(topic, q)["isr"]) == [1, 2, 3] for q in range(parts)), 60,
-                     "full ISRs")
+    wait_until(lambda: all(sorted(cluster.state(topic, q)["isr"]) == [1, 2, 3] for q in range(parts)), 60,
+               "full ISRs")
     got = drain(cluster.bootstrap, topic, parts)
     for q in range(parts):
         values = [int(v) for v in got[q]]
@@ -152,11 +153,13 @@ def test_topic_admin_in_a_cluster(cluster: Cluster) -> None:
     create(cluster, "adm", 1, 3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_partitions([NewPartitions("adm", 3)])["adm"].result(30)
-    cluster.wait_for(lambda: all(cluster.leader("adm", q) in (1, 2, 3) for q in range(3)), 20, "leaders of new partitions")
+    wait_until(lambda: all(cluster.leader("adm", q) in (1, 2, 3) for q in range(3)), 20,
+               "leaders of new partitions")
     for b in cluster.brokers.values():
-        cluster.wait_for(lambda b=b: AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("adm", timeout=5)
-                         .topics["adm"].partitions.keys() == {0, 1, 2}, 20, "every broker to know 3 partitions")
-        cluster.wait_for(lambda b=b: all(b.partition_dir("adm", q).is_dir() for q in range(3)), 20, "replicas")
+        wait_until(lambda b=b: AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("adm", timeout=5)
+                         .topics["adm"].partitions.keys() == {0, 1, 2},
+                   20, "every broker to know 3 partitions")
+        wait_until(lambda b=b: all(b.partition_dir("adm", q).is_dir() for q in range(3)), 20, "replicas")
     res = ConfigResource(ResourceType.TOPIC, "adm", incremental_configs=[
         ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([res])[res].result(30)
@@ -166,9 +169,9 @@ def test_topic_admin_in_a_cluster(cluster: Cluster) -> None:
             a = AdminClient({"bootstrap.servers": b.bootstrap})  # type: ignore[attr-defined]
             r = ConfigResource(ResourceType.TOPIC, "adm")
             return a.describe_configs([r])[r].result(10)["retention.ms"].value == "123456"
-        cluster.wait_for(seen, 20, "the config change everywhere")
+        wait_until(seen, 20, "the config change everywhere")
     admin.delete_topics(["adm"], operation_timeout=30)["adm"].result(40)
     assert cluster.zk_json("/brokers/topics/adm") is None and not cluster.zk_children("/admin/delete_topics")
     for b in cluster.brokers.values():
-        cluster.wait_for(lambda b=b: not any(b.partition_dir("adm", q).exists() for q in range(3)), 20,
-                         "every replica deleted")
+        wait_until(lambda b=b: not any(b.partition_dir("adm", q).exists() for q in range(3)), 20,
+                   "every replica deleted")

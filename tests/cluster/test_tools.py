@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_until
 
 from .zk import free_port
 
@@ -173,14 +174,14 @@ def test_dev_cluster_topics_elect_leaders_and_stop(dev_cluster: DevClusterProces
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)],
                         request_timeout=60)[topic].result(90)
-    deadline = time.monotonic() + 90
-    while True:
+
+    def led_and_in_sync() -> bool:
         md = admin.list_topics(timeout=30).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == 3 and all(
-                p.leader in (1, 2, 3) and sorted(p.isrs) == [1, 2, 3] for p in md.partitions.values()):
-            break
-        assert time.monotonic() < deadline, f"partitions of {topic} not led and in sync: {md and md.partitions}"
-        time.sleep(0.5)
+        return md is not None and md.error is None and len(md.partitions) == 3 and all(
+            p.leader in (1, 2, 3) and sorted(p.isrs) == [1, 2, 3] for p in md.partitions.values())
+
+    wait_until(led_and_in_sync, 90, f"the partitions of {topic} to be led and in sync", interval=0.5,
+               detail=lambda: admin.list_topics(timeout=30).topics.get(topic))
 
     # topics --describe: Kafka's lines
     res = odradek("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
@@ -238,9 +239,7 @@ def test_dev_cluster_topics_elect_leaders_and_stop(dev_cluster: DevClusterProces
     assert rc == 0, dev_cluster.diagnostics()
     dev_cluster.drain()
     assert "Stopped." in dev_cluster.output, dev_cluster.output
-    deadline = time.monotonic() + 10
-    while any(pid_alive(pid) for pid in dev_cluster.pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = {name: pid for name, pid in dev_cluster.pids.items() if pid_alive(pid)}
-    assert not left, f"still running after dev-cluster exited: {left}"
+    wait_until(lambda: not any(pid_alive(pid) for pid in dev_cluster.pids.values()), 10,
+               "dev-cluster's processes to be gone after it exited",
+               detail=lambda: {name: pid for name, pid in dev_cluster.pids.items() if pid_alive(pid)})
     assert not any(port_open(p) for p in ports)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
+from waiting import wait_until
 
 from odradek.controller.store import BadVersionError, NodeExistsError, NoNodeError, Op
 from odradek.controller.zk_store import ZkStore
@@ -76,9 +76,6 @@ def test_ephemeral_node_vanishes_with_session(zookeeper: Ensemble) -> None:
     try:
         assert b.exists("/brokers/ids/1") is not None
         a.close()
-        deadline = time.monotonic() + 10
-        while b.exists("/brokers/ids/1") is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert b.exists("/brokers/ids/1") is None
+        wait_until(lambda: b.exists("/brokers/ids/1") is None, 10, "the closed session's ephemeral znode to go")
     finally:
         b.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from integration import wire
 from integration.broker import Broker, BrokerFactory
 from integration.clients import assert_served, unique
+from waiting import wait_until
 
 from odradek.protocol.records import build_batch
 
@@ -87,15 +88,6 @@ def closed_by_peer(s: socket.socket) -> bool:
         return True
 
 
-def wait_until(cond: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return bool(cond())  # type: ignore[operator]
-
-
 API_VERSIONS_REQ = wire.encode_request(wire.API_VERSIONS, 0, 7)
 
 
@@ -119,12 +111,11 @@ def test_idle_connections_on_partial_frames_are_closed(make_broker: BrokerFactor
     partial = struct.pack(">i", 100) + b"\x00\x12\x00\x00"  # a 100-byte request, 4 bytes of it
     t0 = time.monotonic()
     with open_sockets(b, 200, partial) as socks:
-        assert wait_until(lambda: all(closed_by_peer(s) for s in socks), 6), (
-            f"{sum(not closed_by_peer(s) for s in socks)} of 200 idle connections still open "
-            f"{time.monotonic() - t0:.1f} s later"
-        )
+        wait_until(lambda: all(closed_by_peer(s) for s in socks), 6, "the idle connections to be closed",
+                   detail=lambda: f"{sum(not closed_by_peer(s) for s in socks)} of 200 still open "
+                                  f"{time.monotonic() - t0:.1f} s later")
         assert time.monotonic() - t0 > 0.9  # not before they were idle for a second
-    assert wait_until(lambda: broker_sockets(b.pid) <= baseline + 2, 5)  # type: ignore[arg-type]
+    wait_until(lambda: broker_sockets(b.pid) <= baseline + 2, 5, "the broker to close its sockets")
     assert "connections.max.idle.ms" in b.log_text()
     # an active connection is not idle: one request every 0.4 s keeps it open across 2 s
     with wire.Conn(b.bootstrap) as c:
@@ -156,7 +147,7 @@ def test_max_connections_pauses_accepting(make_broker: BrokerFactory) -> None:
         more = [s for s in waiting if answered(s, 0.01)]
         assert len(more) == 10, f"{len(more)} waiting connections let in after 10 closed"
     assert "not accepting until one closes" in b.log_text()
-    assert wait_until(lambda: broker_sockets(b.pid) <= baseline + 2, 5)  # type: ignore[arg-type]
+    wait_until(lambda: broker_sockets(b.pid) <= baseline + 2, 5, "the broker to close its sockets")
     assert_served(b.bootstrap)
 
 
@@ -217,7 +208,7 @@ def test_descriptor_exhaustion_leaves_room_for_segment_rolls(make_broker: Broker
     text = b.log_text()
     assert "I/O error" not in text and "halting" not in text, b.log_tail()
     assert text.count("accept failed") <= 5
-    assert wait_until(lambda: fd_count(b.pid) < 100, 5)  # type: ignore[arg-type]
+    wait_until(lambda: fd_count(b.pid) < 100, 5, "the broker to close its descriptors")
     assert_served(b.bootstrap)
 
 

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
@@ -42,19 +41,6 @@ CLASSIC_CONF: dict[str, object] = {
 }
 
 GROUP_MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
-
-
-def wait_until(what: str, cond: Callable[[], bool], timeout: float, interval: float = 0.05,
-               detail: Callable[[], object] | None = None) -> float:
-    """Poll ``cond`` until true; returns the monotonic time it became true, or fails with ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if cond():
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            extra = f": {detail()}" if detail is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 def partitions_of(tps: Iterable[TP]) -> list[int]:

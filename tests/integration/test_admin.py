@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from waiting import wait_until
 
 from .broker import Broker
 
@@ -184,10 +184,8 @@ def test_old_versions_with_no_time_to_wait_are_answered(broker: Broker) -> None:
         r.int32()
         (name, code, _msg), = r.array(lambda rr: (rr.string(), rr.int16(), rr.string()))
         assert name == t and code in (0, 7)  # NONE, or REQUEST_TIMED_OUT: the creation goes on
-        deadline = time.monotonic() + T
-        while t not in _admin(broker).list_topics(timeout=T).topics:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: t in _admin(broker).list_topics(timeout=T).topics, T, f"topic {t} in metadata",
+                   interval=0.05)
         body = wire.Writer().array([t], lambda w, n: w.string(n)).int32(0).done()
         r = c.request(20, 1, body)  # DeleteTopics v1
         r.int32()

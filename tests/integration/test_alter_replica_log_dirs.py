@@ -5,7 +5,6 @@ AlterReplicaLogDirs.)"""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from kafka import TopicPartitionReplica
 from kafka import errors as kerrors
 from kafka.admin import KafkaAdminClient
+from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
 from .clients import Out, consume_confluent, create_topic, make_messages, produce_confluent
@@ -72,10 +72,7 @@ def test_move_a_partition_between_log_dirs_while_it_takes_writes(make_broker: Br
         # writes go on while it moves
         second = _records(topic, 500, "b")
         _produce(broker.bootstrap, topic, second)
-        deadline = time.monotonic() + T
-        while time.monotonic() < deadline and _where((a, b), topic) != [dest]:
-            time.sleep(0.1)
-        assert _where((a, b), topic) == [dest]
+        wait_until(lambda: _where((a, b), topic) == [dest], T, f"the partition to move to {dest}")
         assert not list(dest.glob(f"{topic}-0.*-future"))
         described = _describe(ka, topic)
         assert [(d["dir"], d["is_future_key"]) for d in described] == [(str(dest), False)], described
@@ -130,10 +127,7 @@ def test_restart_in_the_middle_of_a_move(make_broker: BrokerFactory, tmp_path: P
             idx.unlink()
         (src / f"{topic}-0").rename(src / f"{topic}-0.{uid}-delete")
     broker.start()
-    deadline = time.monotonic() + T
-    while time.monotonic() < deadline and _where((a, b), topic) != [dest]:
-        time.sleep(0.1)
-    assert _where((a, b), topic) == [dest]
+    wait_until(lambda: _where((a, b), topic) == [dest], T, f"the partition to move to {dest}")
     assert not list(dest.glob("*-future"))
     assert [p.name.endswith("-delete") for p in src.glob(f"{topic}-0*")] in ([], [True])  # removed after a delay
     assert _values(broker.bootstrap, topic, len(recs)) == [m.value for m in recs]

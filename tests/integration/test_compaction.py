@@ -4,27 +4,16 @@ compacted topics, the cleaner compacting them in the background, consumers readi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
 from .clients import Msg, Out, consume_confluent, create_topic, now_ms, produce, read_segment, unique
 
 CLEANER = {"log_cleaner_backoff_ms": 500, "log_segment_delete_delay_ms": 1000}
-
-
-def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``cond`` until true; returns the seconds waited."""
-    t0 = time.monotonic()
-    deadline = t0 + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def cleaner_checkpoint(b: Broker, topic: str, partition: int = 0) -> int | None:
@@ -73,7 +62,9 @@ def test_updates_compact_to_latest_value_per_key(make_broker: BrokerFactory) -> 
     produce("confluent", b.bootstrap, topic, msgs, partition=0, conf={"batch.size": 16384, "linger.ms": 5})
     produced_s = time.monotonic() - t0
     segments_before = len(b.segment_files(topic))  # the cleaner already runs while producing
-    waited = wait_until(lambda: fully_cleaned(b, topic), 120, "the cleaner to reach the active segment")
+    t_cleaning = time.monotonic()
+    wait_until(lambda: fully_cleaned(b, topic), 120, "the cleaner to reach the active segment", interval=0.2)
+    waited = time.monotonic() - t_cleaning
     active_records = sum(bt.record_count for bt in read_segment(active_segment(b, topic)))
     got = read_all(b, topic, keys)
     assert len(got) <= keys + active_records, (len(got), active_records)
@@ -118,7 +109,7 @@ def test_tombstones_disappear_after_delete_retention(make_broker: BrokerFactory)
     live = {k: v for k, v in expect.items() if v is not None}
     assert len(live) == 150
 
-    wait_until(lambda: fully_cleaned(b, topic), 60, "the first clean")
+    wait_until(lambda: fully_cleaned(b, topic), 60, "the first clean", interval=0.2)
     seen = time.monotonic()
     got = read_all(b, topic, 150)
     tomb_keys = {m.key for m in got if m.value is None}
@@ -129,7 +120,8 @@ def test_tombstones_disappear_after_delete_retention(make_broker: BrokerFactory)
     def no_tombstones() -> bool:
         return not any(m.value is None for m in read_all(b, topic, 150))
 
-    waited = wait_until(no_tombstones, 60, "the tombstones to be removed")
+    wait_until(no_tombstones, 60, "the tombstones to be removed", interval=0.2)
+    waited = time.monotonic() - seen
     print(f"\ntombstones removed {time.monotonic() - seen:.1f}s after the first clean was seen "
           f"(delete.retention.ms={retention_ms}, waited {waited:.1f}s)")
     got = read_all(b, topic, 150)

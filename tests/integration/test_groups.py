@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 import pytest
+from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
 from .clients import assert_served, create_topic, make_messages, produce_confluent, unique
@@ -31,7 +32,6 @@ from .groups import (
     close_all,
     consumer_protocol_assignment,
     consumer_protocol_metadata,
-    wait_until,
 )
 
 GROUP_BROKER = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.replication.factor": 1}
@@ -78,7 +78,7 @@ def assert_read_exactly_once(members: Sequence[Member], expected: Sequence[tuple
     """Together the members read every expected (partition, offset) exactly once, each only from the
     partitions it owns."""
     want = sorted(expected)
-    wait_until(f"{len(want)} messages read", lambda: len(read_positions(members)) >= len(want), timeout,
+    wait_until(lambda: len(read_positions(members)) >= len(want), timeout, f"{len(want)} messages read",
                detail=lambda: (len(read_positions(members)), members))
     time.sleep(0.3)  # anything read twice would arrive with the rest
     got = sorted(read_positions(members))
@@ -103,7 +103,7 @@ def test_three_members_split_close_and_crash(gb: Broker) -> None:
     c = ProcessMember(bs, group, topic, "c", conf)
     members: list[Member] = [a, b, c]
     try:
-        wait_until("2 partitions each", lambda: split_evenly(members, topic, 6), 30, detail=lambda: members)
+        wait_until(lambda: split_evenly(members, topic, 6), 30, "2 partitions each", detail=lambda: members)
         acks = produce_to(bs, topic, 600, "split")
         assert_read_exactly_once(members, acks, topic)
         assert not a.errors and not b.errors, (a.errors, b.errors)
@@ -111,7 +111,7 @@ def test_three_members_split_close_and_crash(gb: Broker) -> None:
         # a clean close (LeaveGroup): the other two take over within seconds
         a.close()
         t0 = time.monotonic()
-        wait_until("b and c own all 6", lambda: split_evenly([b, c], topic, 6), 10, detail=lambda: members)
+        wait_until(lambda: split_evenly([b, c], topic, 6), 10, "b and c own all 6", detail=lambda: members)
         took = time.monotonic() - t0
         assert took < SESSION_TIMEOUT_S, f"took {took:.1f}s: the leave was not acted on, the session expired"
 
@@ -119,13 +119,13 @@ def test_three_members_split_close_and_crash(gb: Broker) -> None:
         assert len(c.assignment) == 3
         c.kill()
         t0 = time.monotonic()
-        t1 = wait_until("b owns all 6 after c's crash", lambda: b.assignment == all_tps(topic, 6), 30,
-                        detail=lambda: members)
+        wait_until(lambda: b.assignment == all_tps(topic, 6), 30, "b owns all 6 after c's crash", detail=lambda: members)
+        t1 = time.monotonic()
         assert t1 - t0 >= SESSION_TIMEOUT_S - 2.0, f"c's partitions moved after {t1 - t0:.1f}s, before its session timed out"
         # and b reads what is produced to c's old partitions
         before = len(b.messages)
         produce_to(bs, topic, 60, "after-crash")
-        wait_until("b reads all new messages", lambda: len(b.messages) - before >= 60, 20)
+        wait_until(lambda: len(b.messages) - before >= 60, 20, "b reads all new messages")
     finally:
         close_all(members)
 
@@ -143,11 +143,11 @@ def test_join_revokes_incrementally_or_eagerly(gb: Broker, strategy: str) -> Non
     a = ConfluentMember(bs, group, [topic], "a", conf)
     members: list[Member] = [a]
     try:
-        wait_until("a owns all 6", lambda: a.assignment == all_tps(topic, 6), 30, detail=lambda: a.events)
+        wait_until(lambda: a.assignment == all_tps(topic, 6), 30, "a owns all 6", detail=lambda: a.events)
         mark = len(a.events)
         b = ConfluentMember(bs, group, [topic], "b", conf)
         members.append(b)
-        wait_until("3 partitions each", lambda: split_evenly([a, b], topic, 6), 30, detail=lambda: members)
+        wait_until(lambda: split_evenly([a, b], topic, 6), 30, "3 partitions each", detail=lambda: members)
         time.sleep(0.5)  # let any trailing callback land
         assert split_evenly([a, b], topic, 6)
         new = [e for e in a.events[mark:] if e[1]]
@@ -180,11 +180,11 @@ def test_static_member_restart_keeps_partitions_without_rebalance(gb: Broker) ->
     b = ConfluentMember(bs, group, [topic], "b", conf)  # first: the group leader
     members: list[Member] = [b]
     try:
-        wait_until("b owns all 6", lambda: b.assignment == all_tps(topic, 6), 30)
+        wait_until(lambda: b.assignment == all_tps(topic, 6), 30, "b owns all 6")
         static = {**conf, "group.instance.id": f"static-{uuid.uuid4().hex[:6]}"}
         a = ProcessMember(bs, group, topic, "a", static)
         members.append(a)
-        wait_until("3 partitions each", lambda: split_evenly([a, b], topic, 6), 30, detail=lambda: members)
+        wait_until(lambda: split_evenly([a, b], topic, 6), 30, "3 partitions each", detail=lambda: members)
         time.sleep(0.5)
         a_parts, b_parts = a.assignment, b.assignment
         b_events, b_changes = list(b.events), b.assignment_changes
@@ -193,12 +193,13 @@ def test_static_member_restart_keeps_partitions_without_rebalance(gb: Broker) ->
         t_kill = time.monotonic()
         a2 = ProcessMember(bs, group, topic, "a2", static)
         members.append(a2)
-        t_back = wait_until("the restarted member gets its partitions back", lambda: a2.assignment == a_parts,
-                            SESSION_TIMEOUT_S + 10, detail=lambda: (a2.events, b.events))
+        wait_until(lambda: a2.assignment == a_parts, SESSION_TIMEOUT_S + 10,
+                   "the restarted member gets its partitions back", detail=lambda: (a2.events, b.events))
+        t_back = time.monotonic()
         assert t_back - t_kill < SESSION_TIMEOUT_S, f"back only after {t_back - t_kill:.1f}s"
         # past the old session's timeout, b has seen no rebalance at all
-        wait_until("the old session's timeout to pass",
-                   lambda: time.monotonic() > t_kill + SESSION_TIMEOUT_S + 2.0, SESSION_TIMEOUT_S + 5)
+        wait_until(lambda: time.monotonic() > t_kill + SESSION_TIMEOUT_S + 2.0, SESSION_TIMEOUT_S + 5,
+                   "the old session's timeout to pass")
         assert b.events == b_events, f"b saw a rebalance: {b.events[len(b_events):]}"
         assert b.assignment == b_parts and b.assignment_changes == b_changes
         assert a2.assignment == a_parts
@@ -225,7 +226,7 @@ def test_committed_offsets_survive_restart_and_kill9(make_broker: BrokerFactory)
         acks = [pos for p in range(3) for pos in produce_to(bs, topic, 10, f"{tag}-{p}", partition=p)]
         m = ConfluentMember(bs, group, [topic], tag, conf)
         try:
-            wait_until(f"{tag} reads 30 messages", lambda: len(m.messages) >= 30, 30,
+            wait_until(lambda: len(m.messages) >= 30, 30, f"{tag} reads 30 messages",
                        detail=lambda: (len(m.messages), m))
             time.sleep(0.3)
             m.commit()
@@ -266,7 +267,7 @@ def test_kafka_python_and_aiokafka_share_a_group(gb: Broker, assignor: str) -> N
     try:
         aio = AioKafkaMember(bs, group, topic, "aio", assignor)
         members.append(aio)
-        wait_until("3 partitions each", lambda: split_evenly(members, topic, 6), 45,
+        wait_until(lambda: split_evenly(members, topic, 6), 45, "3 partitions each",
                    detail=lambda: (members, kp.errors, aio.errors, gb.log_tail()))
         acks = produce_to(bs, topic, 300, "mixed")
         assert_read_exactly_once(members, acks, topic)
@@ -392,7 +393,7 @@ def test_kip848_consumer_protocol_splits_and_rebalances_incrementally(gb: Broker
         for name in ("a", "b", "c"):
             members.append(ConfluentMember(bs, group, [topic], name, conf, classic=False))
         a, b, c = members
-        wait_until("2 partitions each", lambda: split_evenly(members, topic, 6), 60,
+        wait_until(lambda: split_evenly(members, topic, 6), 60, "2 partitions each",
                    detail=lambda: (members, [m.errors for m in members]))
         acks = produce_to(bs, topic, 300, "kip848")
         assert_read_exactly_once(members, acks, topic)
@@ -401,7 +402,7 @@ def test_kip848_consumer_protocol_splits_and_rebalances_incrementally(gb: Broker
         freed = c.assignment
         assert isinstance(c, ConfluentMember)
         c.close()
-        wait_until("a and b own all 6", lambda: split_evenly([a, b], topic, 6), 60, detail=lambda: members)
+        wait_until(lambda: split_evenly([a, b], topic, 6), 60, "a and b own all 6", detail=lambda: members)
         time.sleep(0.5)
         for m in (a, b):
             new = [e for e in m.events[marks[m.name]:] if e[1]]

@@ -14,12 +14,13 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until
 
 from odradek.cli import groups_cmd
 
 from .broker import Broker
 from .clients import create_topic, make_messages, produce_confluent, unique
-from .groups import TP, ConfluentMember, RawGroupClient, close_all, wait_until
+from .groups import TP, ConfluentMember, RawGroupClient, close_all
 
 SHARED_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.replication.factor": 1}
 
@@ -127,8 +128,8 @@ def active(b: Setup) -> Iterator[tuple[str, str, ConfluentMember]]:
     m = ConfluentMember(b.bootstrap, group, [topic], "cli-member",
                         {"enable.auto.commit": False, "partition.assignment.strategy": "range"})
     try:
-        wait_until("the member owns both partitions", lambda: len(m.assignment) == 2, 30, detail=lambda: m)
-        wait_until("the member has read everything", lambda: len(m.messages) >= 10, 20)
+        wait_until(lambda: len(m.assignment) == 2, 30, "the member owns both partitions", detail=lambda: m)
+        wait_until(lambda: len(m.messages) >= 10, 20, "the member has read everything")
         m.commit({(topic, 0): 2})
         yield group, topic, m
     finally:

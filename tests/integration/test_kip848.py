@@ -23,21 +23,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
 from .clients import create_topic, unique
 
 HEARTBEAT_MS = 500
 Event = tuple[str, frozenset[int]]
-
-
-def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], object] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            extra = f": {detail()}" if detail is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(0.05)
 
 
 class Member:
@@ -167,10 +159,8 @@ def test_three_members_split_six_partitions_and_rebalance_incrementally(kip848_b
     topic, group = unique("kip848"), unique("g848")
     create_topic(b.bootstrap, topic, 6)
     with members(*(Member(b.bootstrap, group, topic, f"c{i}") for i in range(3))) as ms:
-        wait_until(
-            "a 2/2/2 split", lambda: sorted(len(m.snapshot()[0]) for m in ms) == [2, 2, 2], 30,
-            lambda: [sorted(m.snapshot()[0]) for m in ms],
-        )
+        wait_until(lambda: sorted(len(m.snapshot()[0]) for m in ms) == [2, 2, 2], 30, "a 2/2/2 split",
+                   detail=lambda: [sorted(m.snapshot()[0]) for m in ms])
         owners = {p: m.name for m in ms for p in m.snapshot()[0]}
         assert sorted(owners) == list(range(6))
 
@@ -179,8 +169,9 @@ def test_three_members_split_six_partitions_and_rebalance_incrementally(kip848_b
         listed = admin.list_consumer_groups().result(timeout=15)
         mine = [g for g in listed.valid if g.group_id == group]
         assert len(mine) == 1 and mine[0].type == ConsumerGroupType.CONSUMER
-        wait_until("the group to be stable", lambda: str(
-            admin.describe_consumer_groups([group])[group].result(timeout=15).state).endswith("STABLE"), 15)
+        wait_until(lambda: str(
+            admin.describe_consumer_groups([group])[group].result(timeout=15).state).endswith("STABLE"),
+                   15, "the group to be stable")
         desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
         assert desc.type == ConsumerGroupType.CONSUMER
         assert sorted(m.client_id for m in desc.members) == ["c0", "c1", "c2"]
@@ -189,7 +180,7 @@ def test_three_members_split_six_partitions_and_rebalance_incrementally(kip848_b
 
         # every message read exactly once, by the owner of its partition
         sent = produce(b.bootstrap, topic, 50, 6, "a")
-        wait_until("300 messages", lambda: len(all_read(ms)) >= 300, 30, lambda: len(all_read(ms)))
+        wait_until(lambda: len(all_read(ms)) >= 300, 30, "300 messages", detail=lambda: len(all_read(ms)))
         time.sleep(0.3)  # any duplicate would show up now
         got = all_read(ms)
         assert sorted(v for _, _, v in got) == sorted(sent)
@@ -204,11 +195,9 @@ def test_three_members_split_six_partitions_and_rebalance_incrementally(kip848_b
         before = {m.name: (m.snapshot()[0], len(m.snapshot()[1])) for m in stay}
         t0 = time.monotonic()
         leaver.close()
-        wait_until(
-            "the two remaining members to own all 6 partitions",
-            lambda: sorted(p for m in stay for p in m.snapshot()[0]) == list(range(6)), 20,
-            lambda: [sorted(m.snapshot()[0]) for m in stay],
-        )
+        wait_until(lambda: sorted(p for m in stay for p in m.snapshot()[0]) == list(range(6)), 20,
+                   "the two remaining members to own all 6 partitions",
+                   detail=lambda: [sorted(m.snapshot()[0]) for m in stay])
         assert time.monotonic() - t0 < 10
         for m in stay:
             own, n_events = before[m.name]
@@ -222,7 +211,7 @@ def test_three_members_split_six_partitions_and_rebalance_incrementally(kip848_b
         def second() -> list[bytes]:
             return [v for m in stay for _, _, v in m.snapshot()[2] if v.startswith(b"b-")]
 
-        wait_until("the second batch", lambda: len(second()) >= 120, 30, lambda: len(second()))
+        wait_until(lambda: len(second()) >= 120, 30, "the second batch", detail=lambda: len(second()))
         time.sleep(0.3)
         assert sorted(second()) == sorted(sent2)
         assert sorted(v for _, _, v in all_read(ms) if v.startswith(b"a-")) == sorted(sent)
@@ -234,7 +223,7 @@ def test_committed_offsets_survive_a_broker_restart(kip848_broker: Broker) -> No
     create_topic(b.bootstrap, topic, 6)
     first = produce(b.bootstrap, topic, 10, 6, "a")
     with members(Member(b.bootstrap, group, topic, "r0")) as ms:
-        wait_until("the first batch", lambda: len(all_read(ms)) >= 60, 30, lambda: len(all_read(ms)))
+        wait_until(lambda: len(all_read(ms)) >= 60, 30, "the first batch", detail=lambda: len(all_read(ms)))
         assert sorted(v for _, _, v in all_read(ms)) == sorted(first)
         for m in ms:
             m.commit()
@@ -248,7 +237,8 @@ def test_committed_offsets_survive_a_broker_restart(kip848_broker: Broker) -> No
     assert committed() == {p: 10 for p in range(6)}
     second = produce(b.bootstrap, topic, 5, 6, "b")
     with members(Member(b.bootstrap, group, topic, "r2")) as ms2:
-        wait_until("the second batch", lambda: len(all_read(ms2)) >= 30, 30, lambda: len(all_read(ms2)))
+        wait_until(lambda: len(all_read(ms2)) >= 30, 30, "the second batch",
+                   detail=lambda: len(all_read(ms2)))
         time.sleep(0.3)
         got = all_read(ms2)
         assert sorted(v for _, _, v in got) == sorted(second)
@@ -267,8 +257,8 @@ def test_member_that_stops_heartbeating_is_fenced(kip848_broker: Broker) -> None
         assert len(silent.assignment.topic_partitions[0].partitions) == 4
     with members(Member(b.bootstrap, group, topic, "s1")) as ms:
         # s1 gets nothing until the silent member's session (6 s) expires; then everything
-        wait_until("the silent member's partitions", lambda: len(ms[0].snapshot()[0]) == 4, 20,
-                   lambda: ms[0].snapshot())
+        wait_until(lambda: len(ms[0].snapshot()[0]) == 4, 20, "the silent member's partitions",
+                   detail=lambda: ms[0].snapshot())
 
 
 def heartbeat(w: Any, group: str, member_id: str, epoch: int, *, topics: list[str] | None = None,
@@ -338,10 +328,11 @@ def test_regex_subscription_follows_new_topics(kip848_broker: Broker) -> None:
             c.poll(0.05)
             return {(tp.topic, tp.partition) for tp in c.assignment()}
 
-        wait_until("the matching topics", lambda: owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1),
-                                                               (f"{prefix}-b", 0)}, 20, owned)
+        wait_until(lambda: owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1),
+                                                               (f"{prefix}-b", 0)},
+                   20, "the matching topics", detail=owned)
         create_topic(b.bootstrap, f"{prefix}-c", 1)
-        wait_until("the new topic", lambda: (f"{prefix}-c", 0) in owned(), 20, owned)
+        wait_until(lambda: (f"{prefix}-c", 0) in owned(), 20, "the new topic", detail=owned)
     finally:
         c.close()
 
@@ -353,15 +344,16 @@ def test_static_member_restart_keeps_its_partitions(kip848_broker: Broker) -> No
     first = Member(b.bootstrap, group, topic, "st0", **{"group.instance.id": "instance-0"})
     other = Member(b.bootstrap, group, topic, "st1", **{"group.instance.id": "instance-1"})
     with members(first, other):
-        wait_until("a 2/2 split", lambda: sorted(len(m.snapshot()[0]) for m in (first, other)) == [2, 2], 30,
-                   lambda: [sorted(m.snapshot()[0]) for m in (first, other)])
+        wait_until(lambda: sorted(len(m.snapshot()[0]) for m in (first, other)) == [2, 2], 30, "a 2/2 split",
+                   detail=lambda: [sorted(m.snapshot()[0]) for m in (first, other)])
         mine = first.snapshot()[0]
         n_events = len(other.snapshot()[1])
         first.close()  # leaves with epoch -2: its partitions stay reserved for it
         time.sleep(2 * HEARTBEAT_MS / 1000)
         again = Member(b.bootstrap, group, topic, "st0b", **{"group.instance.id": "instance-0"})
         with members(again):
-            wait_until("the same partitions back", lambda: again.snapshot()[0] == mine, 20, lambda: again.snapshot())
+            wait_until(lambda: again.snapshot()[0] == mine, 20, "the same partitions back",
+                       detail=lambda: again.snapshot())
             time.sleep(2 * HEARTBEAT_MS / 1000)
             assert other.snapshot()[1][n_events:] == [], "the other member saw a rebalance"
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
 from .clients import (
@@ -32,15 +32,6 @@ SHARED_BROKER_OVERRIDES = {
 SEGMENT = 16384
 # small producer batches so that many fit in a 16 KB segment
 SMALL_BATCHES = {"batch.size": 4096, "linger.ms": 1}
-
-
-def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def check_segment_chain(b: Broker, topic: str, start: int, end: int) -> list[int]:
@@ -131,7 +122,7 @@ def test_retention_ms_deletes_expired_segments(shared_broker: Broker) -> None:
     acks_new = produce("confluent", b.bootstrap, topic, new, partition=0, conf=SMALL_BATCHES)
     check_acks_contiguous([*acks_old, *acks_new])
 
-    wait_until(lambda: watermarks(b.bootstrap, topic)[0] > 0, 20, "retention.ms to delete old segments")
+    wait_until(lambda: watermarks(b.bootstrap, topic)[0] > 0, 20, "retention.ms to delete old segments", interval=0.2)
     time.sleep(1.5)
     low, high = watermarks(b.bootstrap, topic)
     assert high == 1300

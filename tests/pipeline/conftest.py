@@ -7,7 +7,6 @@ openjdk-17-jre-headless.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from integration.broker import Broker, BrokerFactory
+from waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -50,13 +50,13 @@ def new_topic(pipeline_broker: Broker) -> Callable[..., str]:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
         fut = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
         fut.result(30)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def visible() -> bool:
             md = admin.list_topics(name, timeout=5).topics.get(name)
-            if md is not None and md.error is None and len(md.partitions) == partitions:
-                return name
-            time.sleep(0.05)
-        raise AssertionError(f"topic {name} not visible in metadata")
+            return md is not None and md.error is None and len(md.partitions) == partitions
+
+        wait_until(visible, 10, f"topic {name} in metadata", interval=0.05)
+        return name
 
     return make
 

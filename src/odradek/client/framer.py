@@ -64,7 +64,7 @@ def encode_request(
 
 def response_size(prefix: bytes, max_size: int = MAX_RESPONSE) -> int:
     """The size field of a response frame (4 bytes), checked to lie in ``[4, max_size]``."""
-    (size,) = _I32.unpack(prefix)
+    size: int = _I32.unpack(prefix)[0]
     if not 4 <= size <= max_size:
         raise FrameError(f"response size {size}")
     return size

@@ -1,5 +1,5 @@
 """The controller: one event queue that alone owns the cluster's controller state
-(seed 002, Kafka's KafkaController + ControllerEventManager), written against the
+(Kafka's KafkaController + ControllerEventManager), written against the
 MetadataStore interface and an injected request channel, with no threads or sockets
 of its own.
 

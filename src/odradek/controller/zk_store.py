@@ -4,7 +4,7 @@ Every call is bounded in time (kazoo's blocking calls hang without quorum): the
 ``*_async(...).get(timeout)`` form is used throughout, and a timed-out write is
 reported as :class:`StoreTimeoutError` (it may still be applied later; callers use
 versioned writes). Connection state is exposed so a broker can stop trusting its
-controllership or leadership while SUSPENDED (notes/zookeeper.md).
+controllership or leadership while SUSPENDED.
 
 Watches are one-shot in ZooKeeper; :meth:`watch` re-arms them after each event and the
 callback re-reads state (changes in between may be merged into one event).
@@ -82,7 +82,7 @@ class ZkStore:
             connection_retry={"max_tries": -1, "max_delay": 1},
             command_retry={"max_tries": 0},
         )
-        self.state = KazooState.LOST
+        self.state: str = KazooState.LOST
         self.state_listeners: list[Callable[[str], None]] = []
         self.client.add_listener(self._on_state)
         self._connect_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
@@ -105,7 +105,8 @@ class ZkStore:
 
     @property
     def connected(self) -> bool:
-        return self.state == KazooState.CONNECTED
+        connected: bool = self.state == KazooState.CONNECTED  # kazoo is untyped: its states are Any to mypy
+        return connected
 
     @property
     def session_id(self) -> int | None:
@@ -121,7 +122,7 @@ class ZkStore:
 
     # -- MetadataStore
     def _check(self, path: str) -> None:
-        # fail fast without a connection rather than queue the call (notes/zookeeper.md: calls
+        # fail fast without a connection rather than queue the call (calls
         # without quorum block, and a timed-out write may still be applied later)
         if self.state != KazooState.CONNECTED:
             raise StoreTimeoutError(f"{path}: ZooKeeper is not connected ({self.state})")

@@ -2,11 +2,11 @@
 
 Each server runs ``QuorumPeerMain`` in its own JVM with its own directory (``<base>/zk<myid>``:
 ``conf/zoo.cfg``, ``conf/log4j.properties``, ``data/``, ``zookeeper.log``, ``stderr.log``), a
-loopback client port and settings meant for development (measured in notes/zookeeper.md):
+loopback client port and settings meant for development:
 ``forceSync=no``, small preallocation, no admin server, tickTime 500 ms. ``start`` waits until
 the server actually serves.
 
-Pitfalls this module works around (notes/zookeeper.md):
+Pitfalls this module works around:
 
 1. The client port opens before the server is ready; a client connecting in that window loses a
    whole session timeout. ``wait_serving`` waits until the ``srvr`` four-letter command reports a
@@ -19,7 +19,7 @@ Pitfalls this module works around (notes/zookeeper.md):
 5. A taken client port makes the JVM exit 1 with a BindException: ``wait_serving`` notices the
    exit and raises with the log's tail.
 
-Clients of these servers should remember the rest of the notes: give kazoo
+Clients of these servers have pitfalls of their own: give kazoo
 ``connection_retry=dict(max_tries=-1, max_delay=1)``, treat SUSPENDED as "stop trusting
 leadership", and use ``*_async(...).get(timeout=...)`` since blocking calls hang without quorum.
 """

@@ -191,13 +191,6 @@ class LogManager:
         self._dir_of[tp] = parent
         return lg
 
-    def update_topic_config(self, topic: str) -> None:
-        """Re-read the topic's config and hand it to each of its logs."""
-        cfg = self.config_for_topic(topic)
-        for (t, _p), lg in self._logs.items():
-            if t == topic:
-                lg.update_config(cfg)
-
     def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
         """Rename ``<topic>-<partition>`` to ``<topic>-<partition>.<uuid>-delete`` and
         remove it after file.delete.delay.ms (descriptors stay open until then)."""

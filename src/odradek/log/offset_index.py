@@ -39,7 +39,8 @@ class OffsetIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size, writable=writable)
 
     def _slot_key(self, mm: mmap.mmap, slot: int) -> int:
-        return self.base_offset + _I32.unpack_from(mm, slot * 8)[0]
+        relative: int = _I32.unpack_from(mm, slot * 8)[0]
+        return self.base_offset + relative
 
     def sanity_check(self) -> None:
         """Raise :class:`CorruptIndexError` unless the last entry is monotonic (Kafka's check,
@@ -64,7 +65,8 @@ class OffsetIndex(AbstractIndex):
         """Offset of the last entry, or the base offset when empty."""
         if self._entries == 0 or self._mm is None:
             return self.base_offset
-        return self.base_offset + _I32.unpack_from(self._mm, (self._entries - 1) * 8)[0]
+        relative: int = _I32.unpack_from(self._mm, (self._entries - 1) * 8)[0]
+        return self.base_offset + relative
 
     def last_entry(self) -> tuple[int, int]:
         """(absolute offset, position) of the last entry, or (base offset, 0)."""

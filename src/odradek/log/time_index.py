@@ -36,10 +36,12 @@ class TimeIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size, writable=writable)
 
     def _slot_key(self, mm: mmap.mmap, slot: int) -> int:
-        return _I64.unpack_from(mm, slot * 12)[0]
+        timestamp: int = _I64.unpack_from(mm, slot * 12)[0]
+        return timestamp
 
     def _slot_offset(self, mm: mmap.mmap, slot: int) -> int:
-        return self.base_offset + _I32.unpack_from(mm, slot * 12 + 8)[0]
+        relative: int = _I32.unpack_from(mm, slot * 12 + 8)[0]
+        return self.base_offset + relative
 
     def sanity_check(self) -> None:
         n = self._entries

@@ -100,11 +100,6 @@ class PipelineConfig:
     def topics(self) -> list[str]:
         return sorted({t for o in self.ods for t in o.topics})
 
-    def table_for_topic(self, topic: str) -> OdsTable:
-        for o in self.ods:
-            if topic in o.topics:
-                return o
-        raise KeyError(topic)
 
 
 def _need(d: dict[str, Any], key: str, where: str) -> Any:

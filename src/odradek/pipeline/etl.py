@@ -8,14 +8,14 @@ Input: rows of the ``odradek`` source (``key``, ``value``, ``topic``, ``partitio
 
 (also accepted wrapped as ``{"schema": ..., "payload": {...}}``) and whose key is the primary key as JSON.
 
-- ``extract``: decode the value and key JSON (``_json``, ``_env``, ``_keymap``).
-- ``clean``: per ODS table, the row image (``after``; ``before`` for deletes), the key (from the image,
+- ``extract_columns``: decode the value and key JSON (``_json``, ``_env``, ``_keymap``).
+- ``clean_columns``: per ODS table, the row image (``after``; ``before`` for deletes), the key (from the image,
   else from the message key), the version, and every declared column conformed to its type. The first
   problem found becomes ``_reason``: not a JSON object, missing/unknown op, missing after image, missing
   key field, missing or bad version, missing required field, wrong type. Tombstones (null value, which
   Debezium sends after a delete for log compaction) are neither loaded nor quarantined.
-- ``good_rows`` / ``quarantine_rows``: the two outputs (ODS rows with ``_version`` and ``_is_deleted``;
-  quarantine rows with topic, partition, offset, reason and the raw value).
+- ``BatchTransform``: both for every table in one pass; the job (``odradek.pipeline.job.split``) divides
+  each table's rows into ODS rows and quarantine rows.
 
 Conformance from JSON text: integers must be integral and in range; floats, decimals and booleans
 (``true``/``false``/``1``/``0``) parse; ``Date`` takes ``YYYY-MM-DD`` or days since the epoch;
@@ -137,11 +137,6 @@ def extract_columns() -> list[Column]:
             key_body.alias("_keymap")]
 
 
-def extract(df: DataFrame) -> DataFrame:
-    """Decode the JSON of every row (see ``extract_columns``)."""
-    return df.select("*", *extract_columns())
-
-
 def _version(table: OdsTable) -> Column:
     env = F.col("_env")
     if table.version == "source.lsn":
@@ -197,45 +192,6 @@ def clean_columns(table: OdsTable) -> list[Column]:
     ]
 
 
-def clean(df: DataFrame, table: OdsTable) -> DataFrame:
-    """The rows of ``table``'s topics with ``_reason`` (null when good), the conformed columns,
-    ``_version``, ``_is_deleted``, ``_op`` and ``_ts_ms``. ``df`` comes from ``extract``."""
-    return df.where(F.col("topic").isin(*table.topics)).select(*clean_columns(table))
-
-
-def good_rows(cleaned: DataFrame, table: OdsTable) -> DataFrame:
-    """ODS rows: the declared columns, ``_version``, ``_is_deleted``, ``_op``, ``_ts_ms`` and lineage
-    (``_topic``, ``_partition``, ``_offset``)."""
-    return cleaned.where(F.col("_reason").isNull() & F.col("value").isNotNull()).select(
-        *table.columns, "_version", "_is_deleted", "_op", "_ts_ms",
-        F.col("topic").alias("_topic"), F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
-    )
-
-
-QUARANTINE_COLUMNS = ("table", "topic", "partition", "offset", "timestamp", "reason", "key", "value")
-
-
-def quarantine_rows(cleaned: DataFrame, table: OdsTable) -> DataFrame:
-    return cleaned.where(F.col("_reason").isNotNull()).select(
-        F.lit(table.table).alias("table"), "topic", "partition", "offset", "timestamp",
-        F.col("_reason").alias("reason"), "key", "value",
-    )
-
-
-class Transform:
-    """extract + clean for one table, with the column expressions built once: building them costs
-    hundreds of JVM calls, which a streaming job should not pay on every micro-batch."""
-
-    def __init__(self, table: OdsTable) -> None:
-        self.table = table
-        self.topic_filter = F.col("topic").isin(*table.topics)
-        self.extract = extract_columns()
-        self.clean = clean_columns(table)
-
-    def __call__(self, df: DataFrame) -> DataFrame:
-        return df.where(self.topic_filter).select("*", *self.extract).select(*self.clean)
-
-
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
@@ -254,9 +210,4 @@ class BatchTransform:
 
     def __call__(self, df: DataFrame) -> DataFrame:
         return df.select("*", *self.extract).select(*SOURCE_COLUMNS, *self.structs)
-
-
-def transform(df: DataFrame, table: OdsTable) -> DataFrame:
-    """extract + clean for one table (what the job collects once per table and batch)."""
-    return Transform(table)(df)
 

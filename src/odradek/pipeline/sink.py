@@ -171,9 +171,6 @@ class ChdbSink:
             return pa.table({})
         return pa.ipc.open_stream(data).read_all()
 
-    def scalar(self, sql: str) -> str:
-        return self.query(sql, "TSV").decode().strip()
-
     def close(self) -> None:
         with self.lock:
             if self.session is not None:

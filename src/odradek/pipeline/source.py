@@ -188,7 +188,7 @@ class OdradekStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvail
 
     # -- offsets
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         tps = self.lookup.partitions()
         return offsets_to_json(self.lookup.resolve(self.opts.starting, tps, "starting"))
 
@@ -202,7 +202,7 @@ class OdradekStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvail
         self._target = self.lookup.latest(tps)
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         begin = offsets_from_json(start)
         tps = self.lookup.partitions()
         latest = self.lookup.latest(tps)
@@ -230,10 +230,10 @@ class OdradekStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvail
             return start
         return offsets_to_json(end)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, int] | None:
         return offsets_to_json(self._latest) if self._latest else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         finish = offsets_from_json(end)
         new = [tp for tp in finish if tp not in begin]
@@ -251,7 +251,7 @@ class OdradekStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvail
             return iter(())
         return self._read(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         log.debug("committed %s", end)
 
     def stop(self) -> None:

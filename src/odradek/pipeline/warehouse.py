@@ -20,7 +20,7 @@
       { ods = "shop_customers", columns = { name = "full_name", email = "email" } },
     ]
 
-History (seed 003's VersionedCollapsingMergeTree): when a batch moves a key of the ODS table to a newer
+History (ClickHouse's VersionedCollapsingMergeTree): when a batch moves a key of the ODS table to a newer
 version, the job writes a cancel row (sign -1) carrying the previous live version's values and version,
 and a state row (sign +1) with the new values — nothing for stale or duplicate re-deliveries, and no
 state row for a delete. The previous version is read from the ODS (argMax over the versions, deletes

@@ -69,13 +69,6 @@ def _any(x: Any) -> Any:
     return x
 
 
-def is_flexible(api_key: int, version: int) -> bool | None:
-    cls = request_class(api_key, version)
-    if cls is None:
-        return None
-    return bool(cls.__flexible__)
-
-
 def request_header_flexible(api_key: int, version: int) -> bool | None:
     """Whether the request header is v2 (tagged fields); None when unknown."""
     cls = request_class(api_key, version)
@@ -145,7 +138,3 @@ def make(cls: type[Any], **kwargs: Any) -> Any:
             v = datetime.timedelta(milliseconds=v) if v else _ZERO
         out[k] = v
     return cls(**out)
-
-
-def has_field(cls: type[Any], name: str) -> bool:
-    return name in _field_names(_any(cls))

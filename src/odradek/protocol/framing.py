@@ -97,10 +97,6 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
     return _I32.pack(correlation_id)
 
 
-def size_prefix(n: int) -> bytes:
-    return _SIZE.pack(n)
-
-
 LARGE_FRAME = 64 * 1024
 # a large frame's buffer holds at most this many times the bytes received of it (at least LARGE_STEP):
 # the declared size alone reserves nothing

@@ -107,7 +107,7 @@ def decode(api_key: int, version: int, data: bytes | memoryview) -> dict[str, An
     if version != VERSION:
         raise InterBrokerDecodeError(f"unsupported version {version} of inter-broker api {api_key}")
     try:
-        body = json.loads(bytes(data))
+        body: dict[str, Any] = json.loads(bytes(data))  # a JSON object: _check() below rejects others
     except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser's stack
         raise InterBrokerDecodeError(f"api {api_key}: body is not JSON: {type(e).__name__}: {e}") from None
     schema = SCHEMAS[api_key]

@@ -263,7 +263,7 @@ def _scan_uncompressed(
 
 try:  # the C walks (src/odradek/_speedups.c), ~30x faster; same contracts
     from odradek._speedups import count_records as _count_records
-    from odradek._speedups import scan_records
+    from odradek._speedups import scan_records as scan_records  # re-exported: log/validator.py calls it
 except ImportError:  # pragma: no cover - not built
     _count_records = _walk_uncompressed
     scan_records = _scan_uncompressed

@@ -88,6 +88,3 @@ class LeaderState:
             self.high_watermark = new
             return True
         return False
-
-    def can_append_acks_all(self, min_insync: int) -> bool:
-        return len(self.isr) >= min_insync

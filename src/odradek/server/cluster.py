@@ -1,6 +1,6 @@
 """A broker's link to the metadata store and to the controller, on the broker's event loop.
 
-Two deployments run this same code (design.md: one controller, two stores):
+Two deployments run this same code (one controller, two stores):
 
 - cluster mode (``zookeeper.connect`` set): a ZkStore; the controller runs on a thread of
   its own and talks to brokers over the inter-broker channel;

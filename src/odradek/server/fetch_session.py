@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.fetch_response import PartitionResult
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -109,7 +110,7 @@ def apply_incremental(
     session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
 
 
-def has_news(cached: CachedPartition, result: Any) -> bool:
+def has_news(cached: CachedPartition, result: PartitionResult) -> bool:
     """Whether an incremental response must include this partition (and remember what it said)."""
     changed = (
         result.error_code != errors.NONE

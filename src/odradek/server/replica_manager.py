@@ -3,7 +3,7 @@ parks fetches that wait for data (Kafka's DelayedFetch purgatory).
 
 Single-node (embedded): this broker is the only replica, so the high watermark follows
 the log end offset on every append. Waiting fetches are woken the moment data lands on
-any partition they read (notes/protocol.md: a late wake-up spreads e2e latency over the
+any partition they read (a late wake-up would spread end-to-end latency over the
 whole max_wait).
 
 Cluster mode (``partitions`` is not None): the controller's LeaderAndIsr makes this

@@ -38,4 +38,3 @@ def test_caught_up_at_previous_fetch_time() -> None:
     assert s.followers[2].last_caught_up_ms == 1000
     assert s.isr_to_shrink(30_500, 30_000) == [3]  # 3 never fetched; 2 caught up at 1,000
     assert s.isr_to_shrink(31_500, 30_000) == [2, 3]
-    assert s.can_append_acks_all(3) and not s.can_append_acks_all(4)

@@ -11,7 +11,7 @@ def test_every_advertised_version_decodes_with_kio() -> None:
 
 
 def test_the_clients_versions_are_covered() -> None:
-    # notes/protocol.md: the highest versions librdkafka 2.16, kafka-python 3.0 and aiokafka 0.14 send
+    # the highest versions librdkafka 2.16, kafka-python 3.0 and aiokafka 0.14 send
     needs = {18: 4, 3: 13, 0: 10, 1: 16, 2: 7, 10: 6, 11: 7, 14: 5, 12: 4, 9: 9, 8: 9, 13: 5, 22: 4, 15: 5, 16: 5, 19: 4, 32: 1}
     for key, v in needs.items():
         h = registry[key]

@@ -63,9 +63,6 @@ class Member:
                 return meta
         raise KeyError(protocol)
 
-    def supports(self, protocols: set[str]) -> bool:
-        return bool(protocols & {name for name, _ in self.protocols})
-
     def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
 
@@ -106,9 +103,6 @@ class ClassicGroup:
     @property
     def is_empty(self) -> bool:
         return not self.members
-
-    def has(self, member_id: str) -> bool:
-        return member_id in self.members
 
     def add(self, member: Member) -> None:
         if not self.members:

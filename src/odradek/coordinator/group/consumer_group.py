@@ -212,13 +212,6 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _parts(pairs: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Parts:
-    out: dict[uuid.UUID, set[int]] = {}
-    for t, ps in pairs:
-        out.setdefault(t, set()).update(ps)
-    return {t: frozenset(ps) for t, ps in out.items() if ps}
-
-
 def owns_any(owned: list[tuple[uuid.UUID, list[int]]] | None, parts: Parts) -> bool:
     """Whether the owned partitions reported by a member include any of ``parts``; a member
     that did not report them (null) is assumed to still own everything."""

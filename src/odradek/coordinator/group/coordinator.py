@@ -12,11 +12,12 @@ through :meth:`GroupCoordinator.replay` rebuilds every group after a restart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.group.classic import ClassicGroup, GroupState, Member, OffsetAndMetadata
@@ -243,10 +244,6 @@ class GroupCoordinator:
                 self._complete_join(g.group_id, forced=True)
 
         self._join_timers[g.group_id] = self.scheduler.call_later(delay / 1000.0, fire)
-
-    def _maybe_prepare_rebalance(self, g: ClassicGroup, reason: str) -> None:
-        if g.is_in(E, ST, CR):
-            self._prepare_rebalance(g, reason)
 
     def _maybe_complete_join(self, g: ClassicGroup) -> None:
         if not g.is_in(PR):
@@ -862,7 +859,7 @@ class GroupCoordinator:
         return g if g is not None and not g.is_in(DEAD) and not self._modern_owns(group_id) else None
 
 
-def make_scheduler(loop: Any, now_ms: Callable[[], int]) -> Scheduler:
+def make_scheduler(loop: asyncio.AbstractEventLoop, now_ms: Callable[[], int]) -> Scheduler:
     """A Scheduler over an asyncio loop."""
 
     class _S:

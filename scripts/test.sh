@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test command of the README and of .ci/run (after scripts/setup.sh): lint (ruff), types (mypy, strict
+# on src/), then the whole suite under coverage, the broker and tool subprocesses it starts included
+# ([tool.coverage.run] patch = ["subprocess"] in pyproject.toml), failing below the floor set there
+# ([tool.coverage.report] fail_under). Any of the three failing fails the run.
+#
+#   bash scripts/test.sh                 # all of it, as CI runs it
+#   bash scripts/test.sh tests/unit -x   # lint, types, then pytest with these arguments (no coverage floor)
+#
+# ODRADEK_PYTHON names another interpreter than .venv/bin/python (one with the test extras installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${ODRADEK_PYTHON:-.venv/bin/python}
+
+echo "== ruff check src tests bench"
+"$PY" -m ruff check src tests bench
+echo "== mypy src"
+"$PY" -m mypy src
+
+if [ $# -gt 0 ]; then
+  exec "$PY" -m pytest "$@"
+fi
+
+echo "== pytest under coverage"
+"$PY" -m coverage erase
+"$PY" -m coverage run -m pytest
+"$PY" -m coverage combine -q
+total=$("$PY" -m coverage report --format=total --fail-under=0)
+if ! "$PY" -m coverage report --format=total >/dev/null; then
+  "$PY" -m coverage report --fail-under=0 | tail -40  # the least covered files
+  echo "FAILED: line coverage of src/odradek is ${total}%, below the floor (fail_under in pyproject.toml)"
+  exit 1
+fi
+echo "line coverage of src/odradek: ${total}% (floor: fail_under in pyproject.toml)"
