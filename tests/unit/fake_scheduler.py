@@ -25,6 +25,9 @@ class FakeScheduler:
         self._soon: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
         self._seq = 0
 
+    def time(self) -> float:
+        return self.now_ms / 1000.0
+
     def call_later(self, delay: float, callback: Callable[[], object], /) -> FakeTimer:
         handle = FakeTimer()
         self._seq += 1
@@ -49,7 +52,7 @@ class FakeScheduler:
         until = self.now_ms + ms
         while self._timers and self._timers[0][0] <= until:
             when, _seq, cb, handle = heapq.heappop(self._timers)
-            self.now_ms = max(self.now_ms, int(when))
+            self.now_ms = max(self.now_ms, round(when))
             if not handle.cancelled:
                 cb()
         self.now_ms = until

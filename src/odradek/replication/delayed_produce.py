@@ -29,25 +29,31 @@ Check = Callable[[TP, int], int | None]
 class DelayedProduce(DelayedOperation[dict[TP, int]]):
     __slots__ = ("pending", "results", "check")
 
-    def __init__(self, required: dict[TP, int], check: Check, timeout_ms: int) -> None:
+    def __init__(
+        self, required: dict[TP, int], check: Check, timeout_ms: int, decided: dict[TP, int] | None = None
+    ) -> None:
         super().__init__(timeout_ms)
         self.pending = dict(required)  # partition -> the offset its high watermark must reach
-        self.results: dict[TP, int] = {}
+        self.results: dict[TP, int] = decided if decided is not None else {}  # partitions decided already
         self.check = check
 
     def try_complete(self, key: TP | None = None) -> bool:
         pending = self.pending
-        if key is not None:
-            if key not in pending:
+        if key is not None:  # only that partition's state changed
+            required = pending.get(key)
+            if required is None:
                 return False
-            tps: list[TP] = [key]
+            code = self.check(key, required)
+            if code is None:
+                return False
+            del pending[key]
+            self.results[key] = code
         else:
-            tps = list(pending)
-        for tp in tps:
-            code = self.check(tp, pending[tp])
-            if code is not None:
-                del pending[tp]
-                self.results[tp] = code
+            for tp, required in list(pending.items()):
+                code = self.check(tp, required)
+                if code is not None:
+                    del pending[tp]
+                    self.results[tp] = code
         if pending:
             return False
         return self.force_complete()

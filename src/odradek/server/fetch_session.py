@@ -88,15 +88,23 @@ class FetchContext:
         only those with news in an incremental one. The session remembers what the client was
         told, and partitions that returned records move to the end of its order (fairness)."""
         session = self.session
-        incremental = self.incremental
+        if session is None:  # sessionless: nothing to remember, everything answered
+            return results
+        order = session.partitions
+        if not self.incremental:
+            for key, cp, pr in results:
+                has_news(cp, pr)
+                if pr.records_size:
+                    order.move_to_end(key)
+            return results
         out = []
-        for key, cp, pr in results:
-            news = has_news(cp, pr)
-            if incremental and not news:
+        for read in results:
+            key, cp, pr = read
+            if not has_news(cp, pr):
                 continue
-            out.append((key, cp, pr))
-            if session is not None and pr.records_size:
-                session.partitions.move_to_end(key)
+            out.append(read)
+            if pr.records_size:
+                order.move_to_end(key)
         return out
 
 

@@ -25,21 +25,29 @@ A :class:`DelayedOperationPurgatory` watches operations under keys (a partition 
 :meth:`DelayedOperationPurgatory.check_and_complete` with it. Unlike Kafka's purgatory, a
 completed operation leaves its watcher lists at once (no purge thread on one event loop).
 
-Time comes from an injected :class:`Scheduler`: the asyncio loop in production
-(:class:`LoopScheduler`), a fake clock in tests. Nothing here touches a socket or a file.
+Time comes from an injected :class:`Scheduler`: the running asyncio loop in production (no
+scheduler given), a fake clock in tests. Nothing here touches a socket or a file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
+
+log = logging.getLogger("odradek.purgatory")
 
 R = TypeVar("R")
 K = TypeVar("K", bound=Hashable)
 
 # a listener gets (response, None) or (None, the exception on_complete or try_complete raised)
 Listener = Callable[[Any, "BaseException | None"], None]
+
+
+# deadlines within half a millisecond count as due (Kafka's timing wheel ticks every millisecond)
+_TICK = 0.0005
 
 
 class Cancellable(Protocol):
@@ -49,28 +57,18 @@ class Cancellable(Protocol):
 class Scheduler(Protocol):
     """What a purgatory needs of a clock: asyncio's loop has this shape."""
 
+    def time(self) -> float: ...  # seconds, monotonic
+
     def call_later(self, delay: float, callback: Callable[[], object], /) -> Cancellable: ...
 
     def call_soon(self, callback: Callable[..., object], /, *args: Any) -> object: ...
-
-
-class LoopScheduler:
-    """The running asyncio loop, looked up at each call (a broker may outlive one loop)."""
-
-    __slots__ = ()
-
-    def call_later(self, delay: float, callback: Callable[[], object], /) -> Cancellable:
-        return asyncio.get_running_loop().call_later(delay, callback)
-
-    def call_soon(self, callback: Callable[..., object], /, *args: Any) -> object:
-        return asyncio.get_running_loop().call_soon(callback, *args)
 
 
 class DelayedOperation(Generic[R]):
     """One delayed request (Kafka's DelayedOperation). Subclasses implement
     :meth:`try_complete` and :meth:`on_complete`, and may override :meth:`on_expiration`."""
 
-    __slots__ = ("delay_ms", "completed", "response", "error", "_listener", "_timer", "_purgatory", "_keys")
+    __slots__ = ("delay_ms", "completed", "response", "error", "_listener", "_purgatory", "_keys")
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
@@ -78,7 +76,6 @@ class DelayedOperation(Generic[R]):
         self.response: R | None = None
         self.error: BaseException | None = None
         self._listener: Listener | None = None
-        self._timer: Cancellable | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._keys: tuple[Any, ...] = ()
 
@@ -101,7 +98,11 @@ class DelayedOperation(Generic[R]):
         completed it (Kafka's forceComplete: exactly once)."""
         if self.completed:
             return False
-        self._close()
+        self.completed = True
+        purgatory = self._purgatory
+        if purgatory is not None:
+            self._purgatory = None
+            purgatory._unwatch(self)
         try:
             self.response = self.on_complete()
         except Exception as e:  # never leave the client waiting: its connection closes instead
@@ -143,10 +144,6 @@ class DelayedOperation(Generic[R]):
 
     def _close(self) -> None:
         self.completed = True
-        timer = self._timer
-        if timer is not None:
-            self._timer = None
-            timer.cancel()
         purgatory = self._purgatory
         if purgatory is not None:
             self._purgatory = None
@@ -154,16 +151,25 @@ class DelayedOperation(Generic[R]):
 
 
 class DelayedOperationPurgatory(Generic[K]):
-    """Delayed operations watched by key (Kafka's DelayedOperationPurgatory)."""
+    """Delayed operations watched by key (Kafka's DelayedOperationPurgatory).
 
-    __slots__ = ("name", "scheduler", "watchers", "_pending")
+    Expiration (Kafka's SystemTimer) is one heap of deadlines per purgatory with a single
+    scheduler timer armed for the earliest: watching an operation costs a heap push, completing
+    it nothing (its entry is skipped when it falls due, and entries of completed operations are
+    dropped once they outnumber the waiting ones, as Kafka's purge interval does for watchers)."""
 
-    def __init__(self, name: str, scheduler: Scheduler) -> None:
+    __slots__ = ("name", "scheduler", "watchers", "_pending", "_deadlines", "_seq", "_armed", "_armed_at")
+
+    def __init__(self, name: str, scheduler: Scheduler | None = None) -> None:
         self.name = name
-        self.scheduler = scheduler
+        self.scheduler = scheduler  # None: the running asyncio loop
         # key -> operations watching it, in arrival order (a dict as an ordered set)
         self.watchers: dict[K, dict[DelayedOperation[Any], None]] = {}
         self._pending: dict[DelayedOperation[Any], None] = {}
+        self._deadlines: list[tuple[float, int, DelayedOperation[Any]]] = []  # a heap
+        self._seq = 0
+        self._armed: Cancellable | None = None
+        self._armed_at = 0.0
 
     def try_complete_else_watch(self, op: DelayedOperation[Any], keys: Iterable[K]) -> bool:
         """Complete ``op`` now if it can be (True), else watch it under ``keys`` and start its
@@ -188,7 +194,45 @@ class DelayedOperationPurgatory(Generic[K]):
             else:
                 w[op] = None
         self._pending[op] = None
-        op._timer = self.scheduler.call_later(max(op.delay_ms, 0) / 1000.0, op.run)
+        scheduler = self.scheduler or asyncio.get_running_loop()
+        delay = op.delay_ms / 1000.0 if op.delay_ms > 0 else 0.0
+        deadline = scheduler.time() + delay
+        deadlines = self._deadlines
+        self._seq += 1
+        heapq.heappush(deadlines, (deadline, self._seq, op))
+        if self._armed is None or deadline < self._armed_at:
+            if self._armed is not None:
+                self._armed.cancel()
+            self._armed_at = deadline
+            self._armed = scheduler.call_later(delay, self._expire)
+        elif len(deadlines) > 64 and len(deadlines) > 2 * len(self._pending):
+            self._purge()
+
+    def _expire(self) -> None:
+        """The earliest deadline passed: expire what is due, arm for the next."""
+        self._armed = None
+        scheduler = self.scheduler or asyncio.get_running_loop()
+        now = scheduler.time()
+        due = now + _TICK
+        deadlines = self._deadlines
+        while deadlines:
+            deadline, _seq, op = deadlines[0]
+            if op.completed:
+                heapq.heappop(deadlines)
+            elif deadline <= due:
+                heapq.heappop(deadlines)
+                try:
+                    op.run()
+                except Exception:  # one operation's listener failing must not stop the others expiring
+                    log.exception("expiring a delayed operation in the %s purgatory failed", self.name)
+            else:
+                self._armed_at = deadline
+                self._armed = scheduler.call_later(deadline - now, self._expire)
+                return
+
+    def _purge(self) -> None:
+        self._deadlines = [e for e in self._deadlines if not e[2].completed]
+        heapq.heapify(self._deadlines)
 
     def check_and_complete(self, key: K) -> int:
         """Try every operation watching ``key``; returns how many completed."""
@@ -224,6 +268,10 @@ class DelayedOperationPurgatory(Generic[K]):
             op.cancel()
         self.watchers.clear()
         self._pending.clear()
+        self._deadlines.clear()
+        if self._armed is not None:
+            self._armed.cancel()
+            self._armed = None
 
     def _unwatch(self, op: DelayedOperation[Any]) -> None:
         self._pending.pop(op, None)

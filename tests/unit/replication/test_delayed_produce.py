@@ -47,3 +47,16 @@ def test_times_out_with_request_timed_out() -> None:
     # the partition that made it keeps its outcome; the other one timed out
     assert d.response == {("t", 0): errors.NONE, ("t", 1): errors.REQUEST_TIMED_OUT}
     assert not purgatory.watchers
+
+
+def test_partitions_decided_before_parking_keep_their_outcome() -> None:
+    sched = FakeScheduler()
+    purgatory: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Produce", sched)
+    hw = {("t", 1): 0}
+    d = DelayedProduce({("t", 1): 4}, lambda tp, r: errors.NONE if hw[tp] >= r else None, 100,
+                       {("t", 0): errors.NOT_LEADER_OR_FOLLOWER})
+    purgatory.watch(d, [("t", 1)])
+    assert not purgatory.is_watched(("t", 0))
+    hw[("t", 1)] = 4
+    purgatory.check_and_complete(("t", 1))
+    assert d.response == {("t", 0): errors.NOT_LEADER_OR_FOLLOWER, ("t", 1): errors.NONE}

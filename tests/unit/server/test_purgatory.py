@@ -67,7 +67,6 @@ def test_completes_on_key_check_exactly_once() -> None:
     assert seen == [("done", None)] and op.completions == 1
     # gone from every watcher list and the timer cancelled at once
     assert not purgatory.is_watched("a") and not purgatory.is_watched("b") and purgatory.delayed() == 0
-    assert sched.pending_timers() == 0
     # later checks, expiry and forcing do nothing more
     assert purgatory.check_and_complete("a") == 0
     sched.advance(1000)
@@ -154,3 +153,32 @@ def test_future_of_bridges_to_asyncio() -> None:
         assert await future_of(done, str.upper) == "DONE"
 
     asyncio.run(run())
+
+
+def test_deadlines_expire_in_order_with_one_timer() -> None:
+    sched = FakeScheduler()
+    purgatory: DelayedOperationPurgatory[str] = DelayedOperationPurgatory("test", sched)
+    state: dict[str, int] = {}
+    late, early, middle = Counter(state, {"a": 1}, 300), Counter(state, {"a": 1}, 100), Counter(state, {"a": 1}, 200)
+    for op in (late, early, middle):
+        purgatory.try_complete_else_watch(op, ["a"])
+    assert sched.pending_timers() == 1  # re-armed once for the earlier deadline, not one per operation
+    sched.advance(100)
+    assert (late.expired, early.expired, middle.expired) == (0, 1, 0)
+    sched.advance(100)
+    assert (late.expired, middle.expired) == (0, 1)
+    sched.advance(100)
+    assert late.expired == 1 and purgatory.delayed() == 0 and sched.pending_timers() == 0
+
+
+def test_completed_operations_leave_the_deadline_heap() -> None:
+    sched = FakeScheduler()
+    purgatory: DelayedOperationPurgatory[str] = DelayedOperationPurgatory("test", sched)
+    state = {"a": 0}
+    for i in range(1000):
+        purgatory.try_complete_else_watch(Counter(state, {"a": i + 1}, 60_000), ["a"])
+        state["a"] = i + 1
+        purgatory.check_and_complete("a")
+    assert purgatory.delayed() == 0 and len(purgatory._deadlines) <= 130
+    sched.advance(60_000)
+    assert not purgatory._deadlines and sched.pending_timers() == 0
