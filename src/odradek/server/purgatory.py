@@ -73,7 +73,7 @@ class DelayedOperation(Generic[R]):
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
         self.completed = False
-        self.response: R | None = None
+        self.response: R | None = None  # once completed, unless handed to a listener
         self.error: BaseException | None = None
         self._listener: Listener | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
@@ -104,13 +104,18 @@ class DelayedOperation(Generic[R]):
             self._purgatory = None
             purgatory._unwatch(self)
         try:
-            self.response = self.on_complete()
+            response = self.on_complete()
         except Exception as e:  # never leave the client waiting: its connection closes instead
             self.error = e
+            response = None
         listener = self._listener
         if listener is not None:
+            # handed over, not kept: the purgatory's deadline heap may hold on to this
+            # operation for a while, and a fetch's response holds file regions
             self._listener = None
-            listener(self.response, self.error)
+            listener(response, self.error)
+        else:
+            self.response = response
         return True
 
     def run(self) -> None:
@@ -136,9 +141,11 @@ class DelayedOperation(Generic[R]):
             self.fail(asyncio.CancelledError())
 
     def then(self, listener: Listener) -> None:
-        """``listener(response, error)`` on completion (at once if already completed)."""
+        """``listener(response, error)`` on completion (at once if already completed). The
+        response goes to the listener; ``response`` keeps it only when there was none."""
         if self.completed:
-            listener(self.response, self.error)
+            response, self.response = self.response, None
+            listener(response, self.error)
             return
         self._listener = listener
 

@@ -144,7 +144,7 @@ class ReplicaManager:
     def notify(self, topic: str, partition: int) -> None:
         """Check fetches waiting on this partition again (after the current request batch)."""
         tp = (topic, partition)
-        if tp not in self._wake_scheduled and self.fetch_purgatory.is_watched(tp):
+        if tp in self.fetch_purgatory.watchers and tp not in self._wake_scheduled:  # per append: no call
             self._wake_scheduled.add(tp)
             (self.scheduler or asyncio.get_running_loop()).call_soon(self._wake, tp)
 
