@@ -273,8 +273,10 @@ class ReplicaManager:
             results[tp] = code
         else:  # a lone leader, or followers already past it: no purgatory
             return results
-        op = DelayedProduce({tp: off for tp, off in required.items() if tp not in results}, check, timeout_ms, results)
-        if self.produce_purgatory.try_complete_else_watch(op, list(op.pending)):
+        pending = {tp: off for tp, off in required.items() if tp not in results} if results else required
+        op = DelayedProduce(pending, check, timeout_ms, results)
+        # watched under the partitions its first full check leaves pending
+        if self.produce_purgatory.try_complete_else_watch(op, op.pending):
             assert op.response is not None
             return op.response
         return op
