@@ -11,9 +11,12 @@ watermark passed it): Kafka's GroupMetadataManager appends with acks=-1 and answ
 append callback, and its CoordinatorRuntime completes a write operation's response when the
 high watermark passes its records and a read-only one once it passes the last pending write.
 Here every request of a group waits for everything the coordinator appended to that group's
-__consumer_offsets partition so far (:meth:`GroupCoordinatorRuntime.answer_after_write`), up to
-offsets.commit.timeout.ms; a failed or timed-out replication is answered with the error
-Kafka's coordinator maps append errors to (:func:`append_error`). The in-memory state is not
+__consumer_offsets partition so far (``last_written``, Kafka's lastWrittenOffset): a
+DelayedProduce in the replica manager's produce purgatory, watched under that partition
+(:meth:`GroupCoordinatorRuntime.wait_for_writes`, answered through
+:meth:`GroupCoordinatorRuntime.answer_after_write`), up to offsets.commit.timeout.ms; a failed
+or timed-out replication is answered with the error Kafka's coordinator maps append errors to
+(:func:`append_error`). The in-memory state is not
 rolled back then (Kafka's runtime reverts to its last committed snapshot): the records stay in
 the leader's log and count once replicated, or are lost with a failover, where the new
 coordinator loads the state its replica has.
@@ -47,6 +50,8 @@ from odradek.protocol.records import (
     iter_batches,
     read_inflate_limit,
 )
+from odradek.replication.delayed_produce import DelayedProduce
+from odradek.server.purgatory import future_of
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
@@ -197,37 +202,37 @@ class GroupCoordinatorRuntime:
             out[(OFFSETS_TOPIC, p)] = end
         return out
 
+    def wait_for_writes(self, partitions: Iterable[int]) -> int | DelayedProduce:
+        """The outcome of the coordinator's appends to ``partitions`` so far: NONE when they are
+        replicated, the error Kafka's coordinator maps a failed append to, or a DelayedProduce
+        in the replica manager's produce purgatory (up to offsets.commit.timeout.ms) whose
+        response :func:`write_outcome` maps the same way."""
+        required = self.unreplicated(partitions)
+        if not required:
+            return errors.NONE
+        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms"))
+        outcome = self.broker.replica_manager.wait_for_replication(required, timeout_ms)
+        return write_outcome(outcome) if isinstance(outcome, dict) else outcome
+
     def after_write(self, ctx: Any, partitions: Iterable[int], then: Callable[[int], None]) -> None:
         """``then(NONE)`` once the coordinator's appends to ``partitions`` so far are replicated
         (at once when they are), ``then(error)`` when replication fails or times out
-        (offsets.commit.timeout.ms), the error mapped as Kafka's coordinator maps append errors."""
-        required = self.unreplicated(partitions)
-        if not required:
-            then(errors.NONE)
+        (offsets.commit.timeout.ms); a wait is parked on the request's connection."""
+        outcome = self.wait_for_writes(partitions)
+        if isinstance(outcome, int):
+            then(outcome)
             return
-        rm = self.broker.replica_manager
-        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms"))
-
-        def replicated(codes: dict[tuple[str, int], int]) -> None:
-            worst = next((c for c in codes.values() if c != errors.NONE), errors.NONE)
-            if worst != errors.NONE:
-                log.warning("coordinator write to %s not replicated: error %d; answering %d",
-                            sorted(p for _, p in codes), worst, append_error(worst))
-            then(append_error(worst))
-
-        delayed = rm.wait_for_replication(required, timeout_ms, replicated)
-        ctx.connection.park(delayed.future, delayed.cancel)
+        ctx.connection.park(future_of(outcome, lambda codes: then(write_outcome(codes))), outcome.cancel)
 
     def answer_after_write(self, ctx: Any, partitions: Iterable[int], build: Callable[[int], Any]) -> Any:
-        """``build(code)`` as the response now, or a future of it once :meth:`after_write` decides."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def then(code: int) -> None:
-            if not fut.done():
-                fut.set_result(build(code))
-
-        self.after_write(ctx, partitions, then)
-        return fut.result() if fut.done() else fut
+        """``build(code)`` as the response now, or a future of it once :meth:`wait_for_writes`
+        decides."""
+        outcome = self.wait_for_writes(partitions)
+        if isinstance(outcome, int):
+            return build(outcome)
+        fut = future_of(outcome, lambda codes: build(write_outcome(codes)))
+        ctx.connection.park(fut, outcome.cancel)
+        return fut
 
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
@@ -288,6 +293,15 @@ class GroupCoordinatorRuntime:
     def shutdown(self) -> None:
         self.coordinator.unload()
         self.consumer.unload()
+
+
+def write_outcome(codes: dict[tuple[str, int], int]) -> int:
+    """One error for a request from its writes' replication outcomes (NONE when all replicated)."""
+    worst = next((c for c in codes.values() if c != errors.NONE), errors.NONE)
+    if worst != errors.NONE:
+        log.warning("coordinator write to %s not replicated: error %d; answering %d",
+                    sorted(p for _, p in codes), worst, append_error(worst))
+    return append_error(worst)
 
 
 def append_error(code: int) -> int:

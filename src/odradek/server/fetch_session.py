@@ -7,6 +7,16 @@ answers with only the partitions that have news: records, an error, or a changed
 high watermark / last stable offset / log start offset. Epoch -1 closes a session
 (and asks for a sessionless full fetch).
 
+:meth:`FetchSessionCache.new_context` holds the epoch rules (Kafka's FetchManager.newContext):
+a request before v7, or at epoch -1, is sessionless (epoch -1 with a session id also closes
+that session); epoch 0 closes the named session if any and opens a new one with the
+request's partitions (a full fetch); any other epoch must name a cached session
+(FETCH_SESSION_ID_NOT_FOUND) at the epoch it expects next (INVALID_FETCH_SESSION_EPOCH), and
+the request's partitions and forgotten partitions are folded into it (an incremental fetch,
+which reads every partition of the session). The :class:`FetchContext` it returns says what to
+read and, once read, which partitions the response carries
+(:meth:`FetchContext.update_and_generate`, Kafka's updateAndGenerateResponseData).
+
 Cache limits are Kafka's: max.incremental.fetch.session.cache.slots sessions; when full,
 the least recently used session older than min.incremental.fetch.session.eviction.ms is
 evicted, otherwise no session is created (session id 0 in the response).
@@ -54,6 +64,51 @@ class SessionError(Exception):
         self.error_code = error_code
 
 
+Partitions = list[tuple[tuple[str, int], CachedPartition]]
+# one partition's read: (topic, partition), its session entry, its response (PartitionResult)
+PartitionRead = tuple[tuple[str, int], CachedPartition, Any]
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """What one fetch request means for sessions (Kafka's FetchContext: its
+    SessionErrorContext, SessionlessFetchContext, FullFetchContext and IncrementalFetchContext
+    as one class)."""
+
+    partitions: Partitions  # what to read, in order
+    session: FetchSession | None = None  # the session the response belongs to, if any
+    incremental: bool = False
+    error_code: int = errors.NONE  # a session error: answered alone, with session id 0
+
+    @property
+    def response_session_id(self) -> int:
+        return self.session.session_id if self.session is not None else INVALID_SESSION_ID
+
+    def update_and_generate(self, results: list[PartitionRead]) -> list[PartitionRead]:
+        """The partition results the response carries, in order: every one of a full fetch,
+        only those with news in an incremental one. The session remembers what the client was
+        told, and partitions that returned records move to the end of its order (fairness)."""
+        session = self.session
+        if session is None:  # sessionless: nothing to remember, everything answered
+            return results
+        order = session.partitions
+        if not self.incremental:
+            for key, cp, pr in results:
+                has_news(cp, pr)
+                if pr.records_size:
+                    order.move_to_end(key)
+            return results
+        out = []
+        for read in results:
+            key, cp, pr = read
+            if not has_news(cp, pr):
+                continue
+            out.append(read)
+            if pr.records_size:
+                order.move_to_end(key)
+        return out
+
+
 class FetchSessionCache:
     def __init__(self, max_slots: int = 1000, eviction_ms: int = 120_000) -> None:
         self.max_slots = max_slots
@@ -88,6 +143,32 @@ class FetchSessionCache:
         s.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
         return s
+
+
+    def new_context(
+        self,
+        version: int,
+        session_id: int,
+        epoch: int,
+        requested: Partitions,
+        forgotten: list[tuple[str, int]],
+        now_ms: int,
+    ) -> FetchContext:
+        """The KIP-227 epoch rules (Kafka's FetchManager.newContext); see the module docstring."""
+        if version < 7 or epoch == FINAL_EPOCH:
+            if version >= 7 and session_id != INVALID_SESSION_ID:
+                self.remove(session_id)
+            return FetchContext(requested)
+        if epoch == INITIAL_EPOCH:
+            if session_id != INVALID_SESSION_ID:
+                self.remove(session_id)
+            return FetchContext(requested, self.create(requested, now_ms))
+        try:
+            session = self.get(session_id, epoch, now_ms)
+        except SessionError as e:
+            return FetchContext([], error_code=e.error_code)
+        apply_incremental(session, requested, forgotten)
+        return FetchContext(list(session.partitions.items()), session, incremental=True)
 
 
 def apply_incremental(

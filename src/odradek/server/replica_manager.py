@@ -1,5 +1,15 @@
-"""ReplicaManager: appends to and reads from the partitions this broker leads, and
-parks fetches that wait for data (Kafka's DelayedFetch purgatory).
+"""ReplicaManager: appends to and reads from the partitions this broker leads, and owns
+the purgatories of the requests that wait on them (Kafka's ReplicaManager with its
+delayedProducePurgatory and delayedFetchPurgatory; server.purgatory).
+
+:meth:`ReplicaManager.fetch` (Kafka's fetchMessages) reads a fetch's partitions and answers
+the read at once, or a DelayedFetch (replication.delayed_fetch) watched under each
+partition until fetch.min.bytes are readable or fetch.max.wait.ms passes.
+:meth:`ReplicaManager.wait_for_replication` answers an acks=all produce's (or the group
+coordinator's) outcome at once, or a DelayedProduce (replication.delayed_produce) watched
+under each partition until its high watermark passes the append. Operations are checked
+again when a partition's log end offset moves (fetches, after the current request batch),
+its high watermark moves (produces, at once) or its leadership moves (both).
 
 Single-node (embedded): this broker is the only replica, so the high watermark follows
 the log end offset on every append. Waiting fetches are woken the moment data lands on
@@ -19,16 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
 from odradek.protocol import errors
+from odradek.protocol.fetch_response import PartitionResult
 from odradek.protocol.records import InvalidRecordError, validate_batches
+from odradek.replication.delayed_fetch import DelayedFetch, FetchParams, FetchPartitions, LogReadResult
 from odradek.replication.delayed_produce import DelayedProduce
 from odradek.replication.isr import LeaderState
 from odradek.replication.partition import Partition
+from odradek.server.purgatory import DelayedOperationPurgatory, Scheduler
 
 if TYPE_CHECKING:
     from odradek.log.log import AppendInfo, Log
@@ -37,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.replica")
 
 TopicPartition = tuple[str, int]
+_new_read_result = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -50,71 +63,18 @@ class AppendResult:
     record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467: (batch_index, message)
 
 
-class DelayedFetch:
-    """A fetch parked until enough bytes arrive or ``max_wait`` passes."""
-
-    __slots__ = ("future", "partitions", "attempt", "timer", "manager")
-
-    def __init__(
-        self,
-        manager: ReplicaManager,
-        partitions: list[TopicPartition],
-        attempt: Callable[[bool], Any],
-        max_wait_ms: int,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        self.manager = manager
-        self.future: asyncio.Future[Any] = loop.create_future()
-        self.partitions = partitions
-        self.attempt = attempt  # attempt(force) -> response or None (not enough data yet)
-        self.timer = loop.call_later(max_wait_ms / 1000.0, self.on_timeout)
-        for tp in partitions:
-            manager.waiters.setdefault(tp, set()).add(self)
-
-    def _finish(self, response: Any) -> None:
-        self.timer.cancel()
-        for tp in self.partitions:
-            ws = self.manager.waiters.get(tp)
-            if ws is not None:
-                ws.discard(self)
-                if not ws:
-                    del self.manager.waiters[tp]
-        if not self.future.done():
-            self.future.set_result(response)
-
-    def on_timeout(self) -> None:
-        try:
-            self._finish(self.attempt(True))
-        except Exception as e:  # never leave a connection hanging
-            self.timer.cancel()
-            if not self.future.done():
-                self.future.set_exception(e)
-
-    def on_data(self) -> None:
-        if self.future.done():
-            return
-        try:
-            response = self.attempt(False)
-        except Exception as e:
-            self.timer.cancel()
-            if not self.future.done():
-                self.future.set_exception(e)
-            return
-        if response is not None:
-            self._finish(response)
-
-    def cancel(self) -> None:
-        self._finish(None)
-
-
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, scheduler: Scheduler | None = None) -> None:
         self.broker = broker
-        self.waiters: dict[TopicPartition, set[DelayedFetch]] = {}
+        # the clock of delayed operations and wake-ups; None: the running asyncio loop
+        self.scheduler = scheduler
+        self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch", scheduler)
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory(
+            "Produce", scheduler
+        )
         self._wake_scheduled: set[TopicPartition] = set()
         # the replicas this broker hosts, with the roles the controller gave them
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_waiters: dict[TopicPartition, set[DelayedProduce]] = {}
 
     # -- lookup
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -182,18 +142,90 @@ class ReplicaManager:
         )
 
     def notify(self, topic: str, partition: int) -> None:
-        """Wake fetches waiting on this partition (after the current request batch)."""
+        """Check fetches waiting on this partition again (after the current request batch)."""
         tp = (topic, partition)
-        if tp in self.waiters and tp not in self._wake_scheduled:
+        if tp in self.fetch_purgatory.watchers and tp not in self._wake_scheduled:  # per append: no call
             self._wake_scheduled.add(tp)
-            asyncio.get_running_loop().call_soon(self._wake, tp)
+            (self.scheduler or asyncio.get_running_loop()).call_soon(self._wake, tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         self._wake_scheduled.discard(tp)
-        for w in list(self.waiters.get(tp, ())):
-            w.on_data()
+        self.fetch_purgatory.check_and_complete(tp)
 
     # -- fetch
+    def fetch(self, params: FetchParams, partitions: FetchPartitions) -> LogReadResult | DelayedFetch:
+        """Read ``partitions`` (Kafka's fetchMessages): the read when it can be answered now (no
+        wait asked, ``min_bytes`` read, or an error), else a DelayedFetch in the fetch purgatory.
+        A follower's fetch offsets move its state (ISR, high watermark) on this first read only."""
+        read = self.read_from_log(params, partitions, update_follower=params.replica_id >= 0)
+        if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
+            return read
+        op = DelayedFetch(self, params, partitions)
+        topics = self.broker.topics
+        self.fetch_purgatory.watch(op, [tp for tp, _ in partitions if topics.get(tp[0]) is not None])
+        return op
+
+    def read_from_log(self, params: FetchParams, partitions: FetchPartitions, update_follower: bool) -> LogReadResult:
+        """Read every partition of a fetch, within its own and the request's byte limits (Kafka's
+        readFromLog). ``update_follower``: a follower's fetch offset counts as its log end offset
+        for each partition whose epoch check and read succeed (Kafka's updateFollowerFetchState)."""
+        reg = self.broker.topics
+        follower = params.replica_id >= 0
+        replica_id = params.replica_id if follower else -1
+        read_committed = params.read_committed
+        remaining = params.max_bytes
+        total = 0
+        has_error = False
+        out: list[tuple[TopicPartition, Any, PartitionResult]] = []
+        for key, cp in partitions:
+            name, p = key
+            pr = PartitionResult(p)
+            out.append((key, cp, pr))
+            meta = reg.get(name)
+            if meta is None:
+                pr.error_code = errors.UNKNOWN_TOPIC_ID if params.topic_ids else errors.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            if not 0 <= p < len(meta.partitions):
+                pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            leader_epoch = self.leader_epoch(name, p)
+            if cp.current_leader_epoch >= 0 and cp.current_leader_epoch != leader_epoch:
+                pr.error_code = (
+                    errors.FENCED_LEADER_EPOCH if cp.current_leader_epoch < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
+                )
+                has_error = True
+                continue
+            if follower:
+                code = self.follower_error(name, p, replica_id, cp.current_leader_epoch)
+                if code is not None:
+                    pr.error_code = code
+                    has_error = True
+                    continue
+            limit = max(min(cp.max_bytes, remaining), 0)
+            code, plog, data = self.read(
+                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0), replica_id=replica_id
+            )
+            pr.error_code = code
+            if update_follower and code == errors.NONE:
+                self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.broker.now_ms())
+            if plog is not None:
+                pr.high_watermark = plog.high_watermark
+                pr.last_stable_offset = plog.high_watermark
+                pr.log_start_offset = plog.log_start_offset
+            if read_committed:
+                pr.aborted_transactions = ()
+            if code != errors.NONE:
+                has_error = True
+                continue
+            if data is not None and data.size:
+                pr.records = data.regions
+                pr.records_size = data.size
+                total += data.size
+                remaining -= data.size
+        return _new_read_result(LogReadResult, (out, total, has_error))  # LogReadResult(...) at a quarter of the cost
+
     def read(
         self,
         topic: str,
@@ -219,31 +251,35 @@ class ReplicaManager:
         return errors.NONE, plog, data
 
     def cancel_waiters(self) -> None:
-        for ws in list(self.waiters.values()):
-            for w in list(ws):
-                w.cancel()
-        self.waiters.clear()
-        for pws in list(self.produce_waiters.values()):
-            for pw in list(pws):
-                pw.cancel()
-        self.produce_waiters.clear()
+        """Drop every delayed operation unanswered (broker shutdown)."""
+        self.fetch_purgatory.cancel_all()
+        self.produce_purgatory.cancel_all()
 
-    # ------------------------------------------------------------------ cluster mode: acks=all
+    # ------------------------------------------------------------------ acks=all
     def wait_for_replication(
-        self, required: dict[TopicPartition, int], timeout_ms: int, respond: Callable[[dict[TopicPartition, int]], Any]
-    ) -> DelayedProduce:
-        """Park an acks=all produce until each partition's high watermark reaches its offset."""
-        return DelayedProduce(self.produce_waiters, required, self._replication_check, timeout_ms, respond)
-
-    def replicated_now(self, required: dict[TopicPartition, int]) -> dict[TopicPartition, int] | None:
-        """The outcome per partition when every one is decided already, else None."""
-        out = {}
+        self, required: dict[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, int] | DelayedProduce:
+        """The outcome per partition of an acks=all append when every partition's is decided
+        already (the high watermark reached its offset, or leadership moved), else a
+        DelayedProduce in the produce purgatory, watched under the partitions still waiting,
+        that completes when they are decided or ``timeout_ms`` passes (Kafka's appendRecords
+        with delayedProduceRequestRequired)."""
+        results: dict[TopicPartition, int] = {}
+        check = self._replication_check
         for tp, off in required.items():
-            code = self._replication_check(tp, off)
+            code = check(tp, off)
             if code is None:
-                return None
-            out[tp] = code
-        return out
+                break
+            results[tp] = code
+        else:  # a lone leader, or followers already past it: no purgatory
+            return results
+        pending = {tp: off for tp, off in required.items() if tp not in results} if results else required
+        op = DelayedProduce(pending, check, timeout_ms, results)
+        # watched under the partitions its first full check leaves pending
+        if self.produce_purgatory.try_complete_else_watch(op, op.pending):
+            assert op.response is not None
+            return op.response
+        return op
 
     def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
         part = self.leading(*tp)
@@ -257,8 +293,7 @@ class ReplicaManager:
         return None
 
     def _complete_produces(self, tp: TopicPartition) -> None:
-        for w in list(self.produce_waiters.get(tp, ())):
-            w.try_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
 
     # ------------------------------------------------------------------ cluster mode: leader side
     def append_internal(self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int) -> AppendInfo:

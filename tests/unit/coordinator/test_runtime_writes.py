@@ -10,6 +10,9 @@ from typing import Any
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime, append_error
 from odradek.protocol import errors
 from odradek.replication.delayed_produce import DelayedProduce
+from odradek.server.purgatory import DelayedOperationPurgatory
+
+from ..fake_scheduler import FakeScheduler
 
 TP = tuple[str, int]
 
@@ -23,8 +26,12 @@ class _Log:
 class _Broker:
     logs: dict[int, _Log] = field(default_factory=dict)
     leading: bool = True
-    waiters: dict[TP, set[DelayedProduce]] = field(default_factory=dict)
+    scheduler: FakeScheduler = field(default_factory=FakeScheduler)
+    purgatory: DelayedOperationPurgatory[TP] = field(init=False)
     timeout_ms: int = 200
+
+    def __post_init__(self) -> None:
+        self.purgatory = DelayedOperationPurgatory("Produce", self.scheduler)
 
     # log_manager / replica_manager / config, as the runtime uses them
     @property
@@ -52,13 +59,17 @@ class _Broker:
             return errors.NOT_LEADER_OR_FOLLOWER
         return errors.NONE if self.logs[tp[1]].high_watermark >= required else None
 
-    def wait_for_replication(self, required: dict[TP, int], timeout_ms: int, respond: Any) -> DelayedProduce:
-        return DelayedProduce(self.waiters, required, self.check, timeout_ms, respond)
+    def wait_for_replication(self, required: dict[TP, int], timeout_ms: int) -> dict[TP, int] | DelayedProduce:
+        # ReplicaManager.wait_for_replication over a fake log
+        op = DelayedProduce(required, self.check, timeout_ms)
+        if self.purgatory.try_complete_else_watch(op, list(required)):
+            assert op.response is not None
+            return op.response
+        return op
 
     def advance(self, partition: int, hw: int) -> None:
         self.logs[partition].high_watermark = hw
-        for w in list(self.waiters.get((OFFSETS_TOPIC, partition), ())):
-            w.try_complete((OFFSETS_TOPIC, partition))
+        self.purgatory.check_and_complete((OFFSETS_TOPIC, partition))
 
 
 class _Conn:
@@ -134,7 +145,12 @@ def test_timeout_and_lost_leadership_are_mapped() -> None:
         rt = _runtime(b)
         rt.last_written[0] = 1
         fut = rt.answer_after_write(_Ctx(), [0], lambda code: code)
+        b.scheduler.advance(49)
+        await asyncio.sleep(0)
+        assert not fut.done()
+        b.scheduler.advance(1)  # offsets.commit.timeout.ms
         assert await asyncio.wait_for(fut, 2) == errors.COORDINATOR_NOT_AVAILABLE
+        assert b.purgatory.delayed() == 0
         b.leading = False
         assert rt.answer_after_write(_Ctx(), [0], lambda code: code) == errors.NOT_COORDINATOR
 

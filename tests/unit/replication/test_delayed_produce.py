@@ -1,8 +1,9 @@
-import asyncio
-
 from odradek.protocol import errors
 from odradek.protocol.records import build_batch, complete_batches_length
 from odradek.replication.delayed_produce import DelayedProduce
+from odradek.server.purgatory import DelayedOperationPurgatory
+
+from ..fake_scheduler import FakeScheduler
 
 
 def test_partial_trailing_batch_is_cut() -> None:
@@ -15,31 +16,47 @@ def test_partial_trailing_batch_is_cut() -> None:
 
 
 def test_completes_when_every_partition_is_replicated() -> None:
-    async def main() -> None:
-        hw = {("t", 0): 0, ("t", 1): 0}
-        waiters: dict = {}
+    hw = {("t", 0): 0, ("t", 1): 0}
+    checked: list[tuple[str, int]] = []
 
-        def check(tp: tuple[str, int], required: int) -> int | None:
-            return errors.NONE if hw[tp] >= required else None
+    def check(tp: tuple[str, int], required: int) -> int | None:
+        checked.append(tp)
+        return errors.NONE if hw[tp] >= required else None
 
-        d = DelayedProduce(waiters, {("t", 0): 5, ("t", 1): 3}, check, 5000, lambda res: dict(res))
-        assert not d.future.done()
-        hw[("t", 0)] = 5
-        d.try_complete(("t", 0))
-        assert not d.future.done()
-        hw[("t", 1)] = 9
-        d.try_complete(("t", 1))
-        assert d.future.result() == {("t", 0): errors.NONE, ("t", 1): errors.NONE}
-        assert not waiters
-
-    asyncio.run(main())
+    purgatory: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Produce", FakeScheduler())
+    d = DelayedProduce({("t", 0): 5, ("t", 1): 3}, check, 5000)
+    assert not purgatory.try_complete_else_watch(d, [("t", 0), ("t", 1)])
+    hw[("t", 0)] = 5
+    checked.clear()
+    purgatory.check_and_complete(("t", 0))
+    assert not d.completed and checked == [("t", 0)]  # a key check looks at that partition only
+    hw[("t", 1)] = 9
+    purgatory.check_and_complete(("t", 1))
+    assert d.response == {("t", 0): errors.NONE, ("t", 1): errors.NONE}
+    assert purgatory.delayed() == 0 and not purgatory.watchers
 
 
 def test_times_out_with_request_timed_out() -> None:
-    async def main() -> None:
-        waiters: dict = {}
-        d = DelayedProduce(waiters, {("t", 0): 5}, lambda tp, r: None, 20, lambda res: dict(res))
-        assert await d.future == {("t", 0): errors.REQUEST_TIMED_OUT}
-        assert not waiters
+    sched = FakeScheduler()
+    purgatory: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Produce", sched)
+    hw = {("t", 0): 5, ("t", 1): 0}
+    d = DelayedProduce({("t", 0): 5, ("t", 1): 5},
+                       lambda tp, r: errors.NONE if hw[tp] >= r else None, 20)
+    purgatory.try_complete_else_watch(d, [("t", 0), ("t", 1)])
+    sched.advance(20)
+    # the partition that made it keeps its outcome; the other one timed out
+    assert d.response == {("t", 0): errors.NONE, ("t", 1): errors.REQUEST_TIMED_OUT}
+    assert not purgatory.watchers
 
-    asyncio.run(main())
+
+def test_partitions_decided_before_parking_keep_their_outcome() -> None:
+    sched = FakeScheduler()
+    purgatory: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Produce", sched)
+    hw = {("t", 1): 0}
+    d = DelayedProduce({("t", 1): 4}, lambda tp, r: errors.NONE if hw[tp] >= r else None, 100,
+                       {("t", 0): errors.NOT_LEADER_OR_FOLLOWER})
+    purgatory.watch(d, [("t", 1)])
+    assert not purgatory.is_watched(("t", 0))
+    hw[("t", 1)] = 4
+    purgatory.check_and_complete(("t", 1))
+    assert d.response == {("t", 0): errors.NOT_LEADER_OR_FOLLOWER, ("t", 1): errors.NONE}

@@ -3,6 +3,8 @@ import pytest
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
 from odradek.server.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
     CachedPartition,
     FetchSessionCache,
     SessionError,
@@ -48,3 +50,80 @@ def test_incremental_updates_and_news() -> None:
     assert not has_news(cached, PartitionResult(0, high_watermark=5, last_stable_offset=5, log_start_offset=0))
     assert has_news(cached, PartitionResult(0, error_code=errors.OFFSET_OUT_OF_RANGE, high_watermark=5,
                                             last_stable_offset=5, log_start_offset=0))
+
+
+# -- the KIP-227 epoch rules (FetchSessionCache.new_context, Kafka's FetchManager.newContext)
+
+
+def test_before_v7_there_are_no_sessions() -> None:
+    cache = FetchSessionCache()
+    req = [(("t", 0), cp())]
+    ctx = cache.new_context(6, 0, 0, req, [], 0)  # epoch 0 means nothing before v7
+    assert ctx.session is None and not ctx.incremental and ctx.partitions == req and ctx.response_session_id == 0
+    assert not cache.sessions
+
+
+def test_initial_epoch_opens_a_session_and_closes_the_named_one() -> None:
+    cache = FetchSessionCache()
+    req = [(("t", 0), cp()), (("t", 1), cp())]
+    first = cache.new_context(12, 0, INITIAL_EPOCH, req, [], 0)
+    assert first.session is not None and not first.incremental and first.partitions == req
+    sid = first.response_session_id
+    assert sid != 0 and list(cache.sessions) == [sid] and first.session.epoch == 1
+    again = cache.new_context(12, sid, INITIAL_EPOCH, req[:1], [], 1)  # a new full fetch replaces it
+    assert again.session is not None and again.response_session_id != sid
+    assert list(cache.sessions) == [again.response_session_id]
+
+
+def test_final_epoch_is_sessionless_and_closes_the_session() -> None:
+    cache = FetchSessionCache()
+    sid = cache.new_context(12, 0, INITIAL_EPOCH, [], [], 0).response_session_id
+    ctx = cache.new_context(12, sid, FINAL_EPOCH, [(("t", 0), cp())], [], 1)
+    assert ctx.session is None and ctx.response_session_id == 0 and not ctx.incremental
+    assert sid not in cache.sessions
+    assert cache.new_context(12, 0, FINAL_EPOCH, [], [], 1).error_code == errors.NONE  # sessionless full fetch
+
+
+def test_incremental_fetch_reads_the_whole_session() -> None:
+    cache = FetchSessionCache()
+    full = cache.new_context(12, 0, INITIAL_EPOCH, [(("t", 0), cp()), (("t", 1), cp())], [], 0)
+    sid = full.response_session_id
+    ctx = cache.new_context(12, sid, 1, [(("u", 0), cp(7))], [("t", 1)], 5)
+    assert ctx.incremental and ctx.error_code == errors.NONE and ctx.response_session_id == sid
+    assert [k for k, _ in ctx.partitions] == [("t", 0), ("u", 0)] and ctx.partitions[1][1].fetch_offset == 7
+    assert cache.sessions[sid].epoch == 2 and cache.sessions[sid].last_used_ms == 5
+
+
+def test_session_errors() -> None:
+    cache = FetchSessionCache()
+    sid = cache.new_context(12, 0, INITIAL_EPOCH, [(("t", 0), cp())], [], 0).response_session_id
+    stale = cache.new_context(12, sid, 5, [], [], 1)
+    assert stale.error_code == errors.INVALID_FETCH_SESSION_EPOCH and stale.partitions == []
+    assert stale.response_session_id == 0
+    assert cache.sessions[sid].epoch == 1  # an error leaves the session as it was
+    assert cache.new_context(12, sid + 1, 1, [], [], 1).error_code == errors.FETCH_SESSION_ID_NOT_FOUND
+    assert cache.new_context(12, 0, 1, [], [], 1).error_code == errors.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_full_cache_answers_without_a_session() -> None:
+    cache = FetchSessionCache(max_slots=1, eviction_ms=1000)
+    cache.new_context(12, 0, INITIAL_EPOCH, [], [], 0)
+    ctx = cache.new_context(12, 0, INITIAL_EPOCH, [(("t", 0), cp())], [], 10)
+    assert ctx.session is None and ctx.response_session_id == 0 and ctx.partitions == [(("t", 0), cp())]
+
+
+def test_update_and_generate_full_vs_incremental() -> None:
+    cache = FetchSessionCache()
+    full = cache.new_context(12, 0, INITIAL_EPOCH, [(("t", 0), cp()), (("t", 1), cp())], [], 0)
+    assert full.session is not None
+    reads = [(k, c, PartitionResult(k[1], high_watermark=3, last_stable_offset=3, log_start_offset=0))
+             for k, c in full.partitions]
+    reads[0][2].records_size = 10  # t-0 returned records: it moves behind t-1
+    assert [pr.partition for _k, _c, pr in full.update_and_generate(reads)] == [0, 1]
+    assert list(full.session.partitions) == [("t", 1), ("t", 0)]
+    inc = cache.new_context(12, full.response_session_id, 1, [], [], 1)
+    reads = [(k, c, PartitionResult(k[1], high_watermark=3, last_stable_offset=3, log_start_offset=0))
+             for k, c in inc.partitions]
+    assert inc.update_and_generate(reads) == []  # nothing new since the full fetch
+    reads[1][2].high_watermark = 4
+    assert [k for k, _c, _pr in inc.update_and_generate(reads)] == [("t", 0)]

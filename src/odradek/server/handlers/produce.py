@@ -6,8 +6,8 @@ Client produce to an internal topic (``__consumer_offsets``, ``__transaction_sta
 with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 
 In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
-each partition passes what was appended, up to the request's timeout
-(replication.delayed_produce)."""
+each partition passes what was appended, up to the request's timeout: a DelayedProduce
+in the replica manager's produce purgatory (replication.delayed_produce)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from odradek.protocol.produce import (
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.server.handlers import NO_RESPONSE
+from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
 
 API_KEY = 0
@@ -92,9 +93,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             out.append((name, fixed))
         return encode_produce_response(version, out)
 
-    done = rm.replicated_now(required)
-    if done is not None:  # a lone leader, or followers already past it: no purgatory
-        return respond(done)
-    delayed = rm.wait_for_replication(required, request.timeout_ms, respond)
-    ctx.park(delayed.future, delayed.cancel)
-    return delayed.future
+    outcome = rm.wait_for_replication(required, request.timeout_ms)
+    if isinstance(outcome, dict):  # a lone leader, or followers already past it: no purgatory
+        return respond(outcome)
+    fut = future_of(outcome, respond)
+    ctx.park(fut, outcome.cancel)
+    return fut

@@ -1,0 +1,79 @@
+"""DelayedFetch: a fetch parked until fetch.min.bytes are readable or fetch.max.wait.ms
+passes (Kafka's DelayedFetch, in the replica manager's fetch purgatory, server.purgatory),
+and FetchParams, what ReplicaManager.fetch needs of a Fetch request (Kafka's FetchParams).
+
+It is watched under every partition it reads; an append (consumers' data lands below the
+high watermark, followers' at the log end) or a leadership change checks it again.
+:meth:`DelayedFetch.try_complete` reads the partitions anew (the request's positions, no
+follower bookkeeping: that counts on the first read only, as in Kafka's fetchMessages) and
+completes with what it read once that is at least ``min_bytes`` or a partition has an error
+(Kafka's DelayedFetch cases A-F collapse to those two here: a read that errors is an
+error). On expiry the partitions are read once more and answered whatever they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from odradek.server.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from odradek.protocol.fetch_response import PartitionResult
+    from odradek.server.fetch_session import CachedPartition
+    from odradek.server.replica_manager import ReplicaManager
+
+TP = tuple[str, int]
+
+
+@dataclass(slots=True)
+class FetchParams:
+    """A fetch's request-level parameters (Kafka's FetchParams)."""
+
+    replica_id: int = -1  # ≥ 0: a follower's fetch (reads up to the log end, moves its state)
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0x7FFFFFFF
+    read_committed: bool = False
+    topic_ids: bool = False  # v13+: a topic unknown here is UNKNOWN_TOPIC_ID
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+# the partitions a fetch reads, in order: ((topic, partition), position and limits)
+FetchPartitions = list[tuple[TP, "CachedPartition"]]
+
+
+class LogReadResult(NamedTuple):
+    """One read of a fetch's partitions (Kafka's LogReadResult, for all of them)."""
+
+    partitions: list[tuple[TP, CachedPartition, PartitionResult]]
+    bytes: int  # record bytes read
+    has_error: bool  # a partition answered an error
+
+
+class DelayedFetch(DelayedOperation[LogReadResult]):
+    __slots__ = ("manager", "params", "fetch_partitions", "_read")
+
+    def __init__(self, manager: ReplicaManager, params: FetchParams, partitions: FetchPartitions) -> None:
+        super().__init__(params.max_wait_ms)
+        self.manager = manager
+        self.params = params
+        self.fetch_partitions = partitions
+        self._read: LogReadResult | None = None
+
+    def try_complete(self, key: object = None) -> bool:
+        read = self.manager.read_from_log(self.params, self.fetch_partitions, update_follower=False)
+        if read.bytes < self.params.min_bytes and not read.has_error:
+            return False
+        self._read = read
+        return self.force_complete()
+
+    def on_complete(self) -> LogReadResult:
+        read = self._read
+        if read is None:  # expired (or forced): whatever is there now
+            read = self.manager.read_from_log(self.params, self.fetch_partitions, update_follower=False)
+        self._read = None
+        return read
