@@ -32,6 +32,7 @@ from odradek.controller.store import (
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
@@ -162,6 +163,7 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
+        self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
         self.cluster_id = ""
         self.connections: set[Connection] = set()
@@ -225,6 +227,8 @@ class Broker:
         """Cluster mode: this broker became leader or follower of a replica."""
         if self.groups is not None:
             self.groups.on_leadership(topic, partition, leader)
+        if self.txn is not None:
+            self.txn.on_leadership(topic, partition, leader)
 
     def on_log_dir_failure(self, path: Any, error: OSError) -> None:
         """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel). The
@@ -243,6 +247,8 @@ class Broker:
             if self.cluster.fetchers is not None:
                 self.cluster.fetchers.remove(tp)
             self.groups.on_leadership(tp[0], tp[1], False)
+            if self.txn is not None:
+                self.txn.on_leadership(tp[0], tp[1], False)
         if self.log_manager.offline_dirs >= set(self.log_manager.log_dirs):
             log.error("every log dir has failed; halting broker %d", self.node_id)
             os._exit(1)
@@ -391,6 +397,7 @@ class Broker:
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
         self.groups = GroupCoordinatorRuntime(self)
+        self.txn = txn = TransactionCoordinatorRuntime(self, self.groups.complete_txn)
         self.services = BrokerServices(
             node_id=self.node_id,
             cluster_id=self.cluster_id,
@@ -401,6 +408,7 @@ class Broker:
             replica_manager=self.replica_manager,
             log_manager=self.log_manager,
             groups=self.groups,
+            txn=txn,
             fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_ids,
             admin=self,
@@ -426,6 +434,7 @@ class Broker:
             await self.cluster.start()
             self._accept_connections()
         self._schedule_periodic()
+        txn.start()
         self._warm_up_schemas()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
@@ -741,6 +750,8 @@ class Broker:
             conn.close()
         if self.groups is not None:
             self.groups.shutdown()
+        if self.txn is not None:
+            self.txn.shutdown()
         self.log_manager.shutdown()
         if self.cluster.embedded:
             await self.cluster.shutdown()

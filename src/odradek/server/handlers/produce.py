@@ -2,7 +2,9 @@
 
 A refused batch is answered with Kafka's error code and message (v8+), and with the records
 that failed validation in ``record_errors`` (KIP-467), so clients fail just those records.
-Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
+Transactional batches (a transactional id in the request) are appended once the transaction
+coordinator confirms the partition is in the producer's transaction (server.txn_verification,
+KIP-890 part 1). Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
 with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 
 In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
@@ -25,6 +27,7 @@ from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.server.handlers import NO_RESPONSE
 from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_verification import verify_transactional_append
 
 API_KEY = 0
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
@@ -37,6 +40,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     now_ms = svc.now_ms()
     rm = svc.replica_manager
+    txn_id = request.transactional_id
     wait = acks == -1
     required: dict[tuple[str, int], int] = {}
     topics_out: list[tuple[str, list[PartitionResult]]] = []
@@ -53,13 +57,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 res_code, base, lat, lso, msg = (
                     errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1, f"Cannot append to internal topic {name}",
                 )
-            elif request.transactional_id is not None:
-                res_code, base, lat, lso, msg = (
-                    errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
-                    "transactions are not supported by this broker yet",
-                )
+            elif txn_id is not None and (
+                verified := verify_transactional_append(svc, txn_id, name, pd.index, pd.records, version)
+            )[0]:
+                res_code, base, lat, lso, msg = verified[0], -1, -1, -1, verified[1]
             else:
-                r = rm.append(name, pd.index, pd.records, now_ms, acks)
+                r = rm.append(name, pd.index, pd.records, now_ms, acks, transactional=txn_id is not None)
                 res_code, base, lat, lso, msg = (
                     r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
                 )
