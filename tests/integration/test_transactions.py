@@ -302,3 +302,32 @@ def test_aiokafka_transactional_producer(shared_broker: Broker) -> None:
     asyncio.run(run())
     assert _read_all(b, topic, "read_committed", 5) == [f"ok-{i}" for i in range(5)]
     assert _read_all(b, topic, "read_uncommitted", 7) == ["ok-0", "ok-1", "ok-2", "ok-3", "no-0", "no-1", "ok-4"]
+
+
+@pytest.mark.timeout(60)
+def test_write_txn_markers_from_a_client_is_refused(shared_broker: Broker) -> None:
+    """WriteTxnMarkers needs CLUSTER_ACTION (a broker's listener): a client cannot end, or forge
+    the end of, someone else's transaction."""
+    from kio.schema.write_txn_markers.v1 import request as wtm
+
+    from odradek.client.wire import WireClient
+
+    b = shared_broker
+    topic = unique("txn-forge")
+    create_topic(b.bootstrap, topic, 1)
+    tx = _producer(b, unique("tid"))
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    tx.produce(topic, value=b"open")
+    tx.flush(30)
+    marker = wtm.WritableTxnMarker(
+        producer_id=0, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=(wtm.WritableTxnMarkerTopic(name=topic, partition_indexes=(0,)),),
+    )
+    with WireClient(b.bootstrap) as w:
+        resp = w.request(27, 1, markers=(marker,))
+    codes = [int(p.error_code) for m in resp.markers for t in m.topics for p in t.partitions]
+    assert codes == [31]  # CLUSTER_AUTHORIZATION_FAILED
+    assert _latest(b, topic, "read_committed") == 0  # still held at the open transaction
+    tx.commit_transaction(30)
+    assert _read_all(b, topic, "read_committed", 1) == ["open"]

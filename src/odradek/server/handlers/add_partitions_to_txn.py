@@ -69,6 +69,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
              int(request.v3_and_below_producer_epoch), parts, False, done_v3)
         return fut.result() if fut.done() else fut
     txns = list(request.transactions)
+    if ctx.listener not in ctx.services.cluster.cluster_listeners:
+        # v4+ is sent by brokers (CLUSTER_ACTION, KafkaApis.handleAddPartitionsToTxnRequest)
+        return make(m.AddPartitionsToTxnResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                    results_by_transaction=())
     results: list[Any] = [None] * len(txns)
     left = [len(txns)]
 

@@ -1,17 +1,21 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to append the
 COMMIT/ABORT marker of a producer's transaction to partitions (server.txn_markers), answered
 once the markers are replicated (KafkaApis.handleWriteTxnMarkersRequest). Versions 1-2 (Kafka
-4 dropped v0)."""
+4 dropped v0). Only a connection holding CLUSTER_ACTION may send it (the inter-broker or control
+plane listener, server.cluster_access); others get CLUSTER_AUTHORIZATION_FAILED on every partition."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_markers import write_markers
+
+log = logging.getLogger("odradek.txn")
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -28,8 +32,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rm = svc.replica_manager
     per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
     required: dict[TopicPartition, int] = {}
+    allowed = ctx.listener in svc.cluster.cluster_listeners
+    if not allowed:
+        log.warning("refusing WriteTxnMarkers from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED", ctx.peer,
+                    ctx.listener)
     for mk in request.markers:
         parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
+        if not allowed:
+            per_marker.append((int(mk.producer_id), dict.fromkeys(parts, errors.CLUSTER_AUTHORIZATION_FAILED)))
+            continue
         codes, req = write_markers(rm, svc.topics, int(mk.producer_id), int(mk.producer_epoch),
                                    int(mk.coordinator_epoch), bool(mk.transaction_result), parts, svc.now_ms(),
                                    svc.groups.complete_txn)
