@@ -12,10 +12,13 @@ and unloads transactional ids as leadership of the topic's partitions moves.
 - The core's ``write`` edge appends the records to the partition (a plain batch) and calls
   back once the high watermark passes them (acks=-1), or with the append / replication error.
 - Its ``send_markers`` edge writes the markers through :mod:`odradek.server.txn_markers` to
-  the partitions this broker leads and waits for them to be replicated; a partition whose
-  topic is gone counts as done (Kafka drops markers of deleted partitions). A partition led by
-  another broker (cluster mode) answers NOT_LEADER_OR_FOLLOWER and the core retries after
-  its backoff: markers are not sent over the inter-broker channel yet.
+  the partitions this broker leads and waits for them to be replicated; in cluster mode the
+  partitions other brokers lead get WriteTxnMarkers over the inter-broker listener
+  (:mod:`odradek.server.txn_marker_sender`). A partition whose topic is gone counts as done
+  (Kafka drops markers of deleted partitions); any other failure makes the core retry after its
+  backoff, with the leaders of that moment; INVALID_PRODUCER_EPOCH or
+  TRANSACTION_COORDINATOR_FENCED from a leader stop the sending (Kafka's
+  TransactionMarkerRequestCompletionHandler).
 - Loading: on leadership of a partition, the coordinator epoch is the partition's leader
   epoch; its records are replayed in order, and transactions found in PrepareCommit /
   PrepareAbort are completed. On loss of leadership the partition's ids are forgotten.
@@ -53,6 +56,8 @@ from odradek.protocol.records import (
     iter_batches,
     read_inflate_limit,
 )
+from odradek.server.cluster_access import endpoint_for
+from odradek.server.txn_marker_sender import TxnMarkerSender
 from odradek.server.txn_markers import write_markers
 
 if TYPE_CHECKING:
@@ -93,12 +98,16 @@ class TransactionCoordinatorRuntime:
             group_partition_for=lambda g: broker.groups.coordinator.partition_for(g),
         )
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
+        # markers for partitions other brokers lead (cluster mode only)
+        self.sender = None if broker.cluster.embedded else TxnMarkerSender(broker.node_id, self._endpoint_of)
 
     def start(self) -> None:
         self.coordinator.start()
 
     def shutdown(self) -> None:
         self.coordinator.shutdown()
+        if self.sender is not None:
+            self.sender.close()
 
     def partition_for(self, transactional_id: str) -> int:
         return self.coordinator.partition_for(transactional_id)
@@ -195,18 +204,44 @@ class TransactionCoordinatorRuntime:
             self.broker.replica_manager, self.broker.topics, producer_id, producer_epoch, coordinator_epoch, commit,
             partitions, self.broker.now_ms(), self._on_consumer_offsets_marker,
         )
-        permanent = {tp: c for tp, c in codes.items() if c in _MARKER_PERMANENT}
-        if permanent:
-            log.warning("the %s markers of %s were refused permanently (%s); not sending them again",
-                        result.name, transactional_id, permanent)
-            return
-        pending = {tp: c for tp, c in codes.items() if c not in (errors.NONE, errors.UNKNOWN_TOPIC_OR_PARTITION)}
+        # partitions other brokers lead (cluster mode): WriteTxnMarkers to each leader
+        remote: dict[int, list[TopicPartition]] = {}
+        if self.sender is not None:
+            for tp, c in codes.items():
+                if c == errors.NOT_LEADER_OR_FOLLOWER:
+                    leader = self._leader_of(tp)
+                    if leader is not None and leader != self.broker.node_id:
+                        remote.setdefault(leader, []).append(tp)
+        outcomes: dict[TopicPartition, int] = dict(codes)
+        waiting = [len(remote) + 1]
 
-        def replicated(outcome: dict[TopicPartition, int]) -> None:
-            worst = _worst({**pending, **outcome})
-            on_done(worst)
+        def part_done(partial: dict[TopicPartition, int]) -> None:
+            outcomes.update(partial)
+            waiting[0] -= 1
+            if waiting[0]:
+                return
+            permanent = {tp: c for tp, c in outcomes.items() if c in _MARKER_PERMANENT}
+            if permanent:
+                log.warning("the %s markers of %s were refused permanently (%s); not sending them again",
+                            result.name, transactional_id, permanent)
+                return
+            on_done(_worst({tp: c for tp, c in outcomes.items() if c != errors.UNKNOWN_TOPIC_OR_PARTITION}))
 
-        self._after_replication(required, MARKER_TIMEOUT_MS, replicated)
+        for leader, parts in remote.items():
+            assert self.sender is not None
+            self.sender.send(leader, producer_id, producer_epoch, coordinator_epoch, commit, parts, part_done)
+        self._after_replication(required, MARKER_TIMEOUT_MS, part_done)
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        meta = self.broker.topics.get(tp[0])
+        if meta is None or not 0 <= tp[1] < len(meta.partitions):
+            return None
+        leader = meta.partitions[tp[1]].leader
+        return leader if leader >= 0 else None
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        node = self.broker.cluster.live_brokers.get(broker_id)
+        return endpoint_for(node, self.broker.inter_broker_listener) if node is not None else None
 
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
