@@ -331,3 +331,47 @@ def test_write_txn_markers_from_a_client_is_refused(shared_broker: Broker) -> No
     assert _latest(b, topic, "read_committed") == 0  # still held at the open transaction
     tx.commit_transaction(30)
     assert _read_all(b, topic, "read_committed", 1) == ["open"]
+
+
+@pytest.mark.timeout(60)
+def test_txn_offset_commit_without_add_offsets_is_refused(shared_broker: Broker) -> None:
+    """KIP-890 part 1 for offsets: a TxnOffsetCommit whose group partition was never added to the
+    transaction (no AddOffsetsToTxn) would leave offsets pending for ever; it is refused."""
+    import datetime
+
+    from kio.schema.txn_offset_commit.v3 import request as toc
+
+    from odradek.client.wire import WireClient
+
+    b = shared_broker
+    topic = unique("txn-offsets")
+    create_topic(b.bootstrap, topic, 1)
+    tid, group = unique("tid"), unique("g")
+    with WireClient(b.bootstrap) as w:
+        init = None
+        for _ in range(50):
+            init = w.request(22, 3, transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
+                             producer_id=-1, producer_epoch=-1)
+            if int(init.error_code) not in (14, 15, 16, 51):
+                break
+            time.sleep(0.1)
+        assert init is not None and int(init.error_code) == 0
+        w.request(10, 3, key=group, key_type=0)  # creates __consumer_offsets
+        resp = None
+        for _ in range(50):
+            resp = w.request(28, 3, transactional_id=tid, group_id=group, producer_id=int(init.producer_id),
+                             producer_epoch=int(init.producer_epoch), generation_id=-1, member_id="",
+                             group_instance_id=None, topics=(toc.TxnOffsetCommitRequestTopic(
+                                 name=topic, partitions=(toc.TxnOffsetCommitRequestPartition(
+                                     partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                     committed_metadata=""),)),))
+            code = int(resp.topics[0].partitions[0].error_code)
+            if code not in (14, 15, 16):  # the coordinator is still loading
+                break
+            time.sleep(0.1)
+    assert code == wire.INVALID_TXN_STATE
+    c = _consumer(b, "read_committed", group)
+    try:  # nothing pending: a require_stable fetch answers at once
+        assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset < 0
+    finally:
+        c.close()

@@ -46,17 +46,7 @@ def verify_transactional_append(
         return errors.NONE, None
     if not h.is_transactional or h.producer_id < 0:
         return errors.NONE, None
-    plog = svc.replica_manager.get_log(topic, partition)
-    if plog is None:
-        return errors.NONE, None
-    entry = plog.producer_entry(h.producer_id)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == h.producer_epoch:
-        return errors.NONE, None  # the transaction is open here already: verified at its first batch
-    coord = txn.coordinator
-    if coord.partition_for(transactional_id) not in coord.owned_partitions():
-        return errors.NONE, None  # coordinated elsewhere (cluster mode): not verified
-    code = coord.verify_partitions(transactional_id, h.producer_id, h.producer_epoch, [(topic, partition)])[
-        (topic, partition)]
+    code = coordinator_verdict(svc, transactional_id, topic, partition, h.producer_id, h.producer_epoch)
     if code == errors.NONE:
         return code, None
     if code == errors.PRODUCER_FENCED:
@@ -67,3 +57,25 @@ def verify_transactional_append(
     if code == errors.TRANSACTION_ABORTABLE and produce_version >= ABORTABLE_SINCE_PRODUCE_VERSION:
         return errors.TRANSACTION_ABORTABLE, msg
     return errors.INVALID_TXN_STATE, msg
+
+
+def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, partition: int, producer_id: int,
+                        producer_epoch: int) -> int:
+    """The coordinator's answer (AddPartitionsToTxn VerifyOnly) for the producer's first
+    transactional write to the partition; NONE without asking when the transaction is open on
+    the partition already at this epoch, when verification is off, or when the coordinator is
+    on another broker."""
+    txn = svc.txn
+    if not txn.verification_enabled:
+        return errors.NONE
+    plog = svc.replica_manager.get_log(topic, partition)
+    if plog is None:
+        return errors.NONE
+    entry = plog.producer_entry(producer_id)
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == producer_epoch:
+        return errors.NONE  # the transaction is open here already: verified at its first batch
+    coord = txn.coordinator
+    if coord.partition_for(transactional_id) not in coord.owned_partitions():
+        return errors.NONE  # coordinated elsewhere (cluster mode): not verified
+    return coord.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])[
+        (topic, partition)]
