@@ -375,3 +375,42 @@ def test_txn_offset_commit_without_add_offsets_is_refused(shared_broker: Broker)
         assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset < 0
     finally:
         c.close()
+
+
+@pytest.mark.timeout(60)
+def test_list_and_describe_transactions_and_producers(shared_broker: Broker) -> None:
+    """KIP-664's tools' APIs: an open transaction is listed as Ongoing with its partitions, and the
+    partition's producer shows where the transaction started (what find-hanging looks for)."""
+    from odradek.client.wire import WireClient
+
+    b = shared_broker
+    topic = unique("txn-describe")
+    create_topic(b.bootstrap, topic, 1)
+    tid = unique("tid")
+    p = _producer(b, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"x")
+    p.flush(30)
+    with WireClient(b.bootstrap) as w:
+        listed = w.request(66, 1, state_filters=("Ongoing",), producer_id_filters=(), duration_filter=-1)
+        assert int(listed.error_code) == 0
+        mine = [t for t in listed.transaction_states if t.transactional_id == tid]
+        assert len(mine) == 1 and mine[0].transaction_state == "Ongoing"
+        pid = int(mine[0].producer_id)
+        # (an unknown id is answered with start time -1, which kio's reader cannot decode)
+        (d,) = w.request(65, 0, transactional_ids=(tid,)).transaction_states
+        assert int(d.error_code) == 0 and d.transaction_state == "Ongoing" and int(d.producer_id) == pid
+        assert [(t.topic, list(t.partitions)) for t in d.topics] == [(topic, [0])]
+        from kio.schema.describe_producers.v0 import request as dp
+
+        prod = w.request(61, 0, topics=(dp.TopicRequest(name=topic, partition_indexes=(0,)),))
+        part = prod.topics[0].partitions[0]
+        assert int(part.error_code) == 0
+        assert [(int(s.producer_id), int(s.current_txn_start_offset)) for s in part.active_producers] == [(pid, 0)]
+    p.commit_transaction(30)
+    with WireClient(b.bootstrap) as w:
+        d = w.request(65, 0, transactional_ids=(tid,)).transaction_states[0]
+        assert d.transaction_state == "CompleteCommit"
+        prod = w.request(61, 0, topics=(dp.TopicRequest(name=topic, partition_indexes=(0,)),))
+        assert [int(s.current_txn_start_offset) for s in prod.topics[0].partitions[0].active_producers] == [-1]

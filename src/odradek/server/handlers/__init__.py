@@ -97,6 +97,9 @@ _MODULES = [
     "end_txn",
     "write_txn_markers",
     "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 registry: dict[int, _ModuleHandler] = {}
