@@ -99,3 +99,51 @@ def test_markers_reach_leaders_on_other_brokers_and_the_coordinator_moves(cluste
     fresh.commit_transaction(90)
     expected = sorted(committed + [f"c2-{i}" for i in range(6)])
     assert _read(c, topic, "read_committed", len(expected)) == expected
+
+
+@pytest.mark.timeout(180)
+def test_leader_asks_a_coordinator_on_another_broker(cluster: Cluster) -> None:
+    """KIP-890 part 1 across brokers: the leader of a partition sends AddPartitionsToTxn
+    (VerifyOnly) to the transactional id's coordinator on another broker; a transactional batch
+    for a partition never added to the transaction is refused, one added is appended."""
+    import datetime
+
+    from integration import wire
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnTopic
+
+    from odradek.client.wire import WireClient
+    from odradek.protocol.records import build_batch
+
+    c = cluster
+    topic = "txv"
+    create(c, topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    tid = "verify-remote"
+    # the coordinator of tid (creating __transaction_state on the way)
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid})
+    p.init_transactions(60)
+    coord = _coordinator(c, tid)
+    part = next(i for i in range(PARTITIONS) if c.leader(topic, i) != coord)
+    leader = c.leader(topic, part)
+    with WireClient(c.brokers[coord].bootstrap) as w:
+        init = w.request(22, 3, transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
+                         producer_id=-1, producer_epoch=-1)
+        assert int(init.error_code) == 0
+    pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+    def produce(seq: int) -> int:
+        batch = build_batch([(None, b"v")], timestamp=int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, transactional=True)
+        with wire.Conn(c.brokers[leader].bootstrap) as conn:
+            conn.send(wire.encode_request(wire.PRODUCE, 3, 5, wire.produce_body({(topic, part): batch}, acks=-1,
+                                                                               transactional_id=tid)))
+            r = wire.Reader(conn.recv_frame())
+            r.int32()
+            return wire.parse_produce_v3(r)[(topic, part)][0]
+
+    assert produce(0) == wire.INVALID_TXN_STATE  # not in the (empty) transaction
+    with WireClient(c.brokers[coord].bootstrap) as w:
+        added = w.request(24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                          v3_and_below_producer_epoch=epoch,
+                          v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(part,)),))
+        assert int(added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code) == 0
+    assert produce(0) == wire.NONE

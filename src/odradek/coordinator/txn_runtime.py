@@ -14,7 +14,7 @@ and unloads transactional ids as leadership of the topic's partitions moves.
 - Its ``send_markers`` edge writes the markers through :mod:`odradek.server.txn_markers` to
   the partitions this broker leads and waits for them to be replicated; in cluster mode the
   partitions other brokers lead get WriteTxnMarkers over the inter-broker listener
-  (:mod:`odradek.server.txn_marker_sender`). A partition whose topic is gone counts as done
+  (:mod:`odradek.server.txn_channel`). A partition whose topic is gone counts as done
   (Kafka drops markers of deleted partitions); any other failure makes the core retry after its
   backoff, with the leaders of that moment; INVALID_PRODUCER_EPOCH or
   TRANSACTION_COORDINATOR_FENCED from a leader stop the sending (Kafka's
@@ -57,7 +57,7 @@ from odradek.protocol.records import (
     read_inflate_limit,
 )
 from odradek.server.cluster_access import endpoint_for
-from odradek.server.txn_marker_sender import TxnMarkerSender
+from odradek.server.txn_channel import TxnChannel
 from odradek.server.txn_markers import write_markers
 
 if TYPE_CHECKING:
@@ -99,15 +99,15 @@ class TransactionCoordinatorRuntime:
         )
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
         # markers for partitions other brokers lead (cluster mode only)
-        self.sender = None if broker.cluster.embedded else TxnMarkerSender(broker.node_id, self._endpoint_of)
+        self.channel = None if broker.cluster.embedded else TxnChannel(broker.node_id, self._endpoint_of)
 
     def start(self) -> None:
         self.coordinator.start()
 
     def shutdown(self) -> None:
         self.coordinator.shutdown()
-        if self.sender is not None:
-            self.sender.close()
+        if self.channel is not None:
+            self.channel.close()
 
     def partition_for(self, transactional_id: str) -> int:
         return self.coordinator.partition_for(transactional_id)
@@ -206,7 +206,7 @@ class TransactionCoordinatorRuntime:
         )
         # partitions other brokers lead (cluster mode): WriteTxnMarkers to each leader
         remote: dict[int, list[TopicPartition]] = {}
-        if self.sender is not None:
+        if self.channel is not None:
             for tp, c in codes.items():
                 if c == errors.NOT_LEADER_OR_FOLLOWER:
                     leader = self._leader_of(tp)
@@ -228,9 +228,15 @@ class TransactionCoordinatorRuntime:
             on_done(_worst({tp: c for tp, c in outcomes.items() if c != errors.UNKNOWN_TOPIC_OR_PARTITION}))
 
         for leader, parts in remote.items():
-            assert self.sender is not None
-            self.sender.send(leader, producer_id, producer_epoch, coordinator_epoch, commit, parts, part_done)
+            assert self.channel is not None
+            self.channel.send(leader, producer_id, producer_epoch, coordinator_epoch, commit, parts, part_done)
         self._after_replication(required, MARKER_TIMEOUT_MS, part_done)
+
+    def coordinator_broker(self, transactional_id: str) -> int | None:
+        """The broker coordinating ``transactional_id`` (the leader of its __transaction_state
+        partition), when another broker than this one."""
+        leader = self._leader_of((TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)))
+        return leader if leader != self.broker.node_id else None
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
         meta = self.broker.topics.get(tp[0])

@@ -8,8 +8,8 @@ read_committed consumers at the last stable offset for good.
 
 Later batches of the same transaction (the partition's producer state has the transaction
 open at the same epoch) need no check. The coordinator of the transactional id is asked
-directly when this broker hosts it; one on another broker (cluster mode) is not asked yet
-and the append goes on unverified. Errors as Kafka maps the coordinator's answer for
+directly when this broker hosts it, over the inter-broker channel when another broker does
+(cluster mode: a :class:`RemoteCheck` for the caller to send). Errors as Kafka maps the coordinator's answer for
 Produce: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; a coordinator that is moving or busy
 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 CONCURRENT_TRANSACTIONS) -> NOT_ENOUGH_REPLICAS (retriable); a partition not in the
@@ -18,6 +18,7 @@ INVALID_TXN_STATE."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.protocol import errors
@@ -31,12 +32,23 @@ _RETRIABLE = (errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE, errors.C
 ABORTABLE_SINCE_PRODUCE_VERSION = 11
 
 
+@dataclass(frozen=True)
+class RemoteCheck:
+    """The coordinator is on another broker (cluster mode): ask it with
+    :meth:`odradek.server.txn_channel.TxnChannel.verify`, then map its answer with
+    :func:`produce_error`."""
+
+    broker_id: int
+    producer_id: int
+    producer_epoch: int
+
+
 def verify_transactional_append(
     svc: BrokerServices, transactional_id: str, topic: str, partition: int, records: bytes | memoryview | None,
     produce_version: int,
-) -> tuple[int, str | None]:
+) -> tuple[int, str | None] | RemoteCheck:
     """(error, message): NONE when the append may go on (its batches are validated by the
-    append itself)."""
+    append itself); a :class:`RemoteCheck` when the coordinator must be asked over the network."""
     txn = svc.txn
     if not txn.verification_enabled or not records or len(records) < BATCH_HEADER_SIZE:
         return errors.NONE, None
@@ -47,10 +59,18 @@ def verify_transactional_append(
     if not h.is_transactional or h.producer_id < 0:
         return errors.NONE, None
     code = coordinator_verdict(svc, transactional_id, topic, partition, h.producer_id, h.producer_epoch)
+    if isinstance(code, RemoteCheck):
+        return code
+    return produce_error(code, transactional_id, topic, partition, h.producer_id, h.producer_epoch, produce_version)
+
+
+def produce_error(code: int, transactional_id: str, topic: str, partition: int, producer_id: int,
+                  producer_epoch: int, produce_version: int) -> tuple[int, str | None]:
+    """The coordinator's verdict as Produce answers it (Kafka's AddPartitionsToTxnManager)."""
     if code == errors.NONE:
         return code, None
     if code == errors.PRODUCER_FENCED:
-        return errors.INVALID_PRODUCER_EPOCH, f"producer {h.producer_id} epoch {h.producer_epoch} is fenced"
+        return errors.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {producer_epoch} is fenced"
     if code in _RETRIABLE:
         return errors.NOT_ENOUGH_REPLICAS, f"the transaction coordinator could not verify the transaction ({code})"
     msg = f"{topic}-{partition} is not in the ongoing transaction of {transactional_id!r} (error {code})"
@@ -60,11 +80,11 @@ def verify_transactional_append(
 
 
 def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, partition: int, producer_id: int,
-                        producer_epoch: int) -> int:
+                        producer_epoch: int) -> int | RemoteCheck:
     """The coordinator's answer (AddPartitionsToTxn VerifyOnly) for the producer's first
-    transactional write to the partition; NONE without asking when the transaction is open on
-    the partition already at this epoch, when verification is off, or when the coordinator is
-    on another broker."""
+    transactional write to the partition: NONE without asking when the transaction is open on
+    the partition already at this epoch or verification is off; a :class:`RemoteCheck` when the
+    coordinator is another broker; NOT_COORDINATOR when none is known."""
     txn = svc.txn
     if not txn.verification_enabled:
         return errors.NONE
@@ -76,6 +96,9 @@ def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, 
         return errors.NONE  # the transaction is open here already: verified at its first batch
     coord = txn.coordinator
     if coord.partition_for(transactional_id) not in coord.owned_partitions():
-        return errors.NONE  # coordinated elsewhere (cluster mode): not verified
+        broker = txn.coordinator_broker(transactional_id)
+        if broker is None or txn.channel is None:
+            return errors.NOT_COORDINATOR
+        return RemoteCheck(broker, producer_id, producer_epoch)
     return coord.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])[
         (topic, partition)]

@@ -9,7 +9,7 @@ import pytest
 
 from odradek.protocol import errors
 from odradek.protocol.records import build_batch
-from odradek.server.txn_verification import verify_transactional_append
+from odradek.server.txn_verification import RemoteCheck, verify_transactional_append
 
 
 class FakeCoordinator:
@@ -29,10 +29,11 @@ class FakeCoordinator:
         return dict.fromkeys(parts, self.answer)
 
 
-def _svc(coord: FakeCoordinator, entry: Any = None, enabled: bool = True) -> Any:
+def _svc(coord: FakeCoordinator, entry: Any = None, enabled: bool = True, remote: int | None = None) -> Any:
     plog = SimpleNamespace(producer_entry=lambda pid: entry)
     return SimpleNamespace(
-        txn=SimpleNamespace(verification_enabled=enabled, coordinator=coord),
+        txn=SimpleNamespace(verification_enabled=enabled, coordinator=coord, coordinator_broker=lambda tid: remote,
+                            channel=object() if remote is not None else None),
         replica_manager=SimpleNamespace(get_log=lambda t, p: plog),
     )
 
@@ -72,11 +73,17 @@ def test_no_question_once_the_transaction_is_open_on_the_partition() -> None:
     assert len(coord.asked) == 1
 
 
-def test_not_asked_for_plain_batches_when_disabled_or_coordinated_elsewhere() -> None:
+def test_not_asked_for_plain_batches_or_when_disabled() -> None:
     coord = FakeCoordinator(errors.TRANSACTION_ABORTABLE)
-    assert verify_transactional_append(_svc(coord), "tx", "t", 0, _batch(transactional=False), 9)[0] == errors.NONE
-    assert verify_transactional_append(_svc(coord, enabled=False), "tx", "t", 0, _batch(), 9)[0] == errors.NONE
-    assert verify_transactional_append(_svc(coord), "tx", "t", 0, b"\x00" * 10, 9)[0] == errors.NONE
+    assert verify_transactional_append(_svc(coord), "tx", "t", 0, _batch(transactional=False), 9) == (errors.NONE, None)
+    assert verify_transactional_append(_svc(coord, enabled=False), "tx", "t", 0, _batch(), 9) == (errors.NONE, None)
+    assert verify_transactional_append(_svc(coord), "tx", "t", 0, b"\x00" * 10, 9) == (errors.NONE, None)
     assert coord.asked == []
+
+
+def test_a_coordinator_on_another_broker_is_asked_over_the_network() -> None:
     elsewhere = FakeCoordinator(errors.TRANSACTION_ABORTABLE, owned=False)
-    assert verify_transactional_append(_svc(elsewhere), "tx", "t", 0, _batch(), 9)[0] == errors.NONE
+    assert verify_transactional_append(_svc(elsewhere, remote=2), "tx", "t", 0, _batch(), 9) == RemoteCheck(2, 42, 3)
+    # no coordinator known (its partition has no leader): retriable
+    assert verify_transactional_append(_svc(elsewhere), "tx", "t", 0, _batch(), 9)[0] == errors.NOT_ENOUGH_REPLICAS
+    assert elsewhere.asked == []

@@ -9,12 +9,13 @@ AddOffsetsToTxn cannot leave offsets pending for ever."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import coordinator_verdict
+from odradek.server.txn_verification import RemoteCheck, coordinator_verdict
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -35,26 +36,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             parts.append(p.partition_index)
         order.append((t.name, parts))
     results: dict[tuple[str, int], int] = {}
-    code = not_here = groups.coordinator_error(request.group_id)
-    if not request.group_id:
-        code = not_here = errors.INVALID_GROUP_ID
-    if not code and (int(request.producer_id) < 0 or int(request.producer_epoch) < 0):
-        code = not_here = errors.INVALID_REQUEST  # no transactional batch can be written without them
-    if not code:
-        # KIP-890: the group's __consumer_offsets partition must be in the transaction (AddOffsetsToTxn)
-        verdict = coordinator_verdict(ctx.services, request.transactional_id, "__consumer_offsets",
-                                      groups.coordinator.partition_for(request.group_id), int(request.producer_id),
-                                      int(request.producer_epoch))
-        if verdict != errors.NONE:
-            code = not_here = _verification_error(verdict, ctx.api_version)
-    if not code:
-        code, results = groups.commit_txn_offsets(
-            request.group_id, int(request.producer_id), int(request.producer_epoch),
-            getattr(request, "member_id", "") or "", int(getattr(request, "generation_id", -1)),
-            getattr(request, "group_instance_id", None), offsets,
-        )
+    state = {"code": errors.NONE}
 
     def respond(replicated: int = errors.NONE) -> Any:
+        code = state["code"]
         topics = tuple(
             make(m.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
                 make(m.TxnOffsetCommitResponsePartition, partition_index=p,
@@ -64,9 +49,56 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
         return make(m.TxnOffsetCommitResponse, throttle_time=0, topics=topics)
 
-    if not_here or code:
+    def commit(verdict: int) -> Any:
+        """After the coordinator's verdict: write the offsets, answer once replicated."""
+        if verdict != errors.NONE:
+            state["code"] = _verification_error(verdict, ctx.api_version)
+            return respond()
+        code, found = groups.commit_txn_offsets(
+            request.group_id, int(request.producer_id), int(request.producer_epoch),
+            getattr(request, "member_id", "") or "", int(getattr(request, "generation_id", -1)),
+            getattr(request, "group_instance_id", None), offsets,
+        )
+        state["code"] = code
+        results.update(found)
+        if code:
+            return respond()
+        return groups.answer_after_write(ctx, [partition], respond)
+
+    code = groups.coordinator_error(request.group_id)
+    if not request.group_id:
+        code = errors.INVALID_GROUP_ID
+    if not code and (int(request.producer_id) < 0 or int(request.producer_epoch) < 0):
+        code = errors.INVALID_REQUEST  # no transactional batch can be written without them
+    if code:
+        state["code"] = code
         return respond()
-    return groups.answer_after_write(ctx, [groups.coordinator.partition_for(request.group_id)], respond)
+    # KIP-890: the group's __consumer_offsets partition must be in the transaction (AddOffsetsToTxn)
+    partition = groups.coordinator.partition_for(request.group_id)
+    verdict = coordinator_verdict(ctx.services, request.transactional_id, "__consumer_offsets", partition,
+                                  int(request.producer_id), int(request.producer_epoch))
+    if not isinstance(verdict, RemoteCheck):
+        return commit(verdict)
+    channel = ctx.services.txn.channel
+    assert channel is not None
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def relay(f: asyncio.Future[Any]) -> None:
+        if not fut.done():
+            fut.set_result(f.result() if not f.cancelled() and f.exception() is None else respond(errors.REQUEST_TIMED_OUT))
+
+    def verified(codes: dict[tuple[str, int], int]) -> None:
+        if fut.done():
+            return
+        out = commit(codes.get(("__consumer_offsets", partition), errors.NOT_COORDINATOR))
+        if isinstance(out, asyncio.Future):
+            out.add_done_callback(relay)
+        else:
+            fut.set_result(out)
+
+    channel.verify(verdict.broker_id, request.transactional_id, verdict.producer_id, verdict.producer_epoch,
+                   [("__consumer_offsets", partition)], verified)
+    return fut
 
 
 def _verification_error(code: int, version: int) -> int:
