@@ -17,7 +17,7 @@ from waiting import wait_until
 from odradek.protocol.records import build_batch
 
 from . import wire
-from .broker import Broker
+from .broker import Broker, BrokerFactory
 from .clients import create_topic, unique
 
 SHARED_BROKER_OVERRIDES = {
@@ -414,3 +414,36 @@ def test_list_and_describe_transactions_and_producers(shared_broker: Broker) -> 
         assert d.transaction_state == "CompleteCommit"
         prod = w.request(61, 0, topics=(dp.TopicRequest(name=topic, partition_indexes=(0,)),))
         assert [int(s.current_txn_start_offset) for s in prod.topics[0].partitions[0].active_producers] == [-1]
+
+
+@pytest.mark.timeout(60)
+def test_idle_transactional_id_expires(make_broker: BrokerFactory) -> None:
+    """transactional.id.expiration.ms: an id idle that long with no transaction open is forgotten
+    (a tombstone in __transaction_state); an id with an open transaction is kept."""
+    from odradek.client.wire import WireClient
+
+    b = make_broker({"transaction.state.log.num.partitions": 2, "transactional.id.expiration.ms": 1500,
+                     "transaction.remove.expired.transaction.cleanup.interval.ms": 300})
+    topic = unique("txn-expire")
+    create_topic(b.bootstrap, topic, 1)
+    idle, busy = unique("idle"), unique("busy")
+    p_idle = _producer(b, idle)
+    p_idle.init_transactions(30)
+    p_idle.begin_transaction()
+    p_idle.produce(topic, value=b"done")
+    p_idle.commit_transaction(30)
+    p_busy = _producer(b, busy, **{"transaction.timeout.ms": 60000})
+    p_busy.init_transactions(30)
+    p_busy.begin_transaction()
+    p_busy.produce(topic, value=b"open")
+    p_busy.flush(30)
+
+    def listed() -> set[str]:
+        with WireClient(b.bootstrap) as w:
+            r = w.request(66, 0, state_filters=(), producer_id_filters=())
+            return {t.transactional_id for t in r.transaction_states}
+
+    assert {idle, busy} <= listed()
+    wait_until(lambda: idle not in listed(), 15, "the idle transactional id to expire")
+    assert busy in listed()
+    assert b.log_text().count(f"transactional id {idle} expired") == 1
