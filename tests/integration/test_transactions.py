@@ -447,3 +447,49 @@ def test_idle_transactional_id_expires(make_broker: BrokerFactory) -> None:
     wait_until(lambda: idle not in listed(), 15, "the idle transactional id to expire")
     assert busy in listed()
     assert b.log_text().count(f"transactional id {idle} expired") == 1
+
+
+@pytest.mark.timeout(120)
+def test_transactions_survive_a_broker_kill(make_broker: BrokerFactory) -> None:
+    """kill -9 with one transaction committed and one open: after the restart the committed
+    offsets and data are there, the open transaction still holds read_committed consumers at its
+    first offset and its offsets stay pending, until a new instance of the producer aborts it."""
+    b = make_broker({"transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2,
+                     "group.initial.rebalance.delay.ms": 0})
+    src, dst = unique("in"), unique("out")
+    create_topic(b.bootstrap, src, 1)
+    create_topic(b.bootstrap, dst, 1)
+    group, tid = unique("g"), unique("tid")
+    meta_consumer = _consumer(b, "read_committed", group)
+    gmd = meta_consumer.consumer_group_metadata()
+    p = _producer(b, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(dst, value=b"committed")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 5)], gmd, 30)
+    p.commit_transaction(30)  # dst: 0 data, 1 marker
+    p.begin_transaction()
+    p.produce(dst, value=b"open")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 9)], gmd, 30)
+    p.flush(30)  # dst: 2 data, open
+    meta_consumer.close()
+    b.kill()
+    b.start()
+
+    assert _latest(b, dst, "read_committed") == 2
+    assert _latest(b, dst, "read_uncommitted") == 3
+    observer = _consumer(b, "read_uncommitted", group)  # no require_stable: the last committed offset
+    try:
+        assert observer.committed([TopicPartition(src, 0)], timeout=20)[0].offset == 5
+    finally:
+        observer.close()
+    # a new instance fences the old producer and aborts its open transaction
+    fresh = _producer(b, tid)
+    fresh.init_transactions(60)
+    wait_until(lambda: _latest(b, dst, "read_committed") == 4, 15, "the open transaction to be aborted")
+    stable = _consumer(b, "read_committed", group)  # require_stable: nothing pending any more
+    try:
+        assert stable.committed([TopicPartition(src, 0)], timeout=20)[0].offset == 5
+    finally:
+        stable.close()
+    assert _read_all(b, dst, "read_committed", 1) == ["committed"]
