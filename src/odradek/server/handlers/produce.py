@@ -68,7 +68,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             elif txn_id is not None and (
                 verified := verify_transactional_append(svc, txn_id, name, pd.index, pd.records, version)
             ) != (errors.NONE, None):
-                if isinstance(verified, RemoteCheck):  # the records outlive the frame's buffer
+                if isinstance(verified, RemoteCheck) and acks == 0:  # no answer to wait with: retriable failure
+                    parts_out.append((pd.index, errors.NOT_ENOUGH_REPLICAS, -1, -1, -1,
+                                      "a transactional produce with acks=0 cannot wait for its coordinator", ()))
+                elif isinstance(verified, RemoteCheck):  # the records outlive the frame's buffer
                     deferred.append((parts_out, len(parts_out), name, pd.index, bytearray(pd.records or b""),
                                      verified))
                     parts_out.append((pd.index, errors.NONE, -1, -1, -1, None, ()))
