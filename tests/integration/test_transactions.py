@@ -282,7 +282,11 @@ def test_aiokafka_transactional_producer(shared_broker: Broker) -> None:
     topic = unique("txn-aio")
     create_topic(b.bootstrap, topic, 1)
 
+    group = unique("aio-group")
+
     async def run() -> None:
+        from aiokafka.structs import TopicPartition as AioTP
+
         p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=unique("aio-tid"),
                              enable_idempotence=True)
         await p.start()
@@ -290,9 +294,11 @@ def test_aiokafka_transactional_producer(shared_broker: Broker) -> None:
             async with p.transaction():
                 for i in range(4):
                     await p.send(topic, f"ok-{i}".encode())
+                await p.send_offsets_to_transaction({AioTP(topic, 0): 4}, group)
             await p.begin_transaction()
             for i in range(2):
                 await p.send(topic, f"no-{i}".encode())
+            await p.send_offsets_to_transaction({AioTP(topic, 0): 6}, group)
             await p.abort_transaction()
             async with p.transaction():
                 await p.send(topic, b"ok-4")
@@ -302,6 +308,11 @@ def test_aiokafka_transactional_producer(shared_broker: Broker) -> None:
     asyncio.run(run())
     assert _read_all(b, topic, "read_committed", 5) == [f"ok-{i}" for i in range(5)]
     assert _read_all(b, topic, "read_uncommitted", 7) == ["ok-0", "ok-1", "ok-2", "ok-3", "no-0", "no-1", "ok-4"]
+    c = _consumer(b, "read_committed", group)
+    try:  # the committed transaction's offsets, not the aborted one's
+        assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 4
+    finally:
+        c.close()
 
 
 @pytest.mark.timeout(60)
