@@ -504,3 +504,35 @@ def test_transactions_survive_a_broker_kill(make_broker: BrokerFactory) -> None:
     finally:
         stable.close()
     assert _read_all(b, dst, "read_committed", 1) == ["committed"]
+
+
+@pytest.mark.timeout(90)
+def test_kafka_python_transactional_producer(shared_broker: Broker) -> None:
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KpTP
+
+    b = shared_broker
+    topic, group = unique("txn-kp"), unique("kp-group")
+    create_topic(b.bootstrap, topic, 1)
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=unique("kp-tid"))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send(topic, f"ok-{i}".encode())
+        p.send_offsets_to_transaction({KpTP(topic, 0): OffsetAndMetadata(3, "", -1)}, group)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"no-0")
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    assert _read_all(b, topic, "read_committed", 3) == ["ok-0", "ok-1", "ok-2"]
+    assert _read_all(b, topic, "read_uncommitted", 4) == ["ok-0", "ok-1", "ok-2", "no-0"]
+    c = _consumer(b, "read_committed", group)
+    try:
+        assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 3
+    finally:
+        c.close()
