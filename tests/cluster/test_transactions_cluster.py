@@ -147,3 +147,57 @@ def test_leader_asks_a_coordinator_on_another_broker(cluster: Cluster) -> None:
                           v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(part,)),))
         assert int(added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code) == 0
     assert produce(0) == wire.NONE
+
+
+@pytest.mark.timeout(240)
+def test_coordinator_killed_mid_commit_the_new_one_completes_it(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """EndTxn is answered once PrepareCommit is replicated; the coordinator then writes the markers.
+    One partition's leader is paused (SIGSTOP, shorter than its ZooKeeper session) so its marker
+    cannot be written, and the coordinator is killed -9 right after the commit returns: the broker
+    that takes over the transactional id's __transaction_state partition finds PrepareCommit and
+    completes the commit (markers to every partition, CompleteCommit)."""
+    from odradek.coordinator.transaction.records import partition_for
+
+    c = Cluster(tmp_path, zookeeper, 3, {"transaction.state.log.num.partitions": "3",
+                                         "transaction.state.log.replication.factor": "2",
+                                         "transaction.state.log.min.isr": "1"}).start()
+    try:
+        topic = "txm"
+        create(c, topic, PARTITIONS, 3, **{"min.insync.replicas": "1"})
+        warm = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "warm-up"})
+        warm.init_transactions(60)  # creates __transaction_state
+        assignment = c.zk_json("/brokers/topics/__transaction_state")["partitions"]
+        data_leaders = {c.leader(topic, p): p for p in range(PARTITIONS)}
+        for n in range(200):  # a transactional id whose coordinator partition has no replica on L
+            tid = f"mid-commit-{n}"
+            replicas = assignment[str(partition_for(tid, 3))]
+            outside = [b for b in c.brokers if b not in replicas]
+            if outside and outside[0] in data_leaders:
+                break
+        else:
+            pytest.fail("no suitable transactional id")
+        paused = outside[0]
+        p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "linger.ms": 5,
+                      "topic.metadata.refresh.interval.ms": 1000})
+        p.init_transactions(60)
+        coord = _coordinator(c, tid)
+        assert coord in replicas and coord != paused
+        p.begin_transaction()
+        for i in range(30):
+            p.produce(topic, value=f"v-{i}".encode(), partition=i % PARTITIONS)
+        p.flush(60)
+        c.pause(paused)
+        t0 = time.monotonic()
+        try:
+            p.commit_transaction(30)  # PrepareCommit written on the coordinator's replicas
+            c.kill(coord)  # its marker to the paused leader is still in flight
+        finally:
+            time.sleep(max(0.0, 2.0 - (time.monotonic() - t0)))
+            c.resume(paused)
+        survivors = [b for b in c.brokers if b != coord]
+        expected = sorted(f"v-{i}" for i in range(30))
+        assert _read(c, topic, "read_committed", 30) == expected
+        taken_over = "".join(c.brokers[b].log_text() for b in survivors)
+        assert "; 1 to complete" in taken_over  # the new coordinator found the PrepareCommit
+    finally:
+        c.stop()
