@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import importlib.abc
 import logging
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
 
 log = logging.getLogger("odradek")
 
@@ -72,15 +77,30 @@ def import_kio() -> None:
         sys.meta_path.remove(finder)
 
 
-async def serve(config: BrokerConfig) -> None:
+async def serve(
+    config: BrokerConfig, started: Callable[[Broker], None] | None = None, signals: bool = True
+) -> None:
+    """Run one broker until it is asked to stop, then stop it cleanly.
+
+    ``started`` is called with the broker once it serves; ``signals`` makes SIGTERM and SIGINT
+    request the stop (only possible on the main thread: an embedded broker on its own thread
+    passes False and calls ``request_stop`` itself)."""
     import_kio()
     from odradek.server.broker import Broker
 
     broker = Broker(config)
-    await broker.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, broker.request_stop)
+    try:
+        await broker.start()
+    except BaseException:
+        with contextlib.suppress(Exception):  # release what the failed start took (listeners, logs)
+            await broker.stop()
+        raise
+    if started is not None:
+        started(broker)
+    if signals:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.wait_stopped()
     finally:
