@@ -1,6 +1,6 @@
 """odradek.pytest_plugin on a user's project (tests/embedded/sample_project.py), from this checkout.
 
-The installed wheel runs the same project in tests/packaging/test_wheel.py, cluster test included."""
+The installed wheel runs the same project in tests/packaged/test_wheel.py, cluster test included."""
 
 from __future__ import annotations
 
