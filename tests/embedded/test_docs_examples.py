@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from .sample_project import passed, run_project
 from .test_pytest_plugin import plugin_args
 
@@ -19,6 +21,7 @@ def examples() -> dict[str, str]:
     return dict(EXAMPLE.findall(DOC.read_text()))
 
 
+@pytest.mark.timeout(600)  # Spark's JVM and a ZooKeeper cluster
 def test_docs_examples_pass(tmp_path: Path) -> None:
     files = examples()
     assert {"test_confluent_example.py", "test_kafka_python_example.py", "test_aiokafka_example.py",

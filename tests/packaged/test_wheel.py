@@ -77,6 +77,7 @@ def test_sdist_and_wheel_metadata(dist: Path) -> None:
     assert not any(f.endswith(".c") for f in files)
 
 
+@pytest.mark.timeout(900)  # pip install from the index, then a project with a cluster
 def test_installed_wheel_runs_a_user_project(dist: Path, tmp_path: Path) -> None:
     wheel = next(dist.glob(f"odradek-{VERSION}-*.whl"))
     venv = tmp_path / "venv"

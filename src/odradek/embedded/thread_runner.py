@@ -97,10 +97,9 @@ class ThreadRunner:
         try:
             loop.run_until_complete(serve(self.config, started=started, signals=False))
         except BaseException as e:
-            if self._started.is_set():
+            if self._started.is_set():  # raised by stop() (or the next start) in the caller's thread
                 log.exception("embedded broker failed")
-            else:
-                self._error = e
+            self._error = e
         finally:
             self._broker = None
             self._loop = None
@@ -126,6 +125,9 @@ class ThreadRunner:
             if thread.is_alive():
                 raise TimeoutError(f"broker thread did not stop within {timeout:.0f}s")
         self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise RuntimeError(f"the broker failed: {error!r}") from error
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
