@@ -36,6 +36,7 @@ def _crash_close(broker: Broker) -> None:
     manager = broker.log_manager
 
     def release() -> None:
+        log.warning("broker %d killed: logs released without checkpoints or clean-shutdown marker", broker.node_id)
         for lg in manager.logs():
             try:
                 lg.close_handlers()
