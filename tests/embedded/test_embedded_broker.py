@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -130,5 +131,22 @@ def test_process_mode_start_failure_reports_the_log() -> None:
     try:
         with pytest.raises(odradek.EmbeddedBrokerError, match="exited with code 2"):
             b.start()
+    finally:
+        b.close()
+
+
+def test_thread_mode_start_on_a_taken_port_fails_and_can_be_retried(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        b = odradek.EmbeddedBroker(port=port, data_dir=tmp_path)
+        with pytest.raises(OSError):
+            b.start()
+        assert not b.running
+    b.start()  # the same broker, its logs and port released by the failed start
+    try:
+        assert b.port == port and api_versions_ok("127.0.0.1", port)
+        b.create_topic("after-retry")
     finally:
         b.close()

@@ -78,13 +78,15 @@ def import_kio() -> None:
 
 
 async def serve(
-    config: BrokerConfig, started: Callable[[Broker], None] | None = None, signals: bool = True
+    config: BrokerConfig, started: Callable[[Broker], None] | None = None, embedded: bool = False
 ) -> None:
     """Run one broker until it is asked to stop, then stop it cleanly.
 
-    ``started`` is called with the broker once it serves; ``signals`` makes SIGTERM and SIGINT
-    request the stop (only possible on the main thread: an embedded broker on its own thread
-    passes False and calls ``request_stop`` itself)."""
+    ``started`` is called with the broker once it serves. As a command (``embedded`` false),
+    SIGTERM and SIGINT request the stop and a failed start-up ends the process. Inside another
+    program (:mod:`odradek.embedded`: possibly not on the main thread, where signal handlers cannot
+    be installed) the caller calls ``request_stop`` itself, and a failed start-up first releases what
+    it took (listening sockets, open logs) within a few seconds, since the process goes on."""
     import_kio()
     from odradek.server.broker import Broker
 
@@ -92,12 +94,13 @@ async def serve(
     try:
         await broker.start()
     except BaseException:
-        with contextlib.suppress(Exception):  # release what the failed start took (listeners, logs)
-            await broker.stop()
+        if embedded:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(broker.stop(), 10.0)
         raise
     if started is not None:
         started(broker)
-    if signals:
+    if not embedded:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, broker.request_stop)

@@ -96,7 +96,7 @@ class ThreadRunner:
             self._started.set()
 
         try:
-            loop.run_until_complete(serve(self.config, started=started, signals=False))
+            loop.run_until_complete(serve(self.config, started=started, embedded=True))
         except BaseException as e:
             if self._started.is_set():  # raised by stop() (or the next start) in the caller's thread
                 log.exception("embedded broker failed")
