@@ -150,3 +150,12 @@ def test_thread_mode_start_on_a_taken_port_fails_and_can_be_retried(tmp_path: Pa
         b.create_topic("after-retry")
     finally:
         b.close()
+
+
+def test_thread_mode_refuses_to_fake_a_kill_of_a_cluster_mode_broker() -> None:
+    b = odradek.EmbeddedBroker(config={"zookeeper.connect": "127.0.0.1:1/x", "broker.id": 1})
+    try:
+        with pytest.raises(odradek.EmbeddedBrokerError, match="mode='process'"):
+            b.kill()
+    finally:
+        b.close()

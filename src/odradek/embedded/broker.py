@@ -162,6 +162,9 @@ class EmbeddedBroker:
         """Crash the broker: SIGKILL in process mode; in thread mode an abrupt stop that writes no
         checkpoint and no clean-shutdown marker (the next start recovers the logs as after a crash;
         acknowledged writes are in the OS page cache and survive, as they do SIGKILL)."""
+        if self.mode == "thread" and self.config.get("zookeeper.connect"):
+            # the stop would still be a controlled shutdown, and the ZooKeeper session would close cleanly
+            raise EmbeddedBrokerError("kill() of a cluster-mode broker needs mode='process' (SIGKILL)")
         self._drop_admin()
         if self.mode == "thread":
             if self._thread is not None:
