@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import logging
 import os
 import socket
@@ -22,15 +21,13 @@ from typing import TYPE_CHECKING, Any
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
 from odradek.controller.store import (
-    BadVersionError,
     LocalStore,
     MetadataStore,
-    NodeExistsError,
-    NoNodeError,
     PersistError,
     StoreError,
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
+from odradek.coordinator.producer_id_manager import ProducerIdManager
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
@@ -54,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.broker")
 
-PRODUCER_ID_BLOCK = 1000
 # schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
 SCHEMA_WARM_UP_IDLE_S = 0.02
 SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
@@ -78,49 +74,6 @@ def store_errors_as_topic_errors() -> Iterator[None]:
         log.warning("metadata store operation failed: %s", e)
         what = "The metadata could not be written" if isinstance(e, PersistError) else "ZooKeeper is not available"
         raise TopicError(errors.REQUEST_TIMED_OUT, f"{what}: {e}") from None
-
-
-class ProducerIdManager:
-    """Hands out producer ids in blocks reserved in the store (/latest_producer_id_block,
-    as Kafka's ZooKeeper mode does), so ids are never reused across restarts."""
-
-    PATH = "/latest_producer_id_block"
-
-    def __init__(self, store: MetadataStore, broker_id: int) -> None:
-        self.store = store
-        self.broker_id = broker_id
-        self._next = 0
-        self._end = 0
-
-    def _reserve(self) -> None:
-        for _ in range(100):  # brokers of a cluster race for blocks: conditional writes, retried
-            try:
-                data, version = self.store.get(self.PATH)
-                last_end = int(json.loads(data)["block_end"]) if data else -1
-            except NoNodeError:
-                data, version, last_end = b"", -1, -1
-            start = last_end + 1
-            end = start + PRODUCER_ID_BLOCK - 1
-            doc = json.dumps(
-                {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
-            ).encode()
-            try:
-                if version < 0:
-                    self.store.create(self.PATH, doc, makepath=True)
-                else:
-                    self.store.set(self.PATH, doc, version)
-            except (BadVersionError, NodeExistsError):
-                continue
-            self._next, self._end = start, end
-            return
-        raise RuntimeError("could not reserve a producer id block")
-
-    def next_id(self) -> int:
-        if self._next > self._end or self._end == 0:
-            self._reserve()
-        pid = self._next
-        self._next += 1
-        return pid
 
 
 class Broker:
