@@ -53,7 +53,12 @@ class _Broker:
         self.log_manager = self
         self.cluster = SimpleNamespace(cluster_listeners={"REPLICATION"}, write_isr=lambda *a: None)
         self.fetch_sessions = FetchSessionCache()
-        self.replica_manager = ReplicaManager(self)  # type: ignore[arg-type]
+        if NEW_API:
+            self.replica_manager = ReplicaManager(
+                0, self, self.topics, self.now_ms, isr_writer=SimpleNamespace(submit=lambda *a: None)  # type: ignore[arg-type]
+            )
+        else:  # the tree before the purgatory: ReplicaManager(broker)
+            self.replica_manager = ReplicaManager(self)  # type: ignore[arg-type,call-arg]
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))

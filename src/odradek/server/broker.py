@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
@@ -28,10 +27,17 @@ from odradek.controller.store import (
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.coordinator.producer_id_manager import ProducerIdManager
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
+from odradek.replication.alter_partition import (
+    AlterPartitionManager,
+    ZkPartitionStates,
+    in_worker_thread,
+    inline_then_soon,
+)
+from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
@@ -108,7 +114,19 @@ class Broker:
         self.topics.listeners.append(self._on_topic_event)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
-        self.replica_manager = ReplicaManager(self)
+        # ISR changes go to the partition state znodes (a worker thread against ZooKeeper)
+        isr_writer = AlterPartitionManager(
+            self.node_id, ZkPartitionStates(self.store),
+            inline_then_soon if self.cluster.embedded else in_worker_thread,
+        )
+        cluster = self.cluster
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.topics, self.now_ms,
+            validate_records=self.validate_records,
+            isr_writer=isr_writer,
+            live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
+            on_dir_offline=cluster.notify_log_dir_failure,
+        )
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -174,32 +192,29 @@ class Broker:
 
         return {b: i.rack for b, i in zd.live_brokers(self.store).items()}
 
-    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
-        """Cluster mode: this broker became leader or follower of a replica."""
-        if self.groups is not None:
-            self.groups.on_leadership(topic, partition, leader)
+    def _replica_fetchers(self) -> ReplicaFetcherManager:
+        """The follower side of replication, configured from replica.fetch.* (Kafka's ReplicaFetcherManager)."""
+        cfg = self.config
+        return ReplicaFetcherManager(
+            FetcherConfig(
+                broker_id=self.node_id,
+                wait_max_ms=int(cfg.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
+                max_bytes=int(cfg.get("replica.fetch.max.bytes")),
+                response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
+                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+            ),
+            self.log_manager.get_log,
+            self._follower_throttled,
+            lambda: int(self.config.get("follower.replication.throttled.rate")),
+        )
 
-    def on_log_dir_failure(self, path: Any, error: OSError) -> None:
-        """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel). The
-        partitions in it stop being served here and the controller is told (LogDirChange);
-        with no log dir left the broker halts, as Kafka does."""
-        d = self.log_manager.dir_containing(path)
-        if d is None or d in self.log_manager.offline_dirs:
-            return
-        log.error("I/O error in %s (%s)", path, error)
-        gone = self.log_manager.mark_dir_offline(d)
-        rm = self.replica_manager
-        for tp in gone:
-            part = rm.partitions.pop(tp, None)
-            if part is not None:
-                rm.make_follower(part)
-            if self.cluster.fetchers is not None:
-                self.cluster.fetchers.remove(tp)
-            self.groups.on_leadership(tp[0], tp[1], False)
-        if self.log_manager.offline_dirs >= set(self.log_manager.log_dirs):
-            log.error("every log dir has failed; halting broker %d", self.node_id)
-            os._exit(1)
-        self.cluster.notify_log_dir_failure()
+    def _follower_throttled(self, tp: tuple[str, int]) -> bool:
+        meta = self.topics.get(tp[0])
+        listed, _ = self.config.topic_value("follower.replication.throttled.replicas",
+                                            meta.configs if meta is not None else {})
+        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.node_id}" in listed)
 
     def reload_configs_from_store(self) -> None:
         """A /config/changes notification: re-read dynamic broker and topic configs."""
@@ -344,6 +359,7 @@ class Broker:
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
         self.groups = GroupCoordinatorRuntime(self)
+        self.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self.groups.on_leadership)
         self.services = BrokerServices(
             node_id=self.node_id,
             cluster_id=self.cluster_id,
@@ -368,6 +384,7 @@ class Broker:
             on_read=self._count_read,
             inter_broker=None if self.cluster.embedded else self.cluster,
         )
+        self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
             await self._start_listeners()

@@ -37,7 +37,6 @@ import json
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -46,13 +45,10 @@ from odradek.controller import zk_data as zd
 from odradek.controller.channel import ControllerChannel, interbroker_request
 from odradek.controller.controller import Controller
 from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.store import BadVersionError, MetadataStore, StoreError
-from odradek.controller.topics import topic_id_from_str
+from odradek.controller.store import MetadataStore, StoreError
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
-from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
-from odradek.replication.partition import Partition
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
@@ -103,7 +99,6 @@ class ClusterLink:
         self.metadata_received = False  # a controller's UpdateMetadata has been applied
         self.loop: asyncio.AbstractEventLoop | None = None
         self.channel: ControllerChannel | None = None
-        self.fetchers: ReplicaFetcherManager | None = None
         self.controller = Controller(
             self.broker_id,
             self.store,
@@ -128,22 +123,6 @@ class ClusterLink:
         once this broker leads every partition."""
         self.loop = asyncio.get_running_loop()
         cfg = self.broker.config
-        self.fetchers = ReplicaFetcherManager(
-            FetcherConfig(
-                broker_id=self.broker_id,
-                wait_max_ms=int(cfg.get("replica.fetch.wait.max.ms")),
-                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
-                max_bytes=int(cfg.get("replica.fetch.max.bytes")),
-                response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
-                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
-                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-            ),
-            self.broker.log_manager.get_log,
-            self._follower_throttled,
-            lambda: int(self.broker.config.get("follower.replication.throttled.rate")),
-        )
-        assert self.fetchers is not None
-        self.fetchers.on_storage_error = self.broker.on_log_dir_failure
         if self.zk is None:
             self._register()
             self._arm_watches()
@@ -169,12 +148,6 @@ class ClusterLink:
         if self.zk is not None:
             self.zk.start()
         zd.ensure_paths(self.store)
-
-    def _follower_throttled(self, tp: TP) -> bool:
-        meta = self.broker.topics.get(tp[0])
-        listed, _ = self.broker.config.topic_value("follower.replication.throttled.replicas",
-                                                    meta.configs if meta is not None else {})
-        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.broker_id}" in listed)
 
     def _registration(self) -> zd.BrokerInfo:
         host, port = self.broker.advertised_endpoint(self.ib_listener)
@@ -232,9 +205,7 @@ class ClusterLink:
         if self.zk is None:
             self.events.stop()
             self._to_self.clear()
-            if self.fetchers is not None:
-                fetchers, self.fetchers = self.fetchers, None
-                await fetchers.shutdown()
+            await self.broker.replica_manager.shutdown_fetchers()
             self.store.close()
             return
         if self.broker.config.get("controlled.shutdown.enable"):
@@ -243,9 +214,7 @@ class ClusterLink:
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
         self.events.stop()
-        if self.fetchers is not None:
-            fetchers, self.fetchers = self.fetchers, None
-            await fetchers.shutdown()
+        await self.broker.replica_manager.shutdown_fetchers()
         if self.channel is not None:
             await self.channel.close()
         assert self.loop is not None
@@ -471,9 +440,10 @@ class ClusterLink:
             self.apply_metadata(body)
             return {"error_code": errors.NONE}
         if api_key == ib.LEADER_AND_ISR:
-            return {"error_code": errors.NONE, "partitions": self.apply_leader_and_isr(body)}
+            return {"error_code": errors.NONE,
+                    "partitions": self.broker.replica_manager.become_leader_or_follower(body)}
         if api_key == ib.STOP_REPLICA:
-            return {"error_code": errors.NONE, "partitions": self.apply_stop_replica(body)}
+            return {"error_code": errors.NONE, "partitions": self.broker.replica_manager.stop_replicas(body)}
         return {"error_code": errors.INVALID_REQUEST}
 
     def _fence(self, body: dict[str, Any]) -> int | None:
@@ -499,117 +469,9 @@ class ClusterLink:
         self.broker.topics.apply_partition_states(
             by_topic, dict(body.get("topic_ids", {})), full=bool(body.get("full", True))
         )
-        self._start_missing_fetchers()
+        if not self.embedded:
+            self.broker.replica_manager.start_missing_fetchers()
         self._check_metadata_waiters()
-
-    def _start_missing_fetchers(self) -> None:
-        """A follower told of its leader while that leader was down has no fetcher: start it
-        once the leader is live again."""
-        rm = self.broker.replica_manager
-        if self.fetchers is None or self.embedded:
-            return
-        for tp, part in rm.partitions.items():
-            if part.leader == self.broker_id or tp in self.fetchers.leader_of:
-                continue
-            node = self.live_brokers.get(part.leader)
-            if node is not None:
-                self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
-
-    def apply_leader_and_isr(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        if self.fetchers is None:  # shutting down
-            return []
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        leaders = {int(n["id"]): n for n in body["live_leaders"]}
-        topic_ids: dict[str, str] = body.get("topic_ids") or {}
-        out = []
-        now_ms = self.broker.now_ms()
-        for ps in body["partitions"]:
-            topic, index = str(ps["topic"]), int(ps["partition"])
-            tp = (topic, index)
-            code = errors.NONE
-            current = rm.partitions.get(tp)
-            epoch = int(ps["leader_epoch"])
-            if tp in self.broker.log_manager.offline_partitions:
-                code = errors.KAFKA_STORAGE_ERROR  # its log dir failed: the controller moves it elsewhere
-            elif current is not None and epoch < current.leader_epoch:
-                code = errors.STALE_CONTROLLER_EPOCH
-            elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
-                # the same state again (a new controller resends everything): keep going as we are
-                current.isr, current.zk_version = list(ps["isr"]), int(ps["zk_version"])
-                current.replicas = list(ps["replicas"])
-            elif self.broker_id not in ps["replicas"]:
-                code = errors.NONE  # not ours (reassignment leftovers); StopReplica removes it
-            else:
-                code = self._become(ps, leaders, now_ms, topic_ids)
-            out.append({"topic": topic, "partition": index, "error_code": code})
-        return out
-
-    def _become(
-        self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int, topic_ids: dict[str, str]
-    ) -> int:
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        topic, index = str(ps["topic"]), int(ps["partition"])
-        tp = (topic, index)
-        named = topic_ids.get(topic)
-        if named:  # the controller's word (the metadata cache may not know a new topic yet)
-            topic_id: uuid.UUID | None = topic_id_from_str(named)
-        else:
-            meta = self.broker.topics.get(topic)
-            topic_id = meta.topic_id if meta is not None else self.broker.topics.topic_id_from_store(topic)
-        try:
-            plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
-        except OSError as e:
-            d = self.broker.log_manager.log_dir_of(topic, index) or self.broker.log_manager.log_dirs[0]
-            self.broker.on_log_dir_failure(d, e)
-            return errors.KAFKA_STORAGE_ERROR
-        part = Partition(
-            topic, index, list(ps["replicas"]), int(ps["leader"]), int(ps["leader_epoch"]), list(ps["isr"]),
-            int(ps["zk_version"]), int(ps["controller_epoch"]),
-        )
-        old = rm.partitions.get(tp)
-        rm.partitions[tp] = part
-        if part.leader == self.broker_id:
-            self.fetchers.remove(tp)
-            rm.make_leader(part, plog, now_ms)
-            log.info("became leader of %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
-                     topic, index, part.leader_epoch, part.isr, plog.log_end_offset, plog.high_watermark)
-            if old is not None:
-                rm.make_follower(old)  # wake whoever waited on the old role
-            self.broker.on_leadership(topic, index, True)
-            return errors.NONE
-        if old is not None:
-            rm.make_follower(old)
-        rm.make_follower(part)
-        node = leaders.get(part.leader) or self.live_brokers.get(part.leader)
-        if node is None:
-            log.warning("leader %d of %s-%d is not live; not fetching", part.leader, topic, index)
-            self.fetchers.remove(tp)
-        else:
-            self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
-        log.info("became follower of %s-%d at epoch %d, leader %d", topic, index, part.leader_epoch, part.leader)
-        self.broker.on_leadership(topic, index, False)
-        return errors.NONE
-
-    def apply_stop_replica(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        if self.fetchers is None:  # shutting down
-            return []
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        out = []
-        for ps in body["partitions"]:
-            tp = (str(ps["topic"]), int(ps["partition"]))
-            self.fetchers.remove(tp)
-            part = rm.partitions.pop(tp, None)
-            if part is not None:
-                rm.make_follower(part)
-                self.broker.on_leadership(tp[0], tp[1], False)
-            if ps["delete"] and self.broker.log_manager.get_log(*tp) is not None:
-                self.broker.log_manager.delete_log(*tp)
-                log.info("deleted replica %s-%d", *tp)
-            out.append({"topic": tp[0], "partition": tp[1], "error_code": errors.NONE})
-        return out
 
     def _on_controlled_shutdown_request(self, body: dict[str, Any]) -> asyncio.Future[Any]:
         def answer(result: tuple[int, list[TP]]) -> dict[str, Any]:
@@ -652,40 +514,6 @@ class ClusterLink:
             else:
                 keep.append((pred, fut, then))
         self._metadata_waiters = keep
-
-    # ------------------------------------------------------------------ leader ISR writes
-    def write_isr(
-        self, part: Partition, new_isr: list[int], done: Callable[[tuple[list[int], int, int] | None], None]
-    ) -> None:
-        assert self.loop is not None
-        loop = self.loop
-        st = zd.LeaderAndIsr(part.leader, part.leader_epoch, list(new_isr), part.controller_epoch, part.zk_version)
-        topic, index = part.topic, part.index
-
-        def work() -> tuple[list[int], int, int] | None:
-            try:
-                version = zd.update_partition_state(self.store, topic, index, st)
-            except BadVersionError:
-                fresh = zd.read_partition_state(self.store, topic, index)
-                log.info("ISR update of %s-%d lost a race (znode now %s)", topic, index, fresh)
-                if fresh is not None and fresh.leader == self.broker_id and fresh.leader_epoch == st.leader_epoch:
-                    return list(fresh.isr), fresh.zk_version, fresh.leader_epoch
-                return None
-            except StoreError as e:
-                log.warning("ISR update of %s-%d failed: %s", topic, index, e)
-                return None
-            try:
-                zd.notify_isr_change(self.store, [(topic, index)])
-            except StoreError as e:
-                log.warning("ISR change notification for %s-%d failed: %s", topic, index, e)
-            return list(new_isr), version, st.leader_epoch
-
-        if self.zk is None:
-            result = work()
-            loop.call_soon(done, result)
-            return
-        fut = loop.run_in_executor(None, work)
-        fut.add_done_callback(lambda f: done(f.result() if not f.exception() else None))
 
     # ------------------------------------------------------------------ config changes
     def _on_config_change(self) -> None:
