@@ -38,6 +38,7 @@ from odradek.replication.alter_partition import (
     inline_then_soon,
 )
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
@@ -95,17 +96,18 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self._check_meta_properties()
-        from odradek.server.cluster import ClusterLink
-
         self.store: MetadataStore
+        local_store: MetadataStore | None = None
         if config.raw("zookeeper.connect")[0]:
             if config.get("node.id") < 0 and config.get("broker.id") < 0:
                 raise ConfigError("broker.id must be set in cluster mode (zookeeper.connect is set)")
-            self.cluster = ClusterLink(self)
-            self.store = self.cluster.store
         else:
-            self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
-            self.cluster = ClusterLink(self, self.store)
+            local_store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
+        self.cluster = ClusterLink(
+            config, self.node_id, local_store=local_store, advertised_endpoint=self.advertised_endpoint,
+            inter_broker_listener=self.inter_broker_listener, rack=self.rack,
+        )
+        self.store = self.cluster.store
         # the metadata cache: written by the controller's UpdateMetadata, mutations go to the store
         self.topics = TopicRegistry(self.store, self._live_broker_ids)
         self.topics.controller_managed = True
@@ -127,6 +129,7 @@ class Broker:
             live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
             on_dir_offline=cluster.notify_log_dir_failure,
         )
+        cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -358,7 +361,9 @@ class Broker:
                 self.log_manager.delete_log(plog.topic, plog.partition)
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
-        self.groups = GroupCoordinatorRuntime(self)
+        self.groups = GroupCoordinatorRuntime(
+            self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms
+        )
         self.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self.groups.on_leadership)
         self.services = BrokerServices(
             node_id=self.node_id,
