@@ -1,9 +1,19 @@
-"""The broker process: metadata, logs, listeners and the periodic tasks, on one event loop.
+"""The broker process: wires its components together, runs the listeners and the periodic
+tasks, on one event loop.
 
 Embedded default: one broker with its metadata in a LocalStore file, deciding topic
 changes itself. Cluster mode (``zookeeper.connect`` set): the metadata lives in
 ZooKeeper, a controller elected there assigns roles, and server.cluster.ClusterLink
 connects this broker to both.
+
+Each component gets narrow edges at construction, not the Broker: the ReplicaManager its
+logs, metadata cache, clock, ISR writer (replication.alter_partition) and log-dir-failure
+notice; the ClusterLink its config and endpoints, then the metadata cache, the replica
+manager's roles and the config reload; the GroupCoordinatorRuntime the metadata cache, the
+topic admin, the replica manager and the logs, and it subscribes to leadership of
+``__consumer_offsets`` as a ReplicaManager leadership listener; handlers a BrokerServices.
+
+One concept in one file (over 600 lines): wiring the broker's components together and running its listeners and periodic tasks; it is imported only by cli/broker_cmd.py.
 """
 
 from __future__ import annotations

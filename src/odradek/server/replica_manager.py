@@ -16,13 +16,24 @@ the log end offset on every append. Waiting fetches are woken the moment data la
 any partition they read (a late wake-up would spread end-to-end latency over the
 whole max_wait).
 
-Cluster mode (``partitions`` is not None): the controller's LeaderAndIsr makes this
-broker leader or follower of each replica it hosts. As leader it appends (with its
+Cluster mode: the controller's LeaderAndIsr (:meth:`ReplicaManager.become_leader_or_follower`)
+makes this broker leader or follower of each replica it hosts, StopReplica
+(:meth:`ReplicaManager.stop_replicas`) takes replicas away. As leader it appends (with its
 leader epoch), tracks followers' fetch offsets, moves the high watermark to the
 smallest log end offset in the ISR, shrinks/expands the ISR through the metadata store
-and answers acks=all produces from the DelayedProduce purgatory; as follower its
-replica fetcher (replication.fetcher) copies the leader's log. Requests for partitions
-it does not lead get NOT_LEADER_OR_FOLLOWER.
+(replication.alter_partition, Kafka's AlterPartitionManager) and answers acks=all produces
+from the DelayedProduce purgatory; as follower its replica fetchers (replication.fetcher)
+copy the leader's log. Requests for partitions it does not lead get NOT_LEADER_OR_FOLLOWER.
+An I/O error in a log (:meth:`ReplicaManager.handle_log_dir_failure`) takes that log dir's
+replicas offline and tells the controller; with no log dir left the broker halts.
+Leadership listeners (the group coordinator for ``__consumer_offsets``) subscribe per topic
+and hear of every role change of its partitions.
+
+Edges, given at construction: the logs (:class:`LogSource`, the LogManager), the metadata
+cache (:class:`TopicLookup`), a clock, the ISR writer (:class:`IsrWriter`), where a leader
+listens, and what to do when a log dir fails; never the broker.
+
+One concept in one file (over 600 lines): the replicas this broker hosts, their roles, and the reads, appends and delayed operations on them (Kafka's ReplicaManager).
 """
 
 from __future__ import annotations
