@@ -146,7 +146,6 @@ class ClusterLink:
         self._watched_topics: set[str] = set()
         self._session_lost = False
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[Any], Callable[[], Any]]] = []
-        self.stopping = False
         # given by wire()
         self.metadata_cache: MetadataCacheUpdates | None = None
         self.replicas: ReplicaRoles | None = None
@@ -248,7 +247,6 @@ class ClusterLink:
 
     async def shutdown(self) -> None:
         """Controlled shutdown, then leave the cluster."""
-        self.stopping = True
         if self.zk is None:
             self.runner.stop()
             if self.replicas is not None:
