@@ -13,7 +13,7 @@ manager's roles and the config reload; the GroupCoordinatorRuntime the metadata 
 topic admin, the replica manager and the logs, and it subscribes to leadership of
 ``__consumer_offsets`` as a ReplicaManager leadership listener; handlers a BrokerServices.
 
-One concept in one file (over 600 lines): wiring the broker's components together and running its listeners and periodic tasks; it is imported only by cli/broker_cmd.py.
+One concept in one file (over 600 lines): wiring the broker's components together and running its listeners and periodic tasks; entry points (cli/broker_cmd.py) import it, no component does.
 """
 
 from __future__ import annotations
