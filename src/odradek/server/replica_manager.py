@@ -444,7 +444,7 @@ class ReplicaManager:
                 self._write_isr(part, [b for b in part.isr if b not in out])
 
     def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
-        if self.isr_writer is None:  # embedded: a lone leader's ISR never changes
+        if self.isr_writer is None:  # none given (a lone replica): nothing to write
             return
         part.isr_write_in_flight = True
         epoch = part.leader_epoch
