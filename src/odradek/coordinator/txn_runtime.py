@@ -34,7 +34,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError
@@ -61,8 +61,10 @@ from odradek.server.txn_channel import TxnChannel
 from odradek.server.txn_markers import write_markers
 
 if TYPE_CHECKING:
+    from odradek.config import BrokerConfig
+    from odradek.controller.topics import TopicRegistry
+    from odradek.coordinator.runtime import CoordinatorPartitions, LogLookup, TopicCreator
     from odradek.log.log import Log
-    from odradek.server.broker import Broker
 
 log = logging.getLogger("odradek.coordinator.transaction")
 
@@ -71,15 +73,67 @@ MARKER_TIMEOUT_MS = 30000  # Kafka's WriteTxnMarkers waits request.timeout.ms fo
 _MARKER_PERMANENT = (errors.INVALID_PRODUCER_EPOCH, errors.TRANSACTION_COORDINATOR_FENCED)
 
 
+class TxnPartitions(Protocol):
+    """What the runtime needs of the replica manager beyond the group runtime's edges."""
+
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
+
+
+class ProducerIds(Protocol):
+    def next_id(self) -> int: ...
+
+
+class ClusterView(Protocol):
+    """Embedded or cluster mode, and the registered brokers (their inter-broker endpoints)."""
+
+    embedded: bool
+    live_brokers: dict[int, dict[str, Any]]
+
+
+class OffsetsTxnSink(Protocol):
+    """The group runtime's side of transactions: a group's __consumer_offsets partition, and the
+    end of a transaction's pending offsets when its marker lands there."""
+
+    def partition_of(self, group_id: str) -> int: ...
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None: ...
+
+
 class TransactionCoordinatorRuntime:
-    def __init__(self, broker: Broker, on_consumer_offsets_marker: Callable[[int, int, bool], None]) -> None:
-        self.broker = broker
-        cfg = broker.config
+    """The transaction coordinator on this broker. Subscribes to leadership of
+    ``__transaction_state`` partitions through :meth:`on_leadership` (a ReplicaManager leadership
+    listener)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicRegistry,
+        admin: TopicCreator,
+        replicas: Any,  # CoordinatorPartitions and TxnPartitions: the ReplicaManager
+        logs: LogLookup,
+        now_ms: Callable[[], int],
+        producer_ids: ProducerIds,
+        node_id: int,
+        cluster: ClusterView,
+        inter_broker_listener: str,
+        groups: OffsetsTxnSink,
+    ) -> None:
+        self.config = cfg = config
+        self.topics = topics
+        self.admin = admin
+        self.replicas: CoordinatorPartitions = replicas
+        self._epochs: TxnPartitions = replicas
+        self.logs = logs
+        self.now_ms = now_ms
+        self.producer_ids = producer_ids
+        self.node_id = node_id
+        self.cluster = cluster
+        self.inter_broker_listener = inter_broker_listener
         num = int(cfg.get("transaction.state.log.num.partitions"))
-        meta = broker.topics.get(TRANSACTION_STATE_TOPIC)
+        meta = topics.get(TRANSACTION_STATE_TOPIC)
         if meta is not None:
             num = len(meta.partitions)
-        self._on_consumer_offsets_marker = on_consumer_offsets_marker
+        self._on_consumer_offsets_marker = groups.complete_txn
         self.coordinator = TransactionCoordinator(
             TransactionConfig(
                 num_partitions=num,
@@ -91,15 +145,15 @@ class TransactionCoordinatorRuntime:
                     cfg.get("transaction.remove.expired.transaction.cleanup.interval.ms")),
                 offsets_num_partitions=int(cfg.get("offsets.topic.num.partitions")),
             ),
-            make_scheduler(asyncio.get_running_loop(), broker.now_ms),
+            make_scheduler(asyncio.get_running_loop(), now_ms),
             self._write,
             self._send_markers,
             self._next_producer_id,
-            group_partition_for=lambda g: broker.groups.coordinator.partition_for(g),
+            group_partition_for=groups.partition_of,
         )
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
-        # markers for partitions other brokers lead (cluster mode only)
-        self.channel = None if broker.cluster.embedded else TxnChannel(broker.node_id, self._endpoint_of)
+        # requests to other brokers: markers, verification (cluster mode only)
+        self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of)
 
     def start(self) -> None:
         self.coordinator.start()
@@ -115,12 +169,12 @@ class TransactionCoordinatorRuntime:
     # -- topic
     def ensure_topic(self) -> bool:
         """Create __transaction_state if missing; True when it exists afterwards."""
-        if self.broker.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+        if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
             return True
-        cfg = self.broker.config
+        cfg = self.config
         rf = int(cfg.get("transaction.state.log.replication.factor"))
         try:
-            live = len(self.broker.topics.live_brokers())
+            live = len(self.topics.live_brokers())
         except StoreError as e:
             log.warning("cannot create %s now: %s", TRANSACTION_STATE_TOPIC, e)
             return False
@@ -132,7 +186,7 @@ class TransactionCoordinatorRuntime:
             rf = live
         min_isr = min(int(cfg.get("transaction.state.log.min.isr")), rf)
         try:
-            self.broker.create_topic(
+            self.admin.create_topic(
                 TRANSACTION_STATE_TOPIC,
                 self.coordinator.config.num_partitions,
                 rf,
@@ -145,26 +199,26 @@ class TransactionCoordinatorRuntime:
         except StoreError as e:
             log.error("could not create %s: %s", TRANSACTION_STATE_TOPIC, e)
             return False
-        return self.broker.topics.get(TRANSACTION_STATE_TOPIC) is not None
+        return self.topics.get(TRANSACTION_STATE_TOPIC) is not None
 
     # -- the core's edges
     def _next_producer_id(self) -> int:
         try:
-            return self.broker.producer_ids.next_id()
+            return self.producer_ids.next_id()
         except StoreError as e:
             log.warning("cannot allocate a producer id: %s", e)
             raise ProducerIdUnavailable(errors.COORDINATOR_NOT_AVAILABLE) from e
 
     def _write(self, partition: int, records: Records, on_done: Callable[[int], None]) -> None:
-        rm = self.broker.replica_manager
+        rm = self.replicas
         part = rm.leading(TRANSACTION_STATE_TOPIC, partition)
-        plog = rm.get_log(TRANSACTION_STATE_TOPIC, partition)
+        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
         if part is None or plog is None:
             on_done(errors.NOT_LEADER_OR_FOLLOWER)
             return
-        batch = build_batch(list(records), timestamp=self.broker.now_ms())
+        batch = build_batch(list(records), timestamp=self.now_ms())
         try:
-            info = rm.append_internal(part, plog, bytearray(batch), self.broker.now_ms())
+            info = rm.append_internal(part, plog, bytearray(batch), self.now_ms())
         except OSError as e:
             log.error("failed to append to %s-%d: %s", TRANSACTION_STATE_TOPIC, partition, e)
             on_done(errors.KAFKA_STORAGE_ERROR)
@@ -177,7 +231,7 @@ class TransactionCoordinatorRuntime:
         if not required:
             then({})
             return
-        outcome = self.broker.replica_manager.wait_for_replication(required, timeout_ms)
+        outcome = self.replicas.wait_for_replication(required, timeout_ms)
         if isinstance(outcome, dict):
             then(outcome)
             return
@@ -201,8 +255,8 @@ class TransactionCoordinatorRuntime:
     ) -> None:
         commit = result == TransactionResult.COMMIT
         codes, required = write_markers(
-            self.broker.replica_manager, self.broker.topics, producer_id, producer_epoch, coordinator_epoch, commit,
-            partitions, self.broker.now_ms(), self._on_consumer_offsets_marker,
+            self.replicas, self.logs, self.topics, producer_id, producer_epoch, coordinator_epoch, commit,
+            partitions, self.now_ms(), self._on_consumer_offsets_marker,
         )
         # partitions other brokers lead (cluster mode): WriteTxnMarkers to each leader
         remote: dict[int, list[TopicPartition]] = {}
@@ -210,7 +264,7 @@ class TransactionCoordinatorRuntime:
             for tp, c in codes.items():
                 if c == errors.NOT_LEADER_OR_FOLLOWER:
                     leader = self._leader_of(tp)
-                    if leader is not None and leader != self.broker.node_id:
+                    if leader is not None and leader != self.node_id:
                         remote.setdefault(leader, []).append(tp)
         outcomes: dict[TopicPartition, int] = dict(codes)
         waiting = [len(remote) + 1]
@@ -236,18 +290,18 @@ class TransactionCoordinatorRuntime:
         """The broker coordinating ``transactional_id`` (the leader of its __transaction_state
         partition), when another broker than this one."""
         leader = self._leader_of((TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)))
-        return leader if leader != self.broker.node_id else None
+        return leader if leader != self.node_id else None
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
-        meta = self.broker.topics.get(tp[0])
+        meta = self.topics.get(tp[0])
         if meta is None or not 0 <= tp[1] < len(meta.partitions):
             return None
         leader = meta.partitions[tp[1]].leader
         return leader if leader >= 0 else None
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        node = self.broker.cluster.live_brokers.get(broker_id)
-        return endpoint_for(node, self.broker.inter_broker_listener) if node is not None else None
+        node = self.cluster.live_brokers.get(broker_id)
+        return endpoint_for(node, self.inter_broker_listener) if node is not None else None
 
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
@@ -256,10 +310,10 @@ class TransactionCoordinatorRuntime:
             return
         coord = self.coordinator
         if leader:
-            epoch = self.broker.replica_manager.leader_epoch(topic, partition)
+            epoch = self._epochs.leader_epoch(topic, partition)
             if coord.coordinator_epoch(partition) == epoch:
                 return
-            plog = self.broker.log_manager.get_log(topic, partition)
+            plog = self.logs.get_log(topic, partition)
             t0 = time.monotonic()
             coord.begin_loading(partition, epoch)
             count = self._replay(partition, plog) if plog is not None else 0

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.log.errors import ProducerStateError
 from odradek.log.txn_marker import ControlRecordType, build_marker_batch
 from odradek.protocol import errors
 
 if TYPE_CHECKING:
-    from odradek.controller.topics import TopicRegistry
-    from odradek.server.replica_manager import ReplicaManager
+    from odradek.controller.topics import TopicMeta
+    from odradek.coordinator.runtime import CoordinatorPartitions, LogLookup
+
+
+class TopicLookup(Protocol):
+    def get(self, name: str) -> TopicMeta | None: ...
 
 log = logging.getLogger("odradek.txn")
 
@@ -32,8 +36,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def write_markers(
-    rm: ReplicaManager,
-    topics: TopicRegistry,
+    rm: CoordinatorPartitions,
+    logs: LogLookup,
+    topics: TopicLookup,
     producer_id: int,
     producer_epoch: int,
     coordinator_epoch: int,
@@ -56,7 +61,7 @@ def write_markers(
             codes[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
             continue
         part = rm.leading(topic, index)
-        plog = rm.get_log(topic, index)
+        plog = logs.get_log(topic, index)
         if part is None or plog is None:
             codes[tp] = errors.NOT_LEADER_OR_FOLLOWER
             continue

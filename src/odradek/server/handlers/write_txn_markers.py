@@ -41,7 +41,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if not allowed:
             per_marker.append((int(mk.producer_id), dict.fromkeys(parts, errors.CLUSTER_AUTHORIZATION_FAILED)))
             continue
-        codes, req = write_markers(rm, svc.topics, int(mk.producer_id), int(mk.producer_epoch),
+        codes, req = write_markers(rm, svc.log_manager, svc.topics, int(mk.producer_id), int(mk.producer_epoch),
                                    int(mk.coordinator_epoch), bool(mk.transaction_result), parts, svc.now_ms(),
                                    svc.groups.complete_txn)
         per_marker.append((int(mk.producer_id), codes))
