@@ -92,6 +92,14 @@ _MODULES = [
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 registry: dict[int, _ModuleHandler] = {}
