@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
+from odradek.controller import features as ft
 from odradek.controller.store import (
     LocalStore,
     MetadataStore,
@@ -61,6 +62,7 @@ from odradek.server.connection_quotas import (
     parse_ip_overrides,
 )
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
@@ -147,6 +149,7 @@ class Broker:
             int(config.get("min.incremental.fetch.session.eviction.ms")),
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
+        self.features = FinalizedFeatureCache()  # KIP-584: read from /feature once the controller made it
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
         self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
@@ -399,7 +402,9 @@ class Broker:
             admin=self,
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
+            features=self.features,
         )
+        self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(
             services=self.services,
             max_request_bytes=int(self.config.get("socket.request.max.bytes")),
@@ -411,6 +416,7 @@ class Broker:
         self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
+            self._load_features()
             await self._start_listeners()
         else:
             # the registration names the bound port; connections wait in the backlog until this
@@ -418,6 +424,7 @@ class Broker:
             # enables request processing at the end of start-up too)
             await self._start_listeners(accept=False)
             await self.cluster.start()
+            await asyncio.get_running_loop().run_in_executor(None, self._load_features)
             self._accept_connections()
         self._schedule_periodic()
         txn.start()
@@ -430,6 +437,28 @@ class Broker:
             time.monotonic() - t0,
             ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
         )
+
+    def _load_features(self) -> None:
+        """Read the finalized features and follow /feature (Kafka's FinalizedFeatureChangeListener);
+        a broker that cannot support what is finalized refuses to start, as Kafka's does."""
+        features, store, loop = self.features, self.store, self.cluster.loop
+
+        def changed(_path: str) -> None:
+            read = FinalizedFeatureCache.read(store)  # the watcher's thread (kazoo's in cluster mode)
+            if read is None:
+                return
+            if self.cluster.embedded or loop is None:
+                features.update(*read)
+            else:
+                loop.call_soon_threadsafe(features.update, *read)
+
+        store.watch(ft.FEATURE_ZNODE, changed)
+        read = FinalizedFeatureCache.read(store)
+        if read is not None:
+            bad = ft.incompatibilities(read[0], features.supported)
+            if bad:
+                raise ConfigError("The finalized features are incompatible with this broker: " + "; ".join(bad))
+            features.update(*read)
 
     async def _start_listeners(self, accept: bool = True) -> None:
         for name, host, port in self.config.listeners:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from odradek.log.manager import LogManager
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
+    from odradek.server.finalized_features import FinalizedFeatureCache
     from odradek.server.replica_manager import ReplicaManager
 
 
@@ -101,6 +102,7 @@ class BrokerServices:
     admin: TopicAdmin
     advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
     now_ms: Callable[[], int]
+    features: FinalizedFeatureCache  # the finalized features (KIP-584) gates read
 
 
 class RequestContext:

@@ -100,6 +100,7 @@ _MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "update_features",
 ]
 
 registry: dict[int, _ModuleHandler] = {}
