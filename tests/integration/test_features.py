@@ -4,6 +4,8 @@ the finalized set surviving a restart, and the group.version gate on KIP-848's A
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from datetime import timedelta
@@ -108,3 +110,32 @@ def test_group_version_gates_kip848_and_survives_a_restart(broker: Broker) -> No
         wait_until(lambda: len(ms[0].snapshot()[0]) == 2, 30, "both partitions", detail=lambda: ms[0].snapshot())
 
 
+
+
+def features_cli(b: Broker, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", "features", "--bootstrap-server", b.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_features_cli(broker: Broker) -> None:
+    r = features_cli(broker, "describe")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0",
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1"
+        "\tEpoch: 0",
+    ]
+    r = features_cli(broker, "downgrade", "--feature", "group.version=0", "--dry-run")
+    assert (r.returncode, r.stdout) == (0, "group.version can be downgraded to 0.\n")
+    r = features_cli(broker, "upgrade", "--feature", "group.version=2")
+    assert r.returncode == 1
+    assert r.stdout == ("Could not upgrade group.version to 2. Invalid update version 2 for feature group.version. "
+                        "The controller only supports versions 0-1.\n")
+    r = features_cli(broker, "disable", "--feature", "transaction.version", "--unsafe")
+    assert (r.returncode, r.stdout) == (0, "transaction.version was disabled.\n")
+    r = features_cli(broker, "describe")
+    assert "FinalizedVersionLevel: -\tEpoch: 1" in r.stdout.splitlines()[1]
+    r = features_cli(broker, "upgrade", "--feature", "transaction.version=1", "--feature", "group.version=1")
+    assert (r.returncode, r.stdout) == (0, "transaction.version was upgraded to 1.\ngroup.version was upgraded to 1.\n")
+    r = features_cli(broker, "upgrade", "--feature", "group.version")
+    assert r.returncode == 1 and "expected NAME=LEVEL" in r.stderr

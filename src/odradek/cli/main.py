@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         configs_cmd,
         dev_cluster_cmd,
         elect_leaders_cmd,
+        features_cmd,
         groups_cmd,
         perf_cmd,
         pipeline_cmd,
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     elect_leaders_cmd.add_parser(sub)
     reassign_cmd.add_parser(sub)
     transactions_cmd.add_parser(sub)
+    features_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
