@@ -64,6 +64,8 @@ from odradek.server.connection_quotas import (
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
+from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.manager import QuotaConfig
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
 
@@ -150,6 +152,8 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         self.features = FinalizedFeatureCache()  # KIP-584: read from /feature once the controller made it
+        self.quotas = ClientQuotas(QuotaConfig(int(config.get("quota.window.num")),
+                                               int(config.get("quota.window.size.seconds"))))
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
         self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
@@ -240,6 +244,7 @@ class Broker:
         try:
             self._load_dynamic_broker_configs()
             self.topics.reload_configs()
+            self.quotas.reload(self.store)
         except Exception:
             log.exception("reloading configs from the metadata store failed")
             return
@@ -363,6 +368,7 @@ class Broker:
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
         self._load_dynamic_broker_configs()
+        self.quotas.reload(self.store)
         self.log_manager.startup()
         # logs for every hosted partition (created after a crash between metadata and log)
         for meta in self.topics.topics.values():
@@ -403,6 +409,7 @@ class Broker:
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
             features=self.features,
+            quotas=self.quotas,
         )
         self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.finalized_features import FinalizedFeatureCache
+    from odradek.server.quota.client_quotas import ClientQuotas
     from odradek.server.replica_manager import ReplicaManager
 
 
@@ -103,6 +104,7 @@ class BrokerServices:
     advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
     now_ms: Callable[[], int]
     features: FinalizedFeatureCache  # the finalized features (KIP-584) gates read
+    quotas: ClientQuotas  # client quotas (KIP-546) and their rates
 
 
 class RequestContext:

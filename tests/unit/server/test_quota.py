@@ -3,8 +3,21 @@ the eight-level precedence with its shared rates, request_percentage's cap, KIP-
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
+from odradek.controller.store import LocalStore
+from odradek.server.quota.client_quotas import (
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
+    ClientQuotas,
+    Component,
+    QuotaRequestError,
+    entity_from_parts,
+)
 from odradek.server.quota.manager import (
     CONTROLLER_MUTATION,
     FETCH,
@@ -18,6 +31,7 @@ from odradek.server.quota.manager import (
     zk_path,
 )
 from odradek.server.quota.rate import SampledRate, TokenBucket
+from odradek.server.quota.store import desanitize, sanitize
 
 
 def test_window_size_is_stretched_to_samples_minus_one_windows() -> None:
@@ -146,3 +160,52 @@ def test_controller_mutation_bucket() -> None:
     assert m.record_and_get_throttle_time_ms("u", "c", 2, 0) == 2000
     with pytest.raises(ValueError):
         ClientQuotaManager("disk_rate")
+
+
+def test_quota_configs_in_the_store_and_kip546_filters(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "m.json")
+    q = ClientQuotas()
+    assert sanitize("app 1/é*") == "app%201%2F%C3%A9%2A" and desanitize(sanitize("app 1/é*")) == "app 1/é*"
+    app = entity_from_parts([("client-id", "app 1")])
+    both_default = entity_from_parts([("user", None), ("client-id", None)])
+    alice = entity_from_parts([("user", "alice")])
+    assert q.alter(store, app, [(PRODUCE, 1048576.0, False)]) == "clients/app%201"
+    assert q.alter(store, both_default, [(REQUEST, 50.5, False)]) == "users/<default>/clients/<default>"
+    assert q.alter(store, alice, [(FETCH, 10.0, False), (PRODUCE, 20.0, False)]) == "users/alice"
+    q.alter(store, alice, [(PRODUCE, 0.0, True)])
+    assert store.get("/config/clients/app%201")[0] == b'{"version": 1, "config": {"producer_byte_rate": "1048576"}}'
+    fresh = ClientQuotas()
+    fresh.reload(LocalStore(tmp_path / "m.json"))
+    assert fresh.configs == {app: {PRODUCE: "1048576"}, both_default: {REQUEST: "50.5"}, alice: {FETCH: "10"}}
+    assert fresh.produce.quota("anyone", "app 1") == 1048576.0
+    assert fresh.request.quota("bob", "x") == 50.5 and fresh.fetch.quota("alice", "x") == 10.0
+    # filters: strict / non-strict, EXACT / DEFAULT / SPECIFIED
+    assert [e for e, _ in fresh.describe([], False)] == [app, both_default, alice]
+    assert fresh.describe([Component("client-id", MATCH_EXACT, "app 1")], True) == [(app, {PRODUCE: 1048576.0})]
+    assert [e for e, _ in fresh.describe([Component("user", MATCH_DEFAULT, None)], False)] == [both_default]
+    assert [e for e, _ in fresh.describe([Component("user", MATCH_DEFAULT, None)], True)] == []
+    assert [e for e, _ in fresh.describe([Component("user", MATCH_SPECIFIED, None)], False)] == [alice]
+    # removing the last key leaves no quota
+    fresh.alter(store, alice, [(FETCH, 0.0, True)])
+    fresh.reload(store)
+    assert fresh.fetch.quota("alice", "x") is None
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "message"),
+    [
+        (lambda q: q.describe([Component("user", 0, None)], False), 42, "Missing match for user component"),
+        (lambda q: q.describe([Component("user", 1, None), Component("user", 2, None)], False), 42,
+         "Duplicate user filter component entity type"),
+        (lambda q: q.describe([Component("topic", 1, None)], False), 35, "Custom entity type 'topic' not supported"),
+        (lambda q: q.check_ops([("bogus", 1.0, False)]), 42, "Invalid configuration key bogus"),
+        (lambda q: q.check_ops([(PRODUCE, 1.5, False)]), 42, "Configuration producer_byte_rate must be a Long value"),
+        (lambda q: entity_from_parts([("user", "a"), ("user", "b")]), 42, "Duplicate user entity type"),
+        (lambda q: entity_from_parts([]), 42, "Invalid empty client quota entity"),
+        (lambda q: entity_from_parts([("ip", "1.2.3.4")]), 35, "IP connection-rate quotas are not supported."),
+    ],
+)
+def test_quota_request_errors(call: Callable[[ClientQuotas], object], code: int, message: str) -> None:
+    with pytest.raises(QuotaRequestError) as e:
+        call(ClientQuotas())
+    assert (e.value.code, e.value.message) == (code, message)

@@ -60,7 +60,7 @@ def services(**overrides: Any) -> BrokerServices:
         node_id=3, cluster_id="c-1", rack="r1", config=UNUSED, topics=UNUSED, cluster=UNUSED,
         replica_manager=UNUSED, log_manager=UNUSED, groups=UNUSED, txn=UNUSED, fetch_sessions=UNUSED,
         producer_ids=UNUSED, admin=UNUSED, advertised_endpoint=UNUSED, now_ms=lambda: 1000,
-        features=UNUSED,
+        features=UNUSED, quotas=UNUSED,
     )
     fields.update(overrides)
     return BrokerServices(**fields)

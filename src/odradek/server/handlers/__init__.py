@@ -101,6 +101,8 @@ _MODULES = [
     "list_transactions",
     "describe_producers",
     "update_features",
+    "describe_client_quotas",
+    "alter_client_quotas",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

@@ -1,0 +1,76 @@
+"""Client quotas' admin APIs against a real broker (KIP-546 over the wire, kio-encoded requests:
+neither confluent-kafka's nor kafka-python's admin client has them): AlterClientQuotas with
+per-entry errors, DescribeClientQuotas filters, and the configs surviving a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.client.wire import WireClient
+
+from .broker import Broker
+
+
+def alter(b: Broker, entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float, bool]]]],
+          validate_only: bool = False) -> list[tuple[int, str | None]]:
+    from kio.schema.alter_client_quotas.v1 import request as a
+    from kio.static.primitive import f64
+
+    req = tuple(
+        a.EntryData(entity=tuple(a.EntityData(entity_type=t, entity_name=n) for t, n in ent),
+                    ops=tuple(a.OpData(key=k, value=f64(v), remove=r) for k, v, r in ops))
+        for ent, ops in entries
+    )
+    with WireClient(b.bootstrap, timeout=15) as w:
+        r = w.request(49, 1, entries=req, validate_only=validate_only)
+    return [(int(e.error_code), e.error_message) for e in r.entries]
+
+
+def describe(b: Broker, components: list[tuple[str, int, str | None]], strict: bool = False) -> Any:
+    from kio.schema.describe_client_quotas.v1 import request as d
+    from kio.static.primitive import i8
+
+    with WireClient(b.bootstrap, timeout=15) as w:
+        r = w.request(48, 1, components=tuple(d.ComponentData(entity_type=t, match_type=i8(m), match=x)
+                                               for t, m, x in components), strict=strict)
+    if int(r.error_code):
+        return int(r.error_code), r.error_message
+    return sorted(
+        ((tuple((e.entity_type, e.entity_name) for e in entry.entity), {v.key: float(v.value) for v in entry.values})
+         for entry in r.entries), key=repr,
+    )
+
+
+def test_alter_and_describe_client_quotas(broker: Broker) -> None:
+    b = broker
+    assert describe(b, []) == []
+    assert alter(b, [([("client-id", "app 1")], [("producer_byte_rate", 1048576.0, False)])], validate_only=True) == [
+        (0, None)]
+    assert describe(b, []) == []
+    assert alter(b, [
+        ([("client-id", "app 1")], [("producer_byte_rate", 1048576.0, False)]),
+        ([("user", None), ("client-id", None)], [("request_percentage", 50.5, False)]),
+        ([("user", "alice")], [("consumer_byte_rate", 2048.0, False), ("controller_mutation_rate", 5.0, False)]),
+        ([("user", "bob")], [("bogus", 1.0, False)]),
+        ([("user", "bob")], [("producer_byte_rate", 1.5, False)]),
+        ([("ip", "10.0.0.1")], [("connection_creation_rate", 1.0, False)]),
+    ]) == [
+        (0, None), (0, None), (0, None),
+        (42, "Invalid configuration key bogus"),
+        (42, "Configuration producer_byte_rate must be a Long value"),
+        (35, "IP connection-rate quotas are not supported."),
+    ]
+    everything = [
+        ((("client-id", "app 1"),), {"producer_byte_rate": 1048576.0}),
+        ((("user", None), ("client-id", None)), {"request_percentage": 50.5}),
+        ((("user", "alice"),), {"consumer_byte_rate": 2048.0, "controller_mutation_rate": 5.0}),
+    ]
+    assert describe(b, []) == sorted(everything, key=repr)
+    assert describe(b, [("client-id", 0, "app 1")], strict=True) == [everything[0]]
+    assert describe(b, [("user", 1, None)]) == [everything[1]]
+    assert describe(b, [("user", 2, None)]) == [everything[2]]
+    assert describe(b, [("user", 0, None)]) == (42, "Missing match for user component")
+    b.restart()
+    assert describe(b, []) == sorted(everything, key=repr)
+    assert alter(b, [([("user", "alice")], [("consumer_byte_rate", 0.0, True)])]) == [(0, None)]
+    assert describe(b, [("user", 0, "alice")]) == [((("user", "alice"),), {"controller_mutation_rate": 5.0})]
