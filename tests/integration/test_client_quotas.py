@@ -4,11 +4,14 @@ per-entry errors, DescribeClientQuotas filters, and the configs surviving a rest
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from odradek.client.wire import WireClient
 
-from .broker import Broker
+from .broker import Broker, BrokerFactory
+from .clients import create_topic, unique
 
 
 def alter(b: Broker, entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float, bool]]]],
@@ -74,3 +77,38 @@ def test_alter_and_describe_client_quotas(broker: Broker) -> None:
     assert describe(b, []) == sorted(everything, key=repr)
     assert alter(b, [([("user", "alice")], [("consumer_byte_rate", 0.0, True)])]) == [(0, None)]
     assert describe(b, [("user", 0, "alice")]) == [((("user", "alice"),), {"controller_mutation_rate": 5.0})]
+
+
+def _produce(bootstrap: str, client_id: str, topic: str, total: int, out: dict[str, float]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                  "batch.size": 100_000, "statistics.interval.ms": 0})
+    payload = b"x" * 10_000
+    t0 = time.monotonic()
+    for _ in range(total // len(payload)):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0
+    out[client_id] = time.monotonic() - t0
+
+
+def test_a_producer_held_to_its_byte_rate(make_broker: BrokerFactory) -> None:
+    """1 MB/s for client id "slow" (quota.window.num=2: a new client's allowance is one window):
+    6 MB take about 5 s more than one window's worth, while "fast" on the same broker is not held."""
+    b = make_broker(quota_window_num=2)
+    topic = unique("quota")
+    create_topic(b.bootstrap, topic, 1)
+    assert alter(b, [([("client-id", "slow")], [("producer_byte_rate", 1_000_000.0, False)])]) == [(0, None)]
+    took: dict[str, float] = {}
+    slow = threading.Thread(target=_produce, args=(b.bootstrap, "slow", topic, 6_000_000, took))
+    slow.start()
+    _produce(b.bootstrap, "fast", topic, 6_000_000, took)
+    slow.join(120)
+    assert 4.0 <= took["slow"] <= 8.0, took
+    assert took["fast"] < 3.0, took

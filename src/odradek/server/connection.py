@@ -115,6 +115,7 @@ class Connection:
         self.held = 0  # bytes this connection holds in the request memory pool
         self._frame_mem = 0  # the frame being handled: its reservation, taken by its slot
         self.memory_muted = False
+        self.throttled_until = 0.0  # monotonic time a quota mute ends (KIP-219); 0: not muted
         self.last_active = time.monotonic()
         self._scratch = _recv_scratch()
         self.pending: deque[_Slot] = deque()
@@ -178,8 +179,23 @@ class Connection:
             and self.out_bytes < _MAX_OUT_BYTES
             and len(self.pending) < _MAX_PENDING
             and not self.memory_muted
+            and not self.throttled_until
         ):
             self._resume_reading()
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: a client over its quota is not read from for ``ms`` (its response still goes out)."""
+        until = time.monotonic() + ms / 1000.0
+        if ms <= 0 or self.closed or until <= self.throttled_until:
+            return
+        self.throttled_until = until
+        self._pause_reading()
+        self.loop.call_later(ms / 1000.0, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        if self.throttled_until and time.monotonic() + 0.001 >= self.throttled_until:
+            self.throttled_until = 0.0
+            self._maybe_resume()
 
     # -- request memory (queued.max.request.bytes)
     def _reserve(self, n: int) -> bool:

@@ -51,6 +51,8 @@ class ConnectionHandle(Protocol):
 
     def close(self, reason: str | None = None) -> None: ...
 
+    def throttle(self, ms: int) -> None: ...
+
 
 class TopicAdmin(Protocol):
     """Topic and configuration changes (Kafka's ZkAdminManager): each goes to the metadata
@@ -151,3 +153,14 @@ class RequestContext:
 
     def close_connection(self, reason: str) -> None:
         self.connection.close(reason)
+
+    @property
+    def quota_user(self) -> str:
+        """The user client quotas are looked up for: Kafka's principal name, ANONYMOUS without
+        authentication (the only kind of connection here so far)."""
+        return "ANONYMOUS"
+
+    def throttle(self, ms: int) -> None:
+        """Mute the connection for ``ms`` after a quota violation (KIP-219)."""
+        if ms > 0:
+            self.connection.throttle(ms)

@@ -29,6 +29,9 @@ class FakeConnection:
     def close(self, reason: str | None = None) -> None:
         self.closed.append(reason)
 
+    def throttle(self, ms: int) -> None:
+        self.throttled = ms
+
 
 class FakeProducerIds:
     def __init__(self, *ids: int | Exception) -> None:

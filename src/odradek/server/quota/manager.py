@@ -172,6 +172,8 @@ class ClientQuotaManager:
 
     def record_and_get_throttle_time_ms(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value`` (bytes, percent-seconds or mutations) and the throttle time it earns."""
+        if not self.quotas:
+            return 0  # no quota anywhere: nothing measured (the common case costs one check)
         hit = resolve(self.quotas, user, client_id)
         if hit is None:
             return 0
