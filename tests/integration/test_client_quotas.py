@@ -112,3 +112,38 @@ def test_a_producer_held_to_its_byte_rate(make_broker: BrokerFactory) -> None:
     slow.join(120)
     assert 4.0 <= took["slow"] <= 8.0, took
     assert took["fast"] < 3.0, took
+
+
+def test_a_consumer_held_to_its_byte_rate(make_broker: BrokerFactory) -> None:
+    """consumer_byte_rate 1 MB/s for client id "slow-c" (quota.window.num=2), "fast-c" unlimited;
+    no record is lost or repeated. A throttled fetch returns nothing and is read again after the
+    mute (Kafka's getThrottledResponse with unrecord), so with two 1 s samples the consumer gets
+    1 MB every 1-2 s: 6 MB took 8 s when measured (5 s would be the bound itself)."""
+    from confluent_kafka import Consumer
+
+    b = make_broker(quota_window_num=2)
+    topic = unique("fquota")
+    create_topic(b.bootstrap, topic, 1)
+    _produce(b.bootstrap, "loader", topic, 6_000_000, {})
+    assert alter(b, [([("client-id", "slow-c")], [("consumer_byte_rate", 1_000_000.0, False)])]) == [(0, None)]
+
+    def consume(client_id: str) -> float:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique("g"), "client.id": client_id,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic])
+        got, t0 = 0, 0.0
+        offsets: set[int] = set()
+        deadline = time.monotonic() + 60
+        while got < 6_000_000 and time.monotonic() < deadline:
+            for m in c.consume(100, 0.2):
+                if m.error() is None:
+                    t0 = t0 or time.monotonic()
+                    got += len(m.value() or b"")
+                    offsets.add(int(m.offset() or 0))
+        c.close()
+        assert got == 6_000_000 and len(offsets) == 600
+        return time.monotonic() - t0
+
+    fast, slow = consume("fast-c"), consume("slow-c")
+    assert fast < 3.0, (fast, slow)
+    assert 4.5 <= slow <= 14.0, (fast, slow)

@@ -128,7 +128,7 @@ def test_shared_rates_follow_the_matched_level() -> None:
     m2.update_quota(entity(user=None, client_id=None), 100.0)  # a rate per (user, client id)
     assert m2.record_and_get_throttle_time_ms("u", "a", 1000, 0) == 0
     assert m2.record_and_get_throttle_time_ms("u", "b", 1000, 0) == 0
-    assert m2.max_value_in_window("u", "a") == 100.0 and m2.quota("u", "a") == 100.0
+    assert m2.max_value_in_window("u", "a") == 1000.0 and m2.quota("u", "a") == 100.0
     m2.update_quota(entity(user=None, client_id=None), None)
     assert m2.quota("u", "a") is None and m2.record_and_get_throttle_time_ms("u", "a", 10**9, 0) == 0
 

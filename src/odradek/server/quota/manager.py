@@ -202,7 +202,7 @@ class ClientQuotaManager:
                 r.record(-value, now_ms)
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
-        """Kafka's getMaxValueInQuotaWindow: the most a client may take in one window (bounds a
-        Fetch's max bytes); None without a quota."""
+        """Kafka's getMaxValueInQuotaWindow: bound * (samples - 1) * window seconds, what a client
+        may take at once (bounds a consumer Fetch's max bytes); None without a quota."""
         bound = self.quota(user, client_id)
-        return None if bound is None else bound * self.config.window_s
+        return None if bound is None else bound * max(self.config.samples - 1, 1) * self.config.window_s
