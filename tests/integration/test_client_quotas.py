@@ -4,6 +4,8 @@ per-entry errors, DescribeClientQuotas filters, and the configs surviving a rest
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -147,3 +149,30 @@ def test_a_consumer_held_to_its_byte_rate(make_broker: BrokerFactory) -> None:
     fast, slow = consume("fast-c"), consume("slow-c")
     assert fast < 3.0, (fast, slow)
     assert 4.5 <= slow <= 14.0, (fast, slow)
+
+
+def configs_cli(b: Broker, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", "configs", "--bootstrap-server", b.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_configs_cli_for_client_quotas(broker: Broker) -> None:
+    b = broker
+    pair = ["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default"]
+    r = configs_cli(b, "--alter", *pair, "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2048")
+    assert (r.returncode, r.stdout) == (0, "Completed updating config for user-principal 'alice', the default "
+                                           "client-id.\n"), r.stderr
+    r = configs_cli(b, "--alter", "--entity-type", "clients", "--entity-name", "app", "--add-config", "bogus=1")
+    assert r.returncode == 1 and "Invalid configuration key bogus" in r.stderr
+    r = configs_cli(b, "--alter", "--entity-type", "clients", "--entity-name", "app",
+                    "--add-config", "request_percentage=12.5")
+    assert r.returncode == 0, r.stderr
+    r = configs_cli(b, "--describe", "--entity-type", "clients")
+    assert r.stdout == "Quota configs for client-id 'app' are request_percentage=12.5\n"
+    r = configs_cli(b, "--alter", *pair, "--delete-config", "consumer_byte_rate")
+    assert r.returncode == 0, r.stderr
+    r = configs_cli(b, "--describe", *pair)
+    assert r.stdout == ("Quota configs for user-principal 'alice', the default client-id are "
+                        "producer_byte_rate=1048576.0\n")
+    assert describe(b, [("user", 0, "alice")]) == [((("user", "alice"), ("client-id", None)),
+                                                     {"producer_byte_rate": 1048576.0})]

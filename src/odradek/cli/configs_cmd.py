@@ -1,4 +1,11 @@
-"""``odradek configs``: kafka-configs.sh for topics and brokers."""
+"""``odradek configs``: kafka-configs.sh for topics, brokers and client quotas.
+
+``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
+its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
+
+    odradek configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \
+        --entity-type clients --entity-default --add-config producer_byte_rate=1048576
+"""
 
 from __future__ import annotations
 
@@ -15,12 +22,32 @@ _SOURCES = {
 }
 
 
+class _Entity(argparse.Action):
+    """--entity-type starts an entity; --entity-name / --entity-default complete the last one.
+    ``entity_type``/``entity_name``/``entity_default`` mirror the first entity."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        ents: list[list[Any]] = list(getattr(ns, "entities", None) or [])
+        if self.dest == "entity_type":
+            ents.append([values, None, False])
+        elif not ents:
+            parser.error(f"{option_string} must follow --entity-type")
+        elif self.dest == "entity_name":
+            ents[-1][1] = values
+        else:
+            ents[-1][2] = True
+        ns.entities = ents
+        ns.entity_type, ns.entity_name, ns.entity_default = ents[0]
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe and alter topic and broker configs")
+    p = sub.add_parser("configs", help="describe and alter topic, broker and client quota configs")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers"])
-    p.add_argument("--entity-name", help="topic name or broker id")
-    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
+    p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
+    p.add_argument("--entity-default", nargs=0, action=_Entity,
+                   help="the cluster-wide broker default, or the default user / client id")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -64,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+    if args.entity_type in ("users", "clients"):
+        from odradek.cli.quota_configs import run_quotas
+
+        return run_quotas(args)
     admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
     timeout = args.command_timeout
     if args.entity_type == "brokers" and args.entity_default:
