@@ -176,3 +176,29 @@ def test_configs_cli_for_client_quotas(broker: Broker) -> None:
                         "producer_byte_rate=1048576.0\n")
     assert describe(b, [("user", 0, "alice")]) == [((("user", "alice"), ("client-id", None)),
                                                      {"producer_byte_rate": 1048576.0})]
+
+
+def test_request_percentage_throttles_a_busy_client(broker: Broker) -> None:
+    """request_percentage 0.001 (10 µs of handler time per second) for client id "busy": its
+    Metadata answers soon carry throttle_time (capped at one quota window, 1 s) and the broker
+    stops reading from it meanwhile; client "idle" on the same broker is answered at once."""
+    b = broker
+    assert alter(b, [([("client-id", "busy")], [("request_percentage", 0.001, False)])]) == [(0, None)]
+
+    def run(client_id: str, n: int) -> tuple[float, list[int]]:
+        throttles = []
+        with WireClient(b.bootstrap, timeout=30, client_id=client_id) as w:
+            t0 = time.monotonic()
+            for _ in range(n):
+                r = w.request(3, 9, topics=None, allow_auto_topic_creation=False,
+                              include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+                throttles.append(int(r.throttle_time.total_seconds() * 1000))
+            return time.monotonic() - t0, throttles
+
+    idle_took, idle_throttles = run("idle", 20)
+    busy_took, busy_throttles = run("busy", 20)
+    assert set(idle_throttles) == {0} and idle_took < 2.0
+    assert max(busy_throttles) > 0 and max(busy_throttles) <= 1000, busy_throttles
+    # each throttled answer mutes the connection: the next request waits for it
+    muted = sum(t for t in busy_throttles[:-1]) / 1000.0
+    assert busy_took >= muted * 0.9, (busy_took, busy_throttles)

@@ -42,6 +42,7 @@ from odradek.protocol.framing import (
 )
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -345,7 +346,9 @@ class Connection:
         slot = self._slot(correlation_id, flexible)
         ctx = RequestContext(self.services, self, api_key, api_version, correlation_id, header.client_id)
         try:
+            started = time.perf_counter_ns()
             result = handler.handle(ctx, request)
+            result = request_time.charge(ctx, time.perf_counter_ns() - started, result)  # request_percentage
         except HandlerError as e:
             log.warning("invalid request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
