@@ -142,6 +142,8 @@ class ClientQuotaManager:
         self.config = config or QuotaConfig()
         self.quotas: dict[QuotaEntity, float] = {}
         self._rates: dict[tuple[str, str], SampledRate | TokenBucket] = {}
+        # (user, client id) -> its resolution; cleared whenever a bound changes
+        self._resolved: dict[tuple[str, str], tuple[QuotaEntity, tuple[str, str]] | None] = {}
 
     @property
     def window_ms(self) -> int:
@@ -153,11 +155,22 @@ class ClientQuotaManager:
             self.quotas.pop(e, None)
         else:
             self.quotas[e] = float(bound)
+        self._resolved.clear()
         if self.kind == CONTROLLER_MUTATION:
             self._rates.clear()  # buckets are sized by their quota
 
+    def _resolve(self, user: str, client_id: str) -> tuple[QuotaEntity, tuple[str, str]] | None:
+        key = (user, client_id)
+        try:
+            return self._resolved[key]
+        except KeyError:
+            if len(self._resolved) > 100_000:  # many short-lived client ids: start over
+                self._resolved.clear()
+            hit = self._resolved[key] = resolve(self.quotas, user, client_id)
+            return hit
+
     def quota(self, user: str, client_id: str) -> float | None:
-        hit = resolve(self.quotas, user, client_id)
+        hit = self._resolve(user, client_id)
         return None if hit is None else self.quotas[hit[0]]
 
     def _rate(self, tags: tuple[str, str], bound: float, now_ms: int) -> SampledRate | TokenBucket:
@@ -174,7 +187,7 @@ class ClientQuotaManager:
         """Record ``value`` (bytes, percent-seconds or mutations) and the throttle time it earns."""
         if not self.quotas:
             return 0  # no quota anywhere: nothing measured (the common case costs one check)
-        hit = resolve(self.quotas, user, client_id)
+        hit = self._resolve(user, client_id)
         if hit is None:
             return 0
         e, tags = hit
@@ -195,7 +208,7 @@ class ClientQuotaManager:
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take a recorded value back (a throttled Fetch returns no data: Kafka's unrecordQuotaSensor)."""
-        hit = resolve(self.quotas, user, client_id)
+        hit = self._resolve(user, client_id)
         if hit is not None:
             r = self._rates.get(hit[1])
             if r is not None:
