@@ -1,6 +1,7 @@
-"""KIP-584 in cluster mode: the controller creates Kafka's /feature znode, UpdateFeatures is
+"""KIP-584 and client quotas in cluster mode: the controller creates Kafka's /feature znode, UpdateFeatures is
 answered by the controller only (NOT_CONTROLLER elsewhere), every broker's ApiVersions follows
-the znode, and a broker that cannot support the finalized levels refuses to start."""
+the znode, a broker that cannot support the finalized levels refuses to start, and quotas altered on
+one broker are applied by the others."""
 
 from __future__ import annotations
 
@@ -74,3 +75,31 @@ def test_feature_znode_update_and_broker_caches(cluster: Cluster, tmp_path: Path
     with pytest.raises(BrokerError, match="exited"):
         late.start(timeout=60)
     assert "group.version=7 is finalized but this broker supports 0-1" in late.log_text()
+
+
+def test_client_quotas_reach_every_broker(cluster: Cluster) -> None:
+    """AlterClientQuotas on one broker writes Kafka's /config/clients znode and a /config/changes
+    notice; the other broker applies it (its DescribeClientQuotas answers from what it applied)."""
+    from kio.schema.alter_client_quotas.v1 import request as a
+    from kio.schema.describe_client_quotas.v1 import request as d
+    from kio.static.primitive import f64, i8
+
+    c = cluster
+    first, second = (c.brokers[i] for i in sorted(c.brokers))
+    with WireClient(first.bootstrap, timeout=15) as w:
+        r = w.request(49, 1, validate_only=False, entries=(a.EntryData(
+            entity=(a.EntityData(entity_type="client-id", entity_name="etl/1"),),
+            ops=(a.OpData(key="producer_byte_rate", value=f64(4096.0), remove=False),)),))
+    assert int(r.entries[0].error_code) == 0
+    assert c.zk_json("/config/clients/etl%2F1") == {"version": 1, "config": {"producer_byte_rate": "4096"}}
+    notices = c.zk_children("/config/changes")
+    assert any(c.zk_json(f"/config/changes/{n}") == {"version": 2, "entity_path": "clients/etl%2F1"} for n in notices)
+
+    def seen_by_second() -> list[tuple[str | None, float]]:
+        with WireClient(second.bootstrap, timeout=15) as w2:
+            r2 = w2.request(48, 1, strict=True, components=(
+                d.ComponentData(entity_type="client-id", match_type=i8(0), match="etl/1"),))
+        return [(e.entity[0].entity_name, float(e.values[0].value)) for e in r2.entries or ()]
+
+    wait_until(lambda: seen_by_second() == [("etl/1", 4096.0)], 20, "the quota on the second broker",
+               detail=seen_by_second)
