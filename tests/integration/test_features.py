@@ -139,3 +139,48 @@ def test_features_cli(broker: Broker) -> None:
     assert (r.returncode, r.stdout) == (0, "transaction.version was upgraded to 1.\ngroup.version was upgraded to 1.\n")
     r = features_cli(broker, "upgrade", "--feature", "group.version")
     assert r.returncode == 1 and "expected NAME=LEVEL" in r.stderr
+
+
+def _txn_value_versions(b: Broker, transactional_id: str) -> set[int]:
+    """The TransactionLogValue versions written for ``transactional_id`` in __transaction_state."""
+    import struct
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique("ts"), "enable.auto.commit": False})
+    try:
+        md = c.list_topics("__transaction_state", timeout=10)
+        parts = list(md.topics["__transaction_state"].partitions)
+        c.assign([TopicPartition("__transaction_state", p, 0) for p in parts])
+        versions: set[int] = set()
+        idle_until = time.monotonic() + 3
+        while time.monotonic() < idle_until:
+            for m in c.consume(100, 0.3):
+                key, value = m.key(), m.value()
+                if m.error() is None and key and value and key[4:].decode() == transactional_id:
+                    versions.add(struct.unpack(">h", value[:2])[0])
+                    idle_until = time.monotonic() + 1
+        return versions
+    finally:
+        c.close()
+
+
+def _one_transaction(b: Broker, transactional_id: str, topic: str) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": transactional_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"v")
+    p.commit_transaction(30)
+
+
+def test_transaction_version_picks_the_transaction_log_value_version(broker: Broker) -> None:
+    topic = unique("tv")
+    create_topic(broker.bootstrap, topic, 1)
+    _one_transaction(broker, "tv1", topic)
+    assert _txn_value_versions(broker, "tv1") == {1}  # transaction.version 1: flexible values
+    r = features_cli(broker, "downgrade", "--feature", "transaction.version=0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    _one_transaction(broker, "tv0", topic)
+    assert _txn_value_versions(broker, "tv0") == {0}
