@@ -262,18 +262,48 @@ _BROKER_DEFS: list[ConfigDef] = [
               "a producer id idle this long with no open transaction is forgotten by each partition", _ge(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", T_INT, "600000",
               "period of the producer id expiration check", _ge(1)),
-    # security protocols (odradek.config_check refuses any but PLAINTEXT) and the listeners of
+    # security protocols (odradek.security.listeners) and the listeners of
     # cluster mode: which one brokers talk to each other on (KafkaConfig's interBrokerListenerName),
     # and the controller's own listener (KIP-291)
     ConfigDef("listener.security.protocol.map", T_STRING,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "security protocol of each listener name (only PLAINTEXT is implemented)"),
+              "security protocol of each listener name"),
     ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
-              "security protocol between brokers (only PLAINTEXT is implemented); names the inter-broker "
+              "security protocol between brokers; names the inter-broker "
               "listener when inter.broker.listener.name is unset",
               lambda v: v.upper() in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
               "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
     ConfigDef("control.plane.listener.name", T_STRING, None, "listener the controller's requests come in on"),
+    # TLS of SSL / SASL_SSL listeners (odradek.security.tls; each also as listener.name.<l>.<name>)
+    ConfigDef("ssl.keystore.type", T_STRING, "PEM", "key store format (PEM only)"),
+    ConfigDef("ssl.keystore.location", T_STRING, None, "PEM file with the private key and certificate chain"),
+    ConfigDef("ssl.keystore.certificate.chain", T_PASSWORD, None, "certificate chain, PEM text", sensitive=True),
+    ConfigDef("ssl.keystore.key", T_PASSWORD, None, "private key, PEM text", sensitive=True),
+    ConfigDef("ssl.keystore.password", T_PASSWORD, None, "password of the key store's key", sensitive=True),
+    ConfigDef("ssl.key.password", T_PASSWORD, None, "password of the private key", sensitive=True),
+    ConfigDef("ssl.truststore.type", T_STRING, "PEM", "trust store format (PEM only)"),
+    ConfigDef("ssl.truststore.location", T_STRING, None, "PEM file of trusted CA certificates"),
+    ConfigDef("ssl.truststore.certificates", T_PASSWORD, None, "trusted CA certificates, PEM text", sensitive=True),
+    ConfigDef("ssl.truststore.password", T_PASSWORD, None, "unused for PEM trust stores", sensitive=True),
+    ConfigDef("ssl.client.auth", T_STRING, "none", "client certificates: none, requested or required",
+              lambda v: v.lower() in ("none", "requested", "required"), "[none, requested, required]"),
+    ConfigDef("ssl.enabled.protocols", T_LIST, "TLSv1.2,TLSv1.3", "TLS versions offered"),
+    ConfigDef("ssl.cipher.suites", T_LIST, None, "TLS 1.2 cipher suites (OpenSSL names)"),
+    ConfigDef("ssl.principal.mapping.rules", T_STRING, "DEFAULT",
+              "rules mapping a certificate's distinguished name to a user name (KIP-371)"),
+    # SASL of SASL_PLAINTEXT / SASL_SSL listeners (odradek.security.sasl)
+    ConfigDef("sasl.enabled.mechanisms", T_LIST, "GSSAPI",
+              "SASL mechanisms offered (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are implemented)"),
+    ConfigDef("sasl.jaas.config", T_PASSWORD, None, "JAAS login context (PlainLoginModule users)", sensitive=True),
+    ConfigDef("connection.failed.authentication.delay.ms", T_INT, "100",
+              "delay before a connection that failed authentication is closed", _ge(0)),
+    ConfigDef("odradek.authentication.timeout.ms", T_INT, "10000",
+              "a connection's TLS handshake and SASL authentication must finish within this time", _ge(1)),
+    # the authorizer (odradek.security.acl)
+    ConfigDef("authorizer.class.name", T_STRING, "", "Kafka's AclAuthorizer or StandardAuthorizer enables ACLs"),
+    ConfigDef("super.users", T_STRING, "", "principals every operation is allowed to (User:a;User:b)"),
+    ConfigDef("allow.everyone.if.no.acl.found", T_BOOLEAN, "false",
+              "a resource without ACLs is open to every principal"),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),

@@ -35,6 +35,8 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
+from odradek.security.credentials import ScramCredentialStore
+from odradek.security.listeners import build_listener_security
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
@@ -184,6 +186,9 @@ class Broker:
         self._timers: list[asyncio.TimerHandle] = []
         self.reads = 0  # socket read bursts served (connections count them; idle detection)
         self.bound: dict[str, tuple[str, int]] = {}
+        # each listener's TLS context and SASL mechanisms (ConfigError here, before anything starts)
+        self.scram_credentials = ScramCredentialStore(self.store)
+        self.listener_security = build_listener_security(config, self.scram_credentials.lookup)
 
     # -- configuration
     def _check_meta_properties(self) -> None:
@@ -414,6 +419,7 @@ class Broker:
             on_closed=self.connection_closed,
             on_read=self._count_read,
             inter_broker=None if self.cluster.embedded else self.cluster,
+            listener_security=self.listener_security,
         )
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from odradek.controller.topics import TopicMeta, TopicRegistry
     from odradek.coordinator.runtime import GroupCoordinatorRuntime
     from odradek.log.manager import LogManager
+    from odradek.security.sasl import SaslServer
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.replica_manager import ReplicaManager
@@ -43,6 +44,15 @@ class ConnectionHandle(Protocol):
     listener: str
     peer: str
     peer_host: str
+    principal: str  # Kafka's KafkaPrincipal as text: User:ANONYMOUS, User:<SASL user or certificate DN>
+    sasl: SaslServer | None  # the SASL exchange of a SASL listener's connection
+
+    @property
+    def failed_authentication_delay_s(self) -> float: ...
+
+    def sasl_authenticated(self, principal: str) -> None: ...
+
+    def close_after_response(self) -> None: ...
 
     def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None: ...
 
@@ -126,6 +136,11 @@ class RequestContext:
     def listener(self) -> str:
         """The listener name the request came in on."""
         return self.connection.listener
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal of the request's connection (``User:ANONYMOUS`` if none)."""
+        return self.connection.principal
 
     @property
     def client_host(self) -> str:

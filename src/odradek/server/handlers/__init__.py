@@ -92,6 +92,8 @@ _MODULES = [
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "sasl_handshake",
+    "sasl_authenticate",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

@@ -1,0 +1,103 @@
+"""Pure parts of odradek.security: certificate principals, JAAS parsing, the SASL state machine."""
+
+from __future__ import annotations
+
+import pytest
+from scramp import ScramClient
+
+from odradek.config import ConfigError
+from odradek.protocol import errors
+from odradek.security.jaas import parse_jaas, plain_users
+from odradek.security.sasl import PlainMechanism, SaslServer, SaslState, ScramServerMechanism
+from odradek.security.scram import ScramCredential, make_credential
+from odradek.security.tls import certificate_principal, distinguished_name, map_principal, parse_mapping_rules
+
+CERT = {"subject": ((("countryName", "US"),), (("organizationName", "Example, Inc"),),
+                    (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
+
+
+def test_distinguished_name_is_rfc2253_most_specific_first() -> None:
+    assert distinguished_name(CERT) == "CN=alice,OU=eng,O=Example\\, Inc,C=US"
+
+
+def test_principal_mapping_rules() -> None:
+    rules = parse_mapping_rules("RULE:^CN=(.*?),OU=eng,.*$/$1/U, RULE:^CN=([^,]*),.*$/svc-$1/, DEFAULT")
+    assert map_principal("CN=alice,OU=eng,O=x,C=US", rules) == "ALICE"
+    assert map_principal("CN=bob,OU=ops,C=US", rules) == "svc-bob"
+    assert map_principal("O=nobody", rules) == "O=nobody"
+    assert certificate_principal(CERT, parse_mapping_rules(None)) == "User:CN=alice,OU=eng,O=Example\\, Inc,C=US"
+    assert certificate_principal(None, rules) == "User:ANONYMOUS"
+    with pytest.raises(ConfigError):
+        parse_mapping_rules("RULE:no-slashes")
+
+
+def test_jaas_plain_users() -> None:
+    entry = parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+                       ' username="admin" password="a;b" user_admin="a;b" user_alice=alice-secret ;')
+    assert entry.login_module.endswith("PlainLoginModule") and entry.flag == "required"
+    assert plain_users(entry) == {"admin": "a;b", "alice": "alice-secret"}
+    for bad in ("PlainLoginModule", 'PlainLoginModule required user_a="x"', "PlainLoginModule maybe a=b;"):
+        with pytest.raises(ConfigError):
+            parse_jaas(bad)
+
+
+def _plain_server() -> SaslServer:
+    return SaslServer({"PLAIN": lambda: PlainMechanism({"alice": "secret"})})
+
+
+def test_sasl_plain_state_machine() -> None:
+    s = _plain_server()
+    assert s.allows(18) and s.allows(17) and not s.allows(3) and not s.allows(36)
+    assert s.handshake("PLAIN").error_code == errors.NONE
+    assert s.allows(36) and not s.allows(3)
+    r = s.authenticate(b"\x00alice\x00secret")
+    assert r.error_code == errors.NONE and s.state is SaslState.COMPLETE and s.principal == "User:alice"
+    assert s.allows(3)
+
+
+@pytest.mark.parametrize("token", [b"\x00alice\x00wrong", b"\x00bob\x00secret", b"alice\x00secret",
+                                   b"mallory\x00alice\x00secret", b"\xff\x00alice\x00secret"])
+def test_sasl_plain_refusals(token: bytes) -> None:
+    s = _plain_server()
+    s.handshake("PLAIN")
+    r = s.authenticate(token)
+    assert r.error_code == errors.SASL_AUTHENTICATION_FAILED and r.error_message
+    assert s.state is SaslState.FAILED and s.principal is None and not s.allows(3)
+
+
+def test_unknown_mechanism_and_out_of_order() -> None:
+    s = _plain_server()
+    h = s.handshake("GSSAPI")
+    assert h.error_code == errors.UNSUPPORTED_SASL_MECHANISM and h.mechanisms == ["PLAIN"]
+    s2 = _plain_server()
+    assert s2.authenticate(b"x").error_code == errors.ILLEGAL_SASL_STATE
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_exchange_against_scramp_client(mechanism: str) -> None:
+    cred = make_credential(mechanism, "pw", iterations=4096)
+    assert ScramCredential.parse(cred.format()) == cred
+    store = {("alice", mechanism): cred}
+
+    def run(password: str) -> SaslServer:
+        s = SaslServer({mechanism: lambda: ScramServerMechanism(mechanism, lambda u, m: store.get((u, m)))})
+        s.handshake(mechanism)
+        c = ScramClient([mechanism], "alice", password)
+        r1 = s.authenticate(c.get_client_first().encode())
+        assert r1.error_code == errors.NONE
+        c.set_server_first(r1.token.decode())
+        r2 = s.authenticate(c.get_client_final().encode())
+        if r2.error_code == errors.NONE:
+            c.set_server_final(r2.token.decode())  # the server proves it knows the credential
+        return s
+
+    assert run("pw").principal == "User:alice"
+    bad = run("wrong")
+    assert bad.state is SaslState.FAILED and bad.principal is None
+
+
+def test_scram_unknown_user() -> None:
+    s = SaslServer({"SCRAM-SHA-256": lambda: ScramServerMechanism("SCRAM-SHA-256", lambda u, m: None)})
+    s.handshake("SCRAM-SHA-256")
+    c = ScramClient(["SCRAM-SHA-256"], "nobody", "pw")
+    assert s.authenticate(c.get_client_first().encode()).error_code == errors.SASL_AUTHENTICATION_FAILED
