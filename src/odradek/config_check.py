@@ -32,7 +32,6 @@ BUILT_SECURITY_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 # what brokers use between themselves (controller channel, replica fetchers)
 INTER_BROKER_PROTOCOLS = frozenset({"PLAINTEXT"})
 # authorizer.class.name values odradek.security.acl implements (Kafka's ZooKeeper-mode and KRaft ones)
-AUTHORIZER_BUILT = False
 KAFKA_AUTHORIZERS = frozenset({
     "kafka.security.authorizer.AclAuthorizer",
     "kafka.security.auth.SimpleAclAuthorizer",
@@ -264,7 +263,7 @@ def check_security(props: Mapping[str, str]) -> None:
             raise _refuse(f"the inter-broker listener ({inter_name or 'security.inter.broker.protocol'})",
                           inter_protocol)
     authorizer = (props.get("authorizer.class.name") or "").strip()
-    if authorizer and (not AUTHORIZER_BUILT or authorizer not in KAFKA_AUTHORIZERS):
+    if authorizer and authorizer not in KAFKA_AUTHORIZERS:
         raise ConfigError(
             f"authorizer.class.name={authorizer}: odradek implements Kafka's ACL authorizers only "
             f"({', '.join(sorted(KAFKA_AUTHORIZERS))}); refusing to start rather than run without it"

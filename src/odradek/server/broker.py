@@ -35,8 +35,8 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
-from odradek.security.credentials import ScramCredentialStore
 from odradek.security.listeners import build_listener_security
+from odradek.security.services import build_security, start_security
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
@@ -187,8 +187,9 @@ class Broker:
         self.reads = 0  # socket read bursts served (connections count them; idle detection)
         self.bound: dict[str, tuple[str, int]] = {}
         # each listener's TLS context and SASL mechanisms (ConfigError here, before anything starts)
-        self.scram_credentials = ScramCredentialStore(self.store)
-        self.listener_security = build_listener_security(config, self.scram_credentials.lookup)
+        self.security = build_security(config, self.store)
+        assert self.security.credentials is not None
+        self.listener_security = build_listener_security(config, self.security.credentials.lookup)
 
     # -- configuration
     def _check_meta_properties(self) -> None:
@@ -381,6 +382,8 @@ class Broker:
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
         self._load_dynamic_broker_configs()
+        loop = asyncio.get_running_loop()
+        start_security(self.security, loop.call_soon_threadsafe)  # ACLs loaded before any client is served
         self.log_manager.startup()
         # logs for every hosted partition (created after a crash between metadata and log)
         for meta in self.topics.topics.values():
@@ -411,6 +414,7 @@ class Broker:
             admin=self,
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
+            security=self.security,
         )
         self._connection_edges = ConnectionEdges(
             services=self.services,

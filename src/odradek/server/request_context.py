@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.services import OPEN, SecurityServices
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -109,6 +111,7 @@ class BrokerServices:
     admin: TopicAdmin
     advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
     now_ms: Callable[[], int]
+    security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
 
 
 class RequestContext:
@@ -141,6 +144,17 @@ class RequestContext:
     def principal(self) -> str:
         """The authenticated principal of the request's connection (``User:ANONYMOUS`` if none)."""
         return self.connection.principal
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (Kafka's
+        AuthHelper.authorize); always true without an authorizer."""
+        security = self.services.security
+        if security.acls is None:
+            return True
+        return security.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
     @property
     def client_host(self) -> str:

@@ -94,6 +94,11 @@ _MODULES = [
     "list_partition_reassignments",
     "sasl_handshake",
     "sasl_authenticate",
+    "create_acls",
+    "describe_acls",
+    "delete_acls",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

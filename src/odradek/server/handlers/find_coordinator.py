@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
@@ -25,6 +26,8 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
     if key_type == KEY_GROUP:
         if not key:
             return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return errors.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         if not svc.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         cluster = svc.cluster
@@ -41,6 +44,8 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
         host, port = svc.advertised_endpoint(ctx.listener)
         return errors.NONE, None, svc.node_id, host, port
     if key_type == KEY_TRANSACTION:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         return errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
     return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
 

@@ -8,6 +8,7 @@ from typing import Any
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.producer_ids")
@@ -20,6 +21,13 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
     m = ctx.response_module
+    if request.transactional_id is None and svc.security.acls is not None and not (
+        ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+        or svc.security.authorize_by_resource_type(ctx.principal, ctx.client_host, AclOperation.WRITE,
+                                                   ResourceType.TOPIC)
+    ):  # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                    producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
         return make(
             m.InitProducerIdResponse,

@@ -11,6 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
@@ -78,7 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if requested is not None and allow_auto:
         reg = svc.topics
         for t in requested:
-            if t.name is None or reg.get(t.name) is not None:
+            if t.name is None or reg.get(t.name) is not None or not _may_create(ctx, t.name):
                 continue
             try:
                 validate_topic_name(t.name)
@@ -101,6 +102,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto))
 
 
+def _may_describe(ctx: RequestContext, name: str) -> bool:
+    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (Kafka's KafkaApis.handleTopicMetadataRequest)."""
+    return _may_describe(ctx, name) and (
+        ctx.authorize_cluster(AclOperation.CREATE) or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+    )
+
+
 def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
     svc = ctx.services
     version = ctx.api_version
@@ -110,18 +122,22 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
     live = set(cluster.live_brokers)
     out = []
     if requested is None:
-        out = [_topic_response(m, meta, version, live) for meta in reg.topics.values()]
+        # all topics: those the principal may not DESCRIBE are left out
+        out = [_topic_response(m, meta, version, live) for meta in reg.topics.values() if _may_describe(ctx, meta.name)]
     else:
         for t in requested:
             name = t.name
             if name is None:
                 tid = getattr(t, "topic_id", None)
                 meta = reg.by_id.get(tid) if tid is not None else None
-                if meta is None:
+                if meta is None or not _may_describe(ctx, meta.name):
                     # the name is non-nullable before v12: an unknown id is answered with ""
                     out.append(_error_topic(m, None if version >= 12 else "", errors.UNKNOWN_TOPIC_ID, tid))
                 else:
                     out.append(_topic_response(m, meta, version, live))
+                continue
+            if not _may_describe(ctx, name):  # whether it exists is not told
+                out.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             meta = reg.get(name)
             if meta is None:
@@ -131,7 +147,8 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
                     out.append(_error_topic(m, name, e.error_code))
                     continue
                 # being created (the controller has yet to elect leaders), or not allowed to be
-                code = errors.LEADER_NOT_AVAILABLE if allow_auto else errors.UNKNOWN_TOPIC_OR_PARTITION
+                creatable = allow_auto and _may_create(ctx, name)
+                code = errors.LEADER_NOT_AVAILABLE if creatable else errors.UNKNOWN_TOPIC_OR_PARTITION
                 out.append(_error_topic(m, name, code))
                 continue
             out.append(_topic_response(m, meta, version, live))

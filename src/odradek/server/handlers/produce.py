@@ -22,6 +22,7 @@ from odradek.protocol.produce import (
     encode_produce_response,
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import NO_RESPONSE
 from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
@@ -45,10 +46,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         name = td.name
         parts_out: list[PartitionResult] = []
         internal = name in ("__consumer_offsets", "__transaction_state")
+        writable = ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
         for pd in td.partition_data:
             rec_errors: tuple[tuple[int, str | None], ...] = ()
             if acks not in (0, 1, -1):
                 res_code, base, lat, lso, msg = errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None
+            elif not writable:
+                res_code, base, lat, lso, msg = errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None
             elif internal:
                 res_code, base, lat, lso, msg = (
                     errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1, f"Cannot append to internal topic {name}",
