@@ -5,21 +5,24 @@ States: ``HANDSHAKE`` (a SaslHandshake names the mechanism; ApiVersions may come
 ``AUTHENTICATE`` (SaslAuthenticate tokens until the mechanism completes) → ``COMPLETE``, or
 ``FAILED`` (the connection is closed after ``connection.failed.authentication.delay.ms``).
 Mechanisms: PLAIN (RFC 4616, users from the listener's JAAS config) and SCRAM-SHA-256/512
-(RFC 5802/7677, credentials from the metadata store, the exchange by ``scramp``).
+(RFC 5802/7677, credentials from the metadata store; HMAC and hashes from the standard library).
 """
 
 from __future__ import annotations
 
+import base64
 import enum
 import hmac
+import logging
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from scramp import ScramException, ScramMechanism
-
 from odradek.protocol import errors
-from odradek.security.scram import CredentialLookup, decode_saslname
+from odradek.security.scram import MECHANISMS, CredentialLookup, ScramCredential, decode_saslname
+
+log = logging.getLogger("odradek.security")
 
 AUTH_FAILED_MESSAGE = "Authentication failed: Invalid username or password"
 SCRAM_FAILED_MESSAGE = "Authentication failed during authentication due to invalid credentials with SASL mechanism"
@@ -77,42 +80,101 @@ class PlainMechanism:
 
 
 class ScramServerMechanism:
-    """RFC 5802 server: client-first → server-first, client-final → server-final."""
+    """RFC 5802 server, as Kafka's ScramSaslServer runs it: client-first → server-first,
+    client-final → server-final. As in Kafka, the final message's nonce need only end with the
+    server's nonce (librdkafka before 2.1 sends the client nonce twice), and the proof is checked
+    against the message as received. The credential (StoredKey, ServerKey) never leaves here."""
 
     def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
         self.mechanism = mechanism
+        self._hash = MECHANISMS[mechanism]
         self._lookup = lookup
-        self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
+        self._gs2 = ""
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+        self._cred: ScramCredential | None = None
         self.complete = False
         self.user: str | None = None
 
-    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
-        user = decode_saslname(username)
-        cred = self._lookup(user, self.mechanism)
-        if cred is None:
-            raise AuthenticationFailed(f"Authentication failed: Invalid user credentials ({self.mechanism})")
-        self.user = user
-        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+    def _fail(self, why: str) -> AuthenticationFailed:
+        log.info("SCRAM exchange (%s) refused: %s", self.mechanism, why)
+        self.user = None
+        return AuthenticationFailed(f"{SCRAM_FAILED_MESSAGE} {self.mechanism}")
 
     def evaluate(self, token: bytes) -> bytes:
         try:
             text = token.decode()
-            if self._step == 0:
-                self._step = 1
-                self._server.set_client_first(text)
-                first: str = self._server.get_server_first()
-                return first.encode()
-            if self._step == 1:
-                self._step = 2
-                self._server.set_client_final(text)
-                final: str = self._server.get_server_final()
-                self.complete = True
-                return final.encode()
-        except (ScramException, UnicodeDecodeError, ValueError, KeyError):
-            self.user = None
-            raise AuthenticationFailed(f"{SCRAM_FAILED_MESSAGE} {self.mechanism}") from None
-        raise AuthenticationFailed("Unexpected SASL token after the SCRAM exchange completed")
+        except UnicodeDecodeError:
+            raise self._fail("not UTF-8") from None
+        if self._step == 0:
+            self._step = 1
+            return self._client_first(text).encode()
+        if self._step == 1:
+            self._step = 2
+            return self._client_final(text).encode()
+        raise self._fail("a token after the exchange completed")
+
+    def _client_first(self, text: str) -> str:
+        parts = text.split(",", 2)
+        if len(parts) != 3 or parts[0] not in ("n", "y"):
+            raise self._fail("malformed client-first message or channel binding requested")
+        authzid = parts[1]
+        self._gs2 = f"{parts[0]},{authzid},"
+        self._client_first_bare = parts[2]
+        attrs = _attributes(parts[2])
+        user, cnonce = attrs.get("n"), attrs.get("r")
+        if not user or not cnonce:
+            raise self._fail("client-first message without user or nonce")
+        user = decode_saslname(user)
+        if authzid and decode_saslname(authzid.removeprefix("a=")) != user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
+        cred = self._lookup(user, self.mechanism)
+        if cred is None:
+            raise AuthenticationFailed(f"Authentication failed: Invalid user credentials ({self.mechanism})")
+        self.user = user
+        self._cred = cred
+        self._nonce = cnonce + secrets.token_urlsafe(24)
+        self._server_first = f"r={self._nonce},s={base64.b64encode(cred.salt).decode()},i={cred.iterations}"
+        return self._server_first
+
+    def _client_final(self, text: str) -> str:
+        cred = self._cred
+        assert cred is not None
+        head, sep, proof_b64 = text.rpartition(",p=")
+        if not sep:
+            raise self._fail("client-final message without proof")
+        attrs = _attributes(head)
+        if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():
+            raise self._fail("channel binding does not match the client-first message")
+        if not attrs.get("r", "").endswith(self._nonce):
+            raise self._fail("invalid client nonce in the final client message")
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            raise self._fail("proof is not base64") from None
+        auth_message = f"{self._client_first_bare},{self._server_first},{head}".encode()
+        h = self._hash
+        client_signature = hmac.new(cred.stored_key, auth_message, h).digest()
+        if len(proof) != len(client_signature):
+            raise self._fail("proof of the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
+        if not hmac.compare_digest(h(client_key).digest(), cred.stored_key):
+            raise self._fail("invalid proof")
+        self.complete = True
+        server_signature = hmac.new(cred.server_key, auth_message, h).digest()
+        return "v=" + base64.b64encode(server_signature).decode()
+
+
+def _attributes(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if sep and len(key) == 1 and key not in out:
+            out[key] = value
+    return out
 
 
 MechanismFactory = Callable[[], Mechanism]

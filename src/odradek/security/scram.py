@@ -1,5 +1,5 @@
 """SCRAM credentials as Kafka stores them (ScramCredentialUtils) and the server side of the
-exchange (RFC 5802 / RFC 7677), done by the ``scramp`` library.
+exchange (RFC 5802 / RFC 7677), in odradek.security.sasl.
 
 A user's credentials live in the metadata store at ``/config/users/<user>`` (Kafka's ZooKeeper
 layout)::

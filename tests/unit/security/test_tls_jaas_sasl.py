@@ -8,7 +8,13 @@ from scramp import ScramClient
 from odradek.config import ConfigError
 from odradek.protocol import errors
 from odradek.security.jaas import parse_jaas, plain_users
-from odradek.security.sasl import PlainMechanism, SaslServer, SaslState, ScramServerMechanism
+from odradek.security.sasl import (
+    AuthenticationFailed,
+    PlainMechanism,
+    SaslServer,
+    SaslState,
+    ScramServerMechanism,
+)
 from odradek.security.scram import ScramCredential, make_credential
 from odradek.security.tls import certificate_principal, distinguished_name, map_principal, parse_mapping_rules
 
@@ -101,3 +107,30 @@ def test_scram_unknown_user() -> None:
     s.handshake("SCRAM-SHA-256")
     c = ScramClient(["SCRAM-SHA-256"], "nobody", "pw")
     assert s.authenticate(c.get_client_first().encode()).error_code == errors.SASL_AUTHENTICATION_FAILED
+
+
+def test_scram_final_nonce_may_repeat_the_client_nonce() -> None:
+    """librdkafka before 2.1 sends r=<client nonce><server nonce>; Kafka's ScramSaslServer checks
+    that the nonce ends with the server's, and verifies the proof over the message as sent."""
+    import base64
+    import hashlib
+    import hmac
+
+    cred = make_credential("SCRAM-SHA-256", "pw", iterations=4096, salt=b"s" * 16)
+    mech = ScramServerMechanism("SCRAM-SHA-256", lambda u, m: cred)
+    server_first = mech.evaluate(b"n,,n=alice,r=abc").decode()
+    nonce = server_first.split(",")[0][2:]
+    assert nonce.startswith("abc")
+    without_proof = f"c=biws,r=abc{nonce}"
+    auth = f"n=alice,r=abc,{server_first},{without_proof}".encode()
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", b"s" * 16, 4096)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    sig = hmac.new(hashlib.sha256(client_key).digest(), auth, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig, strict=True))).decode()
+    final = mech.evaluate(f"{without_proof},p={proof}".encode()).decode()
+    assert mech.complete and mech.user == "alice" and final.startswith("v=")
+    # a nonce that does not end with the server's is refused
+    mech2 = ScramServerMechanism("SCRAM-SHA-256", lambda u, m: cred)
+    mech2.evaluate(b"n,,n=alice,r=abc")
+    with pytest.raises(AuthenticationFailed):
+        mech2.evaluate(f"c=biws,r=abcXYZ,p={proof}".encode())
