@@ -1,6 +1,6 @@
-"""One TLS session over memory BIOs (sans-I/O): the connection reads the socket into
-:meth:`TlsChannel.receive`, which returns the plaintext, and sends what :meth:`take_output`
-returns. Nothing here blocks; a handshake may take several round trips."""
+"""One TLS session over memory BIOs (sans-I/O): the connection feeds what it reads from the
+socket to :meth:`TlsChannel.feed`, takes the plaintext with :meth:`read` / :meth:`read_into`, and
+sends what :meth:`take_output` returns. Nothing here blocks; a handshake may take several round trips."""
 
 from __future__ import annotations
 
@@ -19,29 +19,41 @@ class TlsChannel:
         self.handshaken = False
         self.peer_closed = False
 
-    def receive(self, data: bytes | memoryview) -> bytes:
-        """Feed bytes read from the socket; the plaintext they complete (b"" during the handshake).
-        Raises ``ssl.SSLError`` for anything that is not TLS or fails verification."""
+    def feed(self, data: bytes | memoryview) -> None:
+        """Bytes read from the socket; the handshake advances with them. Plaintext is then taken
+        with :meth:`read` or :meth:`read_into`. Raises ``ssl.SSLError``."""
         self._in.write(data)
         if not self.handshaken:
             try:
                 self._obj.do_handshake()
             except ssl.SSLWantReadError:
-                return b""
+                return
             self.handshaken = True
-        chunks: list[bytes] = []
-        while True:
-            try:
-                chunk = self._obj.read(_READ_CHUNK)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                self.peer_closed = True
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read(self, n: int = _READ_CHUNK) -> bytes:
+        """Up to ``n`` bytes of plaintext; b"" when no whole record is buffered (or at close_notify)."""
+        if not self.handshaken:
+            return b""
+        try:
+            return self._obj.read(n)
+        except ssl.SSLWantReadError:
+            return b""
+        except ssl.SSLZeroReturnError:
+            self.peer_closed = True
+            return b""
+
+    def read_into(self, buffer: memoryview) -> int:
+        """Decrypt straight into ``buffer`` (a large request's frame buffer): bytes written, 0 if none."""
+        if not self.handshaken:
+            return 0
+        try:
+            n: int = self._obj.read(len(buffer), buffer)  # type: ignore[assignment]
+            return n
+        except ssl.SSLWantReadError:
+            return 0
+        except ssl.SSLZeroReturnError:
+            self.peer_closed = True
+            return 0
 
     def send(self, data: bytes | memoryview) -> None:
         """Encrypt ``data`` (whole; the output grows until taken)."""

@@ -51,6 +51,7 @@ from odradek.protocol.framing import (
     peek_header,
     response_header,
 )
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.security.sasl import SaslState
 from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
@@ -149,7 +150,7 @@ class Connection:
         self.security: ListenerSecurity | None = edges.listener_security.get(listener)
         self.tls: TlsChannel | None = None
         self.sasl: SaslServer | None = None
-        self._raw_out: deque[bytes] = deque()  # TLS records waiting for the socket
+        self._raw_out: deque[bytes | memoryview] = deque()  # TLS records waiting for the socket
         self._raw_bytes = 0
         self._auth_timer: asyncio.TimerHandle | None = None
         self._close_when_flushed = False
@@ -355,24 +356,20 @@ class Connection:
                 self.close()
                 return
             try:
-                plain = tls.receive(scratch[:n])
+                tls.feed(scratch[:n])
+                self._decrypt_frames(tls, frames)
             except ssl.SSLError as e:
                 self.close(f"TLS failure: {e.reason or e}")
                 return
-            if plain:
-                try:
-                    self._feed_plain(plain, frames)
-                except FrameError as e:
-                    log.warning("bad frame from %s: %s", self.peer, e)
-                    self.close()
-                    return
-                except MemoryError:
-                    log.error("out of memory reading a request from %s; closing the connection", self.peer)
-                    self.close()
-                    return
-            if tls.peer_closed:
-                break
-            if n < len(scratch) or frames:
+            except FrameError as e:
+                log.warning("bad frame from %s: %s", self.peer, e)
+                self.close()
+                return
+            except MemoryError:
+                log.error("out of memory reading a request from %s; closing the connection", self.peer)
+                self.close()
+                return
+            if tls.peer_closed or n < len(scratch) or frames:
                 break
         self.last_active = time.monotonic()
         if not was_handshaken and tls.handshaken:
@@ -390,20 +387,23 @@ class Connection:
         if self.decoder.blocked and not self.closed:
             self._mute_for_memory()
 
-    def _feed_plain(self, plain: bytes, frames: list[bytes | memoryview]) -> None:
-        """Decrypted bytes into the decoder: a large frame being filled takes them through its
-        receive target, as the socket's bytes go there on a plaintext connection."""
+    def _decrypt_frames(self, tls: TlsChannel, frames: list[bytes | memoryview]) -> None:
+        """The plaintext of the records received so far into the decoder: a large frame being
+        filled is decrypted straight into its buffer, as a plaintext socket's bytes are received
+        into it."""
         decoder = self.decoder
-        view = memoryview(plain)
-        while view:
+        while True:
             target = decoder.recv_target()
-            if target is None:
-                frames.extend(decoder.feed(view))
-                return
-            k = min(len(target), len(view))
-            target[:k] = view[:k]
-            frames.extend(decoder.advance(k))
-            view = view[k:]
+            if target is not None:
+                n = tls.read_into(target)
+                if not n:
+                    return
+                frames.extend(decoder.advance(n))
+            else:
+                data = tls.read()
+                if not data:
+                    return
+                frames.extend(decoder.feed(data))
 
     def _dispatch(self, frames: list[bytes | memoryview]) -> None:
         # responses finished while handling this burst go out in one write
@@ -531,6 +531,13 @@ class Connection:
 
         fut.add_done_callback(forget)
 
+    def _cluster_action_allowed(self) -> bool:
+        security = self.services.security
+        if security.acls is None:
+            return True
+        return security.authorize(self.principal, self.peer_host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                  CLUSTER_NAME)
+
     def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
         response header v0."""
@@ -541,6 +548,13 @@ class Connection:
             body = ib.decode(api_key, api_version, frame[header.body_offset :])
         except (FrameError, ib.InterBrokerDecodeError) as e:
             log.warning("malformed inter-broker request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
+            self.close()
+            return
+        if not self._cluster_action_allowed():
+            # Kafka answers a controller request without CLUSTER_ACTION with CLUSTER_AUTHORIZATION_FAILED;
+            # these JSON requests have no error field: the connection is closed
+            log.warning("inter-broker request %d from %s (%s) without CLUSTER_ACTION on the cluster; closing",
+                        api_key, self.peer, self.principal)
             self.close()
             return
         slot = self._slot(correlation_id, False)
@@ -742,7 +756,7 @@ class Connection:
                     n -= len(head)
                     self._raw_out.popleft()
                 else:
-                    self._raw_out[0] = head[n:]
+                    self._raw_out[0] = memoryview(head)[n:]
                     n = 0
                     break
             if self._raw_out and not self.out:
