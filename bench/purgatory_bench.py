@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import inspect
 import tempfile
 import time
 import uuid
@@ -53,7 +54,12 @@ class _Broker:
         self.log_manager = self
         self.cluster = SimpleNamespace(cluster_listeners={"REPLICATION"}, write_isr=lambda *a: None)
         self.fetch_sessions = FetchSessionCache()
-        self.replica_manager = ReplicaManager(self)  # type: ignore[arg-type]
+        if "node_id" in inspect.signature(ReplicaManager).parameters:  # narrow edges, not the broker
+            self.replica_manager = ReplicaManager(
+                0, self, self.topics, self.now_ms, isr_writer=SimpleNamespace(submit=lambda *a: None)  # type: ignore[arg-type]
+            )
+        else:  # earlier trees: ReplicaManager(broker)
+            self.replica_manager = ReplicaManager(self)  # type: ignore[arg-type,call-arg]
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -73,7 +79,9 @@ def _lead(broker: _Broker, replicas: list[int]) -> Partition:
 
 def _ctx(broker: _Broker) -> Any:
     conn = SimpleNamespace(listener="PLAINTEXT", park=lambda fut, cancel: None, peer="bench")
-    return SimpleNamespace(api_version=12, broker=broker, connection=conn)
+    # handlers take a RequestContext (services, listener, park); the older tree's took ctx.broker
+    return SimpleNamespace(api_version=12, broker=broker, services=broker, connection=conn,
+                           listener=conn.listener, park=conn.park)
 
 
 def _request(offset: int, min_bytes: int, max_wait_ms: int, replica_id: int = -1) -> Any:

@@ -21,13 +21,14 @@ import resource
 import shlex
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from odradek.embedded.probe import api_versions_ok
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 20.0
@@ -55,36 +56,6 @@ def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
-
-
-def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
-    """One ApiVersions v0 round trip: True when the broker answers with error code 0."""
-    corr = 0x0DDA
-    client_id = b"odradek-tests-probe"
-    payload = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(struct.pack(">i", len(payload)) + payload)
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            if size < 6 or size > 1 << 20:
-                return False
-            body = _recv_exact(s, size)
-            got_corr, error = struct.unpack_from(">ih", body, 0)
-            return got_corr == corr and error == 0
-    except OSError:
-        return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class BrokerError(AssertionError):

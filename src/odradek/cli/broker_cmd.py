@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import importlib.abc
 import logging
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
 
 log = logging.getLogger("odradek")
 
@@ -72,15 +77,33 @@ def import_kio() -> None:
         sys.meta_path.remove(finder)
 
 
-async def serve(config: BrokerConfig) -> None:
+async def serve(
+    config: BrokerConfig, started: Callable[[Broker], None] | None = None, embedded: bool = False
+) -> None:
+    """Run one broker until it is asked to stop, then stop it cleanly.
+
+    ``started`` is called with the broker once it serves. As a command (``embedded`` false),
+    SIGTERM and SIGINT request the stop and a failed start-up ends the process. Inside another
+    program (:mod:`odradek.embedded`: possibly not on the main thread, where signal handlers cannot
+    be installed) the caller calls ``request_stop`` itself, and a failed start-up first releases what
+    it took (listening sockets, open logs) within a few seconds, since the process goes on."""
     import_kio()
     from odradek.server.broker import Broker
 
     broker = Broker(config)
-    await broker.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, broker.request_stop)
+    try:
+        await broker.start()
+    except BaseException:
+        if embedded:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(broker.stop(), 10.0)
+        raise
+    if started is not None:
+        started(broker)
+    if not embedded:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.wait_stopped()
     finally:

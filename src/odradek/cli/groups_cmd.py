@@ -9,6 +9,8 @@
                   | --to-datetime YYYY-MM-DDTHH:MM:SS[.sss][Z|+hh:mm] | --by-duration PnDTnHnMnS
 
 Lag = log end offset (high watermark) - committed offset, "-" when nothing is committed.
+
+One concept in one file (over 600 lines): the kafka-consumer-groups.sh tool, its actions and their output formats.
 """
 
 from __future__ import annotations

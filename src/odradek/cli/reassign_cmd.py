@@ -27,6 +27,8 @@ JSON formats (Kafka's)::
 confluent-kafka cannot send APIs 45 and 46: they go through odradek.client.wire to the
 controller (NOT_CONTROLLER → find it again and retry); everything else goes through
 confluent-kafka's AdminClient.
+
+One concept in one file (over 600 lines): the kafka-reassign-partitions.sh tool, its actions and JSON files.
 """
 
 from __future__ import annotations

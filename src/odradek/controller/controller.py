@@ -19,6 +19,8 @@ Events (processed strictly one at a time, in order)::
 Every LeaderAndIsr / UpdateMetadata / StopReplica carries the controller epoch and the
 receiving broker's epoch, so a stale controller or an earlier incarnation of the
 broker is fenced (protocol/interbroker.py).
+
+One concept in one file (over 600 lines): the controller's event handling over its state tables (hosted by controller.runner).
 """
 
 from __future__ import annotations

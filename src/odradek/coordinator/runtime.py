@@ -29,8 +29,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError, TopicMeta
@@ -54,20 +54,62 @@ from odradek.replication.delayed_produce import DelayedProduce
 from odradek.server.purgatory import future_of
 
 if TYPE_CHECKING:
-    from odradek.log.log import Log
-    from odradek.server.broker import Broker
+    from odradek.config import BrokerConfig
+    from odradek.controller.topics import TopicRegistry
+    from odradek.log.log import AppendInfo, Log
+    from odradek.replication.partition import Partition
 
 log = logging.getLogger("odradek.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+class CoordinatorPartitions(Protocol):
+    """What the runtime needs of the replica manager: lead, append, wait for replication."""
+
+    def leading(self, topic: str, partition: int) -> Partition | None: ...
+
+    def append_internal(self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int) -> AppendInfo: ...
+
+    def wait_for_replication(
+        self, required: dict[tuple[str, int], int], timeout_ms: int
+    ) -> dict[tuple[str, int], int] | DelayedProduce: ...
+
+
+class LogLookup(Protocol):
+    def get_log(self, topic: str, partition: int) -> Log | None: ...
+
+
+class TopicCreator(Protocol):
+    """Creates __consumer_offsets (the broker's topic admin, through the controller)."""
+
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, assignment: Any = None,
+        configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
+    ) -> Any: ...
+
+
 class GroupCoordinatorRuntime:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    """The group coordinator on this broker. Subscribes to leadership of ``__consumer_offsets``
+    partitions through :meth:`on_leadership` (a ReplicaManager leadership listener)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicRegistry,
+        admin: TopicCreator,
+        replicas: CoordinatorPartitions,
+        logs: LogLookup,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.config = cfg = config
+        self.topics = topics
+        self.admin = admin
+        self.replicas = replicas
+        self.logs = logs
+        self.now_ms = now_ms
         self.num_partitions = int(cfg.get("offsets.topic.num.partitions"))
-        meta = broker.topics.get(OFFSETS_TOPIC)
+        meta = topics.get(OFFSETS_TOPIC)
         if meta is not None:
             self.num_partitions = len(meta.partitions)
         self.coordinator = GroupCoordinator(
@@ -80,7 +122,7 @@ class GroupCoordinatorRuntime:
                 offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes")),
                 offsets_retention_ms=int(cfg.get("offsets.retention.minutes")) * 60_000,
             ),
-            make_scheduler(asyncio.get_running_loop(), broker.now_ms),
+            make_scheduler(asyncio.get_running_loop(), now_ms),
             self._write,
             self.partition_exists,
         )
@@ -94,12 +136,12 @@ class GroupCoordinatorRuntime:
                 max_size=int(cfg.get("group.consumer.max.size")),
             ),
             classic.scheduler,
-            _TopicView(broker),
+            _TopicView(topics),
             classic_group_active=lambda gid: gid in classic.groups and not classic.groups[gid].is_empty,
             on_empty=self._consumer_group_emptied,
         )
         classic.modern = self.consumer
-        broker.topics.listeners.append(self._on_topic_event)
+        topics.listeners.append(self._on_topic_event)
         # the __consumer_offsets partitions this broker leads, and so coordinates
         self.owned: set[int] = set()
         # per partition: the end offset of the coordinator's last append (what a response waits for)
@@ -121,7 +163,7 @@ class GroupCoordinatorRuntime:
         started), NOT_COORDINATOR when this broker does not lead the group's partition."""
         if not group_id:
             return errors.NONE
-        if self.broker.topics.get(OFFSETS_TOPIC) is None:
+        if self.topics.get(OFFSETS_TOPIC) is None:
             self.ensure_topic()
             return errors.COORDINATOR_NOT_AVAILABLE
         if self.coordinator.partition_for(group_id) not in self.owned:
@@ -132,12 +174,12 @@ class GroupCoordinatorRuntime:
     def ensure_topic(self) -> bool:
         """Create __consumer_offsets if missing; True when it exists afterwards (in cluster
         mode: once the controller has made it known)."""
-        if self.broker.topics.get(OFFSETS_TOPIC) is not None:
+        if self.topics.get(OFFSETS_TOPIC) is not None:
             return True
-        cfg = self.broker.config
+        cfg = self.config
         rf = int(cfg.get("offsets.topic.replication.factor"))
         try:
-            live = len(self.broker.topics.live_brokers())
+            live = len(self.topics.live_brokers())
         except StoreError as e:
             log.warning("cannot create %s now: %s", OFFSETS_TOPIC, e)
             return False
@@ -148,7 +190,7 @@ class GroupCoordinatorRuntime:
             )
             rf = live
         try:
-            self.broker.create_topic(
+            self.admin.create_topic(
                 OFFSETS_TOPIC,
                 self.num_partitions,
                 rf,
@@ -165,24 +207,24 @@ class GroupCoordinatorRuntime:
         except StoreError as e:
             log.error("could not create %s: %s", OFFSETS_TOPIC, e)
             return False
-        return self.broker.topics.get(OFFSETS_TOPIC) is not None
+        return self.topics.get(OFFSETS_TOPIC) is not None
 
     def partition_exists(self, topic: str, partition: int) -> bool:
-        meta = self.broker.topics.get(topic)
+        meta = self.topics.get(topic)
         return meta is not None and 0 <= partition < len(meta.partitions)
 
     # -- writes
     def _write(self, partition: int, records: Records) -> None:
         if not self.ensure_topic():
             raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
-        rm = self.broker.replica_manager
-        plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        rm = self.replicas
+        plog = self.logs.get_log(OFFSETS_TOPIC, partition)
         part = rm.leading(OFFSETS_TOPIC, partition)
         if plog is None or part is None or partition not in self.owned:
             raise WriteError(errors.NOT_COORDINATOR)
-        batch = build_batch([(k, v) for k, v in records], timestamp=self.broker.now_ms())
+        batch = build_batch([(k, v) for k, v in records], timestamp=self.now_ms())
         try:
-            info = rm.append_internal(part, plog, batch, self.broker.now_ms())
+            info = rm.append_internal(part, plog, batch, self.now_ms())
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             raise WriteError(errors.NOT_COORDINATOR) from e
@@ -196,7 +238,7 @@ class GroupCoordinatorRuntime:
             end = self.last_written.get(p)
             if end is None:
                 continue
-            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, p)
+            plog = self.logs.get_log(OFFSETS_TOPIC, p)
             if plog is not None and plog.high_watermark >= end:
                 continue
             out[(OFFSETS_TOPIC, p)] = end
@@ -210,8 +252,8 @@ class GroupCoordinatorRuntime:
         required = self.unreplicated(partitions)
         if not required:
             return errors.NONE
-        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms"))
-        outcome = self.broker.replica_manager.wait_for_replication(required, timeout_ms)
+        timeout_ms = int(self.config.get("offsets.commit.timeout.ms"))
+        outcome = self.replicas.wait_for_replication(required, timeout_ms)
         return write_outcome(outcome) if isinstance(outcome, dict) else outcome
 
     def after_write(self, ctx: Any, partitions: Iterable[int], then: Callable[[int], None]) -> None:
@@ -240,7 +282,7 @@ class GroupCoordinatorRuntime:
         if topic != OFFSETS_TOPIC:
             return
         if leader and partition not in self.owned:
-            plog = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+            plog = self.logs.get_log(OFFSETS_TOPIC, partition)
             t0 = time.monotonic()
             count = self._replay(plog) if plog is not None else 0
             self.coordinator.finish_loading(partition)
@@ -320,8 +362,8 @@ def append_error(code: int) -> int:
 class _TopicView:
     """What consumer groups need of the topic registry."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.registry = broker.topics
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
 
     def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
         meta = self.registry.get(name)

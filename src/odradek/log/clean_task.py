@@ -65,6 +65,8 @@ segments to ``.deleted`` (their descriptors stay open for outstanding reads unti
 in one step, fsync the directory. On load (:func:`complete_swaps`): ``.cleaned``
 files are deleted; a ``<base>.log.swap`` replaces every segment whose base offset
 lies in [base, swap's next offset) and is renamed to its live name.
+
+One concept in one file (over 600 lines): one compaction's work (offset map, cleaned segments, swap recovery).
 """
 
 from __future__ import annotations

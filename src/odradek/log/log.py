@@ -44,6 +44,8 @@ rebuilt from the newest snapshot at or below the first recovered segment, replay
 batches from there: that refills the recovered segments' transaction indexes and the
 ongoing transactions (the loader resets those indexes). After a clean shutdown the
 snapshot at the log end offset and the index files are used as they are.
+
+One concept in one file (over 600 lines): one partition's log (Kafka's UnifiedLog, local part).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ appended since the previous entry, and at the same moment a time index entry
 (max timestamp so far -> offset of the batch that carried it) if the max
 timestamp grew; when the segment stops being active a final time index entry
 records its largest timestamp.
+
+One concept in one file (over 600 lines): a log segment and its three indexes, appended, read, recovered and truncated together.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ Each record (uncompressed; Kafka's DefaultRecord)::
 
 (varint / varlong: zig-zag signed varints of at most 5 / 10 bytes, read and written by
 :mod:`odradek.protocol.varint`)
+
+One concept in one file (over 600 lines): the v2 record batch, its header, framing checks, record walk and builder.
 """
 
 from __future__ import annotations

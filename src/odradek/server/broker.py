@@ -1,9 +1,19 @@
-"""The broker process: metadata, logs, listeners and the periodic tasks, on one event loop.
+"""The broker process: wires its components together, runs the listeners and the periodic
+tasks, on one event loop.
 
 Embedded default: one broker with its metadata in a LocalStore file, deciding topic
 changes itself. Cluster mode (``zookeeper.connect`` set): the metadata lives in
 ZooKeeper, a controller elected there assigns roles, and server.cluster.ClusterLink
 connects this broker to both.
+
+Each component gets narrow edges at construction, not the Broker: the ReplicaManager its
+logs, metadata cache, clock, ISR writer (replication.alter_partition) and log-dir-failure
+notice; the ClusterLink its config and endpoints, then the metadata cache, the replica
+manager's roles and the config reload; the GroupCoordinatorRuntime the metadata cache, the
+topic admin, the replica manager and the logs, and it subscribes to leadership of
+``__consumer_offsets`` as a ReplicaManager leadership listener; handlers a BrokerServices.
+
+One concept in one file (over 600 lines): wiring the broker's components together and running its listeners and periodic tasks; entry points (cli/broker_cmd.py) import it, no component does.
 """
 
 from __future__ import annotations
@@ -11,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
@@ -22,21 +30,27 @@ from typing import TYPE_CHECKING, Any
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
 from odradek.controller.store import (
-    BadVersionError,
     LocalStore,
     MetadataStore,
-    NodeExistsError,
-    NoNodeError,
     PersistError,
     StoreError,
 )
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.producer_id_manager import ProducerIdManager
+from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
+from odradek.replication.alter_partition import (
+    AlterPartitionManager,
+    ZkPartitionStates,
+    in_worker_thread,
+    inline_then_soon,
+)
+from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.security.listeners import build_listener_security
 from odradek.security.services import build_security, start_security
+from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
     ConnectionQuotas,
@@ -56,7 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.broker")
 
-PRODUCER_ID_BLOCK = 1000
 # schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
 SCHEMA_WARM_UP_IDLE_S = 0.02
 SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
@@ -82,49 +95,6 @@ def store_errors_as_topic_errors() -> Iterator[None]:
         raise TopicError(errors.REQUEST_TIMED_OUT, f"{what}: {e}") from None
 
 
-class ProducerIdManager:
-    """Hands out producer ids in blocks reserved in the store (/latest_producer_id_block,
-    as Kafka's ZooKeeper mode does), so ids are never reused across restarts."""
-
-    PATH = "/latest_producer_id_block"
-
-    def __init__(self, store: MetadataStore, broker_id: int) -> None:
-        self.store = store
-        self.broker_id = broker_id
-        self._next = 0
-        self._end = 0
-
-    def _reserve(self) -> None:
-        for _ in range(100):  # brokers of a cluster race for blocks: conditional writes, retried
-            try:
-                data, version = self.store.get(self.PATH)
-                last_end = int(json.loads(data)["block_end"]) if data else -1
-            except NoNodeError:
-                data, version, last_end = b"", -1, -1
-            start = last_end + 1
-            end = start + PRODUCER_ID_BLOCK - 1
-            doc = json.dumps(
-                {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
-            ).encode()
-            try:
-                if version < 0:
-                    self.store.create(self.PATH, doc, makepath=True)
-                else:
-                    self.store.set(self.PATH, doc, version)
-            except (BadVersionError, NodeExistsError):
-                continue
-            self._next, self._end = start, end
-            return
-        raise RuntimeError("could not reserve a producer id block")
-
-    def next_id(self) -> int:
-        if self._next > self._end or self._end == 0:
-            self._reserve()
-        pid = self._next
-        self._next += 1
-        return pid
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         # refuse security that is not built (ConfigError), name every setting that is not implemented
@@ -138,17 +108,18 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self._check_meta_properties()
-        from odradek.server.cluster import ClusterLink
-
         self.store: MetadataStore
+        local_store: MetadataStore | None = None
         if config.raw("zookeeper.connect")[0]:
             if config.get("node.id") < 0 and config.get("broker.id") < 0:
                 raise ConfigError("broker.id must be set in cluster mode (zookeeper.connect is set)")
-            self.cluster = ClusterLink(self)
-            self.store = self.cluster.store
         else:
-            self.store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
-            self.cluster = ClusterLink(self, self.store)
+            local_store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
+        self.cluster = ClusterLink(
+            config, self.node_id, local_store=local_store, advertised_endpoint=self.advertised_endpoint,
+            inter_broker_listener=self.inter_broker_listener, rack=self.rack,
+        )
+        self.store = self.cluster.store
         # the metadata cache: written by the controller's UpdateMetadata, mutations go to the store
         self.topics = TopicRegistry(self.store, self._live_broker_ids)
         self.topics.controller_managed = True
@@ -157,7 +128,20 @@ class Broker:
         self.topics.listeners.append(self._on_topic_event)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
-        self.replica_manager = ReplicaManager(self)
+        # ISR changes go to the partition state znodes (a worker thread against ZooKeeper)
+        isr_writer = AlterPartitionManager(
+            self.node_id, ZkPartitionStates(self.store),
+            inline_then_soon if self.cluster.embedded else in_worker_thread,
+        )
+        cluster = self.cluster
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.topics, self.now_ms,
+            validate_records=self.validate_records,
+            isr_writer=isr_writer,
+            live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
+            on_dir_offline=cluster.notify_log_dir_failure,
+        )
+        cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
             int(config.get("min.incremental.fetch.session.eviction.ms")),
@@ -227,32 +211,29 @@ class Broker:
 
         return {b: i.rack for b, i in zd.live_brokers(self.store).items()}
 
-    def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
-        """Cluster mode: this broker became leader or follower of a replica."""
-        if self.groups is not None:
-            self.groups.on_leadership(topic, partition, leader)
+    def _replica_fetchers(self) -> ReplicaFetcherManager:
+        """The follower side of replication, configured from replica.fetch.* (Kafka's ReplicaFetcherManager)."""
+        cfg = self.config
+        return ReplicaFetcherManager(
+            FetcherConfig(
+                broker_id=self.node_id,
+                wait_max_ms=int(cfg.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
+                max_bytes=int(cfg.get("replica.fetch.max.bytes")),
+                response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
+                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+            ),
+            self.log_manager.get_log,
+            self._follower_throttled,
+            lambda: int(self.config.get("follower.replication.throttled.rate")),
+        )
 
-    def on_log_dir_failure(self, path: Any, error: OSError) -> None:
-        """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel). The
-        partitions in it stop being served here and the controller is told (LogDirChange);
-        with no log dir left the broker halts, as Kafka does."""
-        d = self.log_manager.dir_containing(path)
-        if d is None or d in self.log_manager.offline_dirs:
-            return
-        log.error("I/O error in %s (%s)", path, error)
-        gone = self.log_manager.mark_dir_offline(d)
-        rm = self.replica_manager
-        for tp in gone:
-            part = rm.partitions.pop(tp, None)
-            if part is not None:
-                rm.make_follower(part)
-            if self.cluster.fetchers is not None:
-                self.cluster.fetchers.remove(tp)
-            self.groups.on_leadership(tp[0], tp[1], False)
-        if self.log_manager.offline_dirs >= set(self.log_manager.log_dirs):
-            log.error("every log dir has failed; halting broker %d", self.node_id)
-            os._exit(1)
-        self.cluster.notify_log_dir_failure()
+    def _follower_throttled(self, tp: tuple[str, int]) -> bool:
+        meta = self.topics.get(tp[0])
+        listed, _ = self.config.topic_value("follower.replication.throttled.replicas",
+                                            meta.configs if meta is not None else {})
+        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.node_id}" in listed)
 
     def reload_configs_from_store(self) -> None:
         """A /config/changes notification: re-read dynamic broker and topic configs."""
@@ -398,7 +379,10 @@ class Broker:
                 self.log_manager.delete_log(plog.topic, plog.partition)
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
-        self.groups = GroupCoordinatorRuntime(self)
+        self.groups = GroupCoordinatorRuntime(
+            self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms
+        )
+        self.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self.groups.on_leadership)
         self.services = BrokerServices(
             node_id=self.node_id,
             cluster_id=self.cluster_id,
@@ -425,6 +409,7 @@ class Broker:
             inter_broker=None if self.cluster.embedded else self.cluster,
             listener_security=self.listener_security,
         )
+        self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
             await self._start_listeners()

@@ -1,4 +1,6 @@
-"""A broker's link to the metadata store and to the controller, on the broker's event loop.
+"""A broker's link to the metadata store (Kafka's KafkaZkClient side of KafkaServer), on the
+broker's event loop: registration, the inter-broker requests it receives, metadata waits,
+config-change notices, log dir failure notices and controlled shutdown.
 
 Two deployments run this same code (one controller, two stores):
 
@@ -11,22 +13,22 @@ Two deployments run this same code (one controller, two stores):
 
 - Registration: /brokers/ids/<id> (ephemeral); the broker epoch is that znode's czxid.
   After a lost session the broker registers again (a new epoch) and re-arms its watches.
-- Controller: every broker runs the controller (controller.controller) behind a
-  controller.event_manager.ControllerEventManager (a thread of its own in cluster mode, the
-  event loop embedded); ZooKeeper watches and timers put events on its queue; only the
-  broker that created /controller acts. Its requests go out through
-  the ControllerChannel on the loop.
+- Controller: hosted by controller.runner.ControllerRunner (its event thread, queue and
+  channel); ZooKeeper watches armed here put events on its queue, and this link does the
+  broker's part of two of them on the controller's thread (Reregister, TopicChange).
 - Inter-broker requests (protocol.interbroker) are accepted only on the inter-broker
   listener and the control plane listener (server.cluster_access: elsewhere they are
-  answered CLUSTER_AUTHORIZATION_FAILED), and applied here: LeaderAndIsr (roles: leader / follower, fetchers), UpdateMetadata (the
-  metadata cache in the TopicRegistry that every client request is answered from),
-  StopReplica, ControlledShutdown (forwarded to the controller thread). Every request
-  is fenced by controller epoch and broker epoch; an epoch or controller not seen before is
-  checked against ZooKeeper first (cluster_access.ControllerEpochGuard).
-- Leader ISR changes are written to the partition state znode with a conditional update
-  on its version, followed by an /isr_change_notification, in a worker thread (kazoo
-  calls block); the result comes back to the loop.
-- Shutdown: controlled shutdown first (controlled.shutdown.enable), then deregistration.
+  answered CLUSTER_AUTHORIZATION_FAILED), fenced by controller epoch and broker epoch (an
+  epoch or controller not seen before is checked against ZooKeeper first,
+  cluster_access.ControllerEpochGuard) and handed on: LeaderAndIsr and StopReplica to the
+  replica manager (:class:`ReplicaRoles`), UpdateMetadata to the metadata cache (the
+  TopicRegistry every client request is answered from), ControlledShutdown to the controller.
+- Shutdown: controlled shutdown first (controlled.shutdown.enable, one request framed by
+  client.framer through controller.channel.interbroker_request), then deregistration.
+
+Wiring: constructed with the config and the store (the metadata cache and the replica manager
+need the store and this link first), then :meth:`ClusterLink.wire` gives it the metadata cache,
+the replica manager's roles and the config reload, each a narrow protocol.
 """
 
 from __future__ import annotations
@@ -37,47 +39,74 @@ import json
 import logging
 import threading
 import time
-import uuid
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller import zk_data as zd
-from odradek.controller.channel import ControllerChannel, interbroker_request
+from odradek.controller.channel import interbroker_request
 from odradek.controller.controller import Controller
-from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.store import BadVersionError, MetadataStore, StoreError
-from odradek.controller.topics import topic_id_from_str
+from odradek.controller.runner import ControllerRunner
+from odradek.controller.store import MetadataStore, StoreError
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
-from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
-from odradek.replication.partition import Partition
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
     control_plane_listener,
     endpoint_for,
-    inter_broker_listener,
     refusal,
+)
+from odradek.server.cluster_access import (
+    inter_broker_listener as inter_broker_listener_of,
 )
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.config import BrokerConfig
+    from odradek.controller.topics import TopicMeta
 
 log = logging.getLogger("odradek.cluster")
 
 TP = tuple[str, int]
 
 
-SELF_SLICE = 16  # LeaderAndIsr partitions an embedded broker applies per event loop turn
+class ReplicaRoles(Protocol):
+    """What the controller's requests change in the replica manager."""
+
+    def become_leader_or_follower(self, body: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def stop_replicas(self, body: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def start_missing_fetchers(self) -> None: ...
+
+    async def shutdown_fetchers(self) -> None: ...
+
+
+class MetadataCacheUpdates(Protocol):
+    """What UpdateMetadata and the controller's unclean-election check need of the metadata cache."""
+
+    def get(self, name: str) -> TopicMeta | None: ...
+
+    def apply_partition_states(
+        self, by_topic: Mapping[str, list[dict[str, object]]], topic_ids: Mapping[str, str], *, full: bool
+    ) -> None: ...
 
 
 class ClusterLink:
-    def __init__(self, broker: Broker, local_store: MetadataStore | None = None) -> None:
-        self.broker = broker
-        cfg = broker.config
-        self.broker_id = broker.node_id
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        *,
+        local_store: MetadataStore | None = None,
+        advertised_endpoint: Callable[[str], tuple[str, int]],
+        inter_broker_listener: str,
+        rack: str | None = None,
+    ) -> None:
+        cfg = self.config = config
+        self.broker_id = broker_id
+        self.advertised_endpoint = advertised_endpoint
+        self.rack = rack
         self.embedded = local_store is not None
         self.zk: ZkStore | None = None
         self.store: MetadataStore
@@ -92,7 +121,7 @@ class ClusterLink:
             self.store = self.zk
         zk = self.zk
         # Kafka's listener rules are checked at start-up (a ConfigError stops the broker)
-        self.ib_listener = inter_broker_listener(cfg) if zk is not None else broker.inter_broker_listener
+        self.ib_listener = inter_broker_listener_of(cfg) if zk is not None else inter_broker_listener
         self.control_listener = control_plane_listener(cfg) if zk is not None else None
         self.cluster_listeners = cluster_listeners(cfg) if zk is not None else frozenset()
         self.guard = ControllerEpochGuard(self.store, zk.client.sync if zk is not None else None)
@@ -102,65 +131,61 @@ class ClusterLink:
         self.live_brokers: dict[int, dict[str, Any]] = {}
         self.metadata_received = False  # a controller's UpdateMetadata has been applied
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.channel: ControllerChannel | None = None
-        self.fetchers: ReplicaFetcherManager | None = None
-        self.controller = Controller(
+        # the controller: on a thread of its own in cluster mode, on the loop embedded
+        self.runner = ControllerRunner(
             self.broker_id,
             self.store,
-            self._send_from_controller,
+            threaded=zk is not None,
             unclean_leader_election=self._unclean_allowed,
             imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
+            endpoint_of=self._controller_endpoint,
+            serve_local=self.handle_request,
+            before_event=self._before_controller_event,
+            after_event=self._after_controller_event,
         )
-        # the controller's events: on a thread of its own in cluster mode, on the loop embedded
-        self.events = ControllerEventManager(self._process, threaded=self.zk is not None)
-        # embedded: the controller's requests to this broker, served in order on the loop, a slice of
-        # LeaderAndIsr partitions per turn so creating many partitions does not stall other clients
-        self._to_self: deque[tuple[int, dict[str, Any]]] = deque()
-        self._serve_scheduled = False
         self._watched_topics: set[str] = set()
         self._session_lost = False
         self._metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[Any], Callable[[], Any]]] = []
-        self.stopping = False
+        # given by wire()
+        self.metadata_cache: MetadataCacheUpdates | None = None
+        self.replicas: ReplicaRoles | None = None
+        self.reload_configs: Callable[[], None] = lambda: None
+
+    def wire(
+        self, metadata_cache: MetadataCacheUpdates, replicas: ReplicaRoles, reload_configs: Callable[[], None]
+    ) -> None:
+        """The components this link hands the controller's requests and config notices to."""
+        self.metadata_cache = metadata_cache
+        self.replicas = replicas
+        self.reload_configs = reload_configs
+
+    @property
+    def controller(self) -> Controller:
+        """This broker's controller (``active`` once it is elected)."""
+        return self.runner.controller
+
+    def call_controller(self, kind: str, then: Callable[[Any], Any], **args: Any) -> asyncio.Future[Any]:
+        """Run a controller event that answers through ``reply`` (ControllerRunner.call_controller)."""
+        return self.runner.call_controller(kind, then, **args)
 
     # ------------------------------------------------------------------ start / stop
     async def start(self) -> None:
         """Register, start the controller; called once listeners are bound. Embedded: returns
         once this broker leads every partition."""
         self.loop = asyncio.get_running_loop()
-        cfg = self.broker.config
-        self.fetchers = ReplicaFetcherManager(
-            FetcherConfig(
-                broker_id=self.broker_id,
-                wait_max_ms=int(cfg.get("replica.fetch.wait.max.ms")),
-                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
-                max_bytes=int(cfg.get("replica.fetch.max.bytes")),
-                response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
-                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
-                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-            ),
-            self.broker.log_manager.get_log,
-            self._follower_throttled,
-            lambda: int(self.broker.config.get("follower.replication.throttled.rate")),
-        )
-        assert self.fetchers is not None
-        self.fetchers.on_storage_error = self.broker.on_log_dir_failure
         if self.zk is None:
             self._register()
             self._arm_watches()
-            self.events.start(self.loop)
-            self.put("Startup")
-            self.events.drain()
-            self._serve_self(until_empty=True)  # lead every partition before the listeners open
+            self.runner.start_embedded(self.loop)  # lead every partition before the listeners open
             return
-        self.channel = ControllerChannel(self.broker_id, int(cfg.get("controller.socket.timeout.ms")) / 1000.0)
-        self.channel.on_response = self._on_broker_response
+        self.runner.open_channel(int(self.config.get("controller.socket.timeout.ms")) / 1000.0)
         self.zk.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
         brokers, controller = await self.loop.run_in_executor(None, self._read_cluster)
         self._learn_brokers(brokers)
         if controller is not None:
             self._learn_controller(controller)
-        self.events.start(self.loop)
+        self.runner.start(self.loop)
         await self.loop.run_in_executor(None, self._arm_watches)
         self.put("Startup")
 
@@ -170,19 +195,13 @@ class ClusterLink:
             self.zk.start()
         zd.ensure_paths(self.store)
 
-    def _follower_throttled(self, tp: TP) -> bool:
-        meta = self.broker.topics.get(tp[0])
-        listed, _ = self.broker.config.topic_value("follower.replication.throttled.replicas",
-                                                    meta.configs if meta is not None else {})
-        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.broker_id}" in listed)
-
     def _registration(self) -> zd.BrokerInfo:
-        host, port = self.broker.advertised_endpoint(self.ib_listener)
+        host, port = self.advertised_endpoint(self.ib_listener)
         endpoints = tuple(
             f"{name}://{h}:{p}" for name, h, p in
-            ((n, *self.broker.advertised_endpoint(n)) for n, _, _ in self.broker.config.advertised_listeners)
+            ((n, *self.advertised_endpoint(n)) for n, _, _ in self.config.advertised_listeners)
         )
-        return zd.BrokerInfo(self.broker_id, host, port, self.broker.rack, endpoints)
+        return zd.BrokerInfo(self.broker_id, host, port, self.rack, endpoints)
 
     def _register(self) -> None:
         info = self._registration()
@@ -228,29 +247,24 @@ class ClusterLink:
 
     async def shutdown(self) -> None:
         """Controlled shutdown, then leave the cluster."""
-        self.stopping = True
         if self.zk is None:
-            self.events.stop()
-            self._to_self.clear()
-            if self.fetchers is not None:
-                fetchers, self.fetchers = self.fetchers, None
-                await fetchers.shutdown()
+            self.runner.stop()
+            if self.replicas is not None:
+                await self.replicas.shutdown_fetchers()
             self.store.close()
             return
-        if self.broker.config.get("controlled.shutdown.enable"):
+        if self.config.get("controlled.shutdown.enable"):
             try:
                 await self._controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
-        self.events.stop()
-        if self.fetchers is not None:
-            fetchers, self.fetchers = self.fetchers, None
-            await fetchers.shutdown()
-        if self.channel is not None:
-            await self.channel.close()
+        self.runner.stop()
+        if self.replicas is not None:
+            await self.replicas.shutdown_fetchers()
+        await self.runner.close()
         assert self.loop is not None
         await self.loop.run_in_executor(None, self.zk.close)
-        self.events.join(timeout=5)
+        self.runner.join(timeout=5)
 
     # ------------------------------------------------------------------ ZooKeeper session
     def _on_session_state(self, state: str) -> None:
@@ -267,37 +281,36 @@ class ClusterLink:
     # ------------------------------------------------------------------ controller events
     def put(self, kind: str, **args: Any) -> None:
         """Queue a controller event (any thread)."""
-        self.events.put(kind, **args)
+        self.runner.put(kind, **args)
 
-    def _process(self, kind: str, args: dict[str, Any]) -> None:
-        c = self.controller
-        try:
-            if kind == "Reregister":
-                if not self._session_lost:
-                    return
-                try:
-                    self._register()
-                except StoreError as e:
-                    log.warning("registering again failed (%s); retrying in 1 s", e)
-                    retry = threading.Timer(1.0, self.put, ("Reregister",))
-                    retry.daemon = True
-                    retry.start()
-                    return
-                self._session_lost = False
-                if self.zk is not None:
-                    self.zk.rearm_watches()
-                kind = "Startup"
-            elif kind == "TopicChange":
-                self._watch_topics()
-            c.put(kind, **args)
-            c.process_all()
-            if kind in ("Startup", "ControllerChange") and c.known_controller is not None and self.loop is not None:
-                self.loop.call_soon_threadsafe(self._learn_controller, c.known_controller)
-            if kind in ("Startup", "BrokerChange") and not self.metadata_received and self.loop is not None:
-                self.loop.call_soon_threadsafe(self._learn_brokers, self._registered_brokers())
-        except Exception:
-            log.exception("controller event %s failed", kind)
-        self._sync_channel()
+    def _before_controller_event(self, kind: str) -> str | None:
+        """The broker's part of an event, on the controller's thread: register again after a
+        lost session (then the controller starts over), watch new topics. None: drop the event."""
+        if kind == "Reregister":
+            if not self._session_lost:
+                return None
+            try:
+                self._register()
+            except StoreError as e:
+                log.warning("registering again failed (%s); retrying in 1 s", e)
+                retry = threading.Timer(1.0, self.put, ("Reregister",))
+                retry.daemon = True
+                retry.start()
+                return None
+            self._session_lost = False
+            if self.zk is not None:
+                self.zk.rearm_watches()
+            return "Startup"
+        if kind == "TopicChange":
+            self._watch_topics()
+        return kind
+
+    def _after_controller_event(self, kind: str, c: Controller) -> None:
+        """On the controller's thread: what the election and registrations tell Metadata answers."""
+        if kind in ("Startup", "ControllerChange") and c.known_controller is not None and self.loop is not None:
+            self.loop.call_soon_threadsafe(self._learn_controller, c.known_controller)
+        if kind in ("Startup", "BrokerChange") and not self.metadata_received and self.loop is not None:
+            self.loop.call_soon_threadsafe(self._learn_brokers, self._registered_brokers())
 
     def _learn_controller(self, controller_id: int) -> None:
         """The controller ZooKeeper names, for Metadata answers until a controller's own request
@@ -335,79 +348,11 @@ class ClusterLink:
         if not self.metadata_received and brokers:
             self.live_brokers = brokers
 
-    def _channel_endpoints(self) -> dict[int, tuple[str, int]]:
-        """Where the controller's requests go: each broker's control plane listener when one is
-        set, else its inter-broker listener (Kafka's ControllerChannelManager)."""
+    def _controller_endpoint(self, info: zd.BrokerInfo) -> tuple[str, int]:
+        """Where the controller's requests to a broker go: its control plane listener when one
+        is set, else its inter-broker listener (Kafka's ControllerChannelManager)."""
         name = self.control_listener or self.ib_listener
-        return {
-            b: endpoint_for({"host": i.host, "port": i.port, "endpoints": i.endpoints}, name)
-            for b, i in self.controller.ctx.brokers.items()
-        }
-
-    def _sync_channel(self) -> None:
-        brokers = self._channel_endpoints() if self.controller.active else {}
-        if self.loop is not None and self.channel is not None:
-            self.loop.call_soon_threadsafe(self.channel.update_brokers, brokers)
-
-    def _send_from_controller(self, broker_id: int, api_key: int, body: dict[str, Any]) -> None:
-        if self.zk is None:  # embedded: the controller's only broker is this one
-            if broker_id == self.broker_id and not self.stopping:
-                q = self._to_self
-                i = len(q)
-                if api_key == ib.LEADER_AND_ISR:  # Kafka's batch order: LeaderAndIsr, then UpdateMetadata
-                    while i > 0 and q[i - 1][0] == ib.UPDATE_METADATA:
-                        i -= 1
-                q.insert(i, (api_key, body))
-                if not self._serve_scheduled and self.loop is not None:
-                    self._serve_scheduled = True
-                    self.loop.call_soon(self._serve_self)
-            return
-        info = self.controller.ctx.brokers.get(broker_id)
-        if info is None or self.loop is None or self.channel is None:
-            return
-        brokers = self._channel_endpoints()
-        channel = self.channel
-
-        def send() -> None:
-            channel.update_brokers(brokers)
-            channel.send(broker_id, api_key, body)
-
-        self.loop.call_soon_threadsafe(send)
-
-    def _serve_self(self, until_empty: bool = False) -> None:
-        """Embedded: serve the controller's queued requests in order. A LeaderAndIsr naming more
-        than SELF_SLICE partitions is served a slice per loop turn; UpdateMetadata is queued
-        behind it (see _send_from_controller), so metadata never names this broker leader of a
-        partition before it leads it."""
-        self._serve_scheduled = False
-        queue_ = self._to_self
-        while queue_ and not self.stopping:
-            api_key, body = queue_[0]
-            parts = body.get("partitions") if api_key == ib.LEADER_AND_ISR else None
-            if not until_empty and parts is not None and len(parts) > SELF_SLICE:
-                head = dict(body, partitions=parts[:SELF_SLICE])
-                body["partitions"] = parts[SELF_SLICE:]
-                self._answer_self(api_key, head)
-                self._serve_scheduled = True
-                assert self.loop is not None
-                self.loop.call_soon(self._serve_self)
-                return
-            queue_.popleft()
-            self._answer_self(api_key, body)
-
-    def _answer_self(self, api_key: int, body: dict[str, Any]) -> None:
-        resp = self.handle_request(api_key, body)
-        if isinstance(resp, dict):
-            self._on_broker_response(self.broker_id, api_key, resp)
-
-    def _on_broker_response(self, broker_id: int, api_key: int, resp: dict[str, Any] | None) -> None:
-        """A LeaderAndIsr answer naming replicas in an offline log dir goes to the controller."""
-        if api_key != ib.LEADER_AND_ISR or not resp:
-            return
-        bad = [(str(p["topic"]), int(p["partition"])) for p in resp.get("partitions", [])
-               if p.get("error_code") == errors.KAFKA_STORAGE_ERROR]
-        if bad:
-            self.put("LeaderAndIsrResponse", broker_id=broker_id, storage_errors=bad)
+        return endpoint_for({"host": info.host, "port": info.port, "endpoints": info.endpoints}, name)
 
     def notify_log_dir_failure(self) -> None:
         """Tell the controller (/log_dir_event_notification) that a log dir of this broker failed."""
@@ -425,26 +370,9 @@ class ClusterLink:
             self.loop.run_in_executor(None, work)
 
     def _unclean_allowed(self, topic: str) -> bool:
-        meta = self.broker.topics.get(topic)
-        v, _ = self.broker.config.topic_value("unclean.leader.election.enable", meta.configs if meta else {})
+        meta = self.metadata_cache.get(topic) if self.metadata_cache is not None else None
+        v, _ = self.config.topic_value("unclean.leader.election.enable", meta.configs if meta else {})
         return bool(v)
-
-    def call_controller(self, kind: str, then: Callable[[Any], Any], **args: Any) -> asyncio.Future[Any]:
-        """Run a controller event that answers through ``reply``; the future resolves on the loop
-        with ``then(answer)``."""
-        assert self.loop is not None
-        loop = self.loop
-        fut: asyncio.Future[Any] = loop.create_future()
-
-        def settle(answer: Any) -> None:
-            if not fut.done():
-                fut.set_result(then(answer))
-
-        def reply(*result: Any) -> None:
-            loop.call_soon_threadsafe(settle, result if len(result) != 1 else result[0])
-
-        self.put(kind, reply=reply, **args)
-        return fut
 
     # ------------------------------------------------------------------ inter-broker requests
     def handle_request(
@@ -470,10 +398,12 @@ class ClusterLink:
         if api_key == ib.UPDATE_METADATA:
             self.apply_metadata(body)
             return {"error_code": errors.NONE}
+        replicas = self.replicas
+        assert replicas is not None, "wire() first"
         if api_key == ib.LEADER_AND_ISR:
-            return {"error_code": errors.NONE, "partitions": self.apply_leader_and_isr(body)}
+            return {"error_code": errors.NONE, "partitions": replicas.become_leader_or_follower(body)}
         if api_key == ib.STOP_REPLICA:
-            return {"error_code": errors.NONE, "partitions": self.apply_stop_replica(body)}
+            return {"error_code": errors.NONE, "partitions": replicas.stop_replicas(body)}
         return {"error_code": errors.INVALID_REQUEST}
 
     def _fence(self, body: dict[str, Any]) -> int | None:
@@ -496,120 +426,13 @@ class ClusterLink:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for ps in body["partitions"]:
             by_topic.setdefault(str(ps["topic"]), []).append(ps)
-        self.broker.topics.apply_partition_states(
+        assert self.metadata_cache is not None and self.replicas is not None, "wire() first"
+        self.metadata_cache.apply_partition_states(
             by_topic, dict(body.get("topic_ids", {})), full=bool(body.get("full", True))
         )
-        self._start_missing_fetchers()
+        if not self.embedded:
+            self.replicas.start_missing_fetchers()
         self._check_metadata_waiters()
-
-    def _start_missing_fetchers(self) -> None:
-        """A follower told of its leader while that leader was down has no fetcher: start it
-        once the leader is live again."""
-        rm = self.broker.replica_manager
-        if self.fetchers is None or self.embedded:
-            return
-        for tp, part in rm.partitions.items():
-            if part.leader == self.broker_id or tp in self.fetchers.leader_of:
-                continue
-            node = self.live_brokers.get(part.leader)
-            if node is not None:
-                self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
-
-    def apply_leader_and_isr(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        if self.fetchers is None:  # shutting down
-            return []
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        leaders = {int(n["id"]): n for n in body["live_leaders"]}
-        topic_ids: dict[str, str] = body.get("topic_ids") or {}
-        out = []
-        now_ms = self.broker.now_ms()
-        for ps in body["partitions"]:
-            topic, index = str(ps["topic"]), int(ps["partition"])
-            tp = (topic, index)
-            code = errors.NONE
-            current = rm.partitions.get(tp)
-            epoch = int(ps["leader_epoch"])
-            if tp in self.broker.log_manager.offline_partitions:
-                code = errors.KAFKA_STORAGE_ERROR  # its log dir failed: the controller moves it elsewhere
-            elif current is not None and epoch < current.leader_epoch:
-                code = errors.STALE_CONTROLLER_EPOCH
-            elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
-                # the same state again (a new controller resends everything): keep going as we are
-                current.isr, current.zk_version = list(ps["isr"]), int(ps["zk_version"])
-                current.replicas = list(ps["replicas"])
-            elif self.broker_id not in ps["replicas"]:
-                code = errors.NONE  # not ours (reassignment leftovers); StopReplica removes it
-            else:
-                code = self._become(ps, leaders, now_ms, topic_ids)
-            out.append({"topic": topic, "partition": index, "error_code": code})
-        return out
-
-    def _become(
-        self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int, topic_ids: dict[str, str]
-    ) -> int:
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        topic, index = str(ps["topic"]), int(ps["partition"])
-        tp = (topic, index)
-        named = topic_ids.get(topic)
-        if named:  # the controller's word (the metadata cache may not know a new topic yet)
-            topic_id: uuid.UUID | None = topic_id_from_str(named)
-        else:
-            meta = self.broker.topics.get(topic)
-            topic_id = meta.topic_id if meta is not None else self.broker.topics.topic_id_from_store(topic)
-        try:
-            plog = self.broker.log_manager.get_or_create_log(topic, index, topic_id)
-        except OSError as e:
-            d = self.broker.log_manager.log_dir_of(topic, index) or self.broker.log_manager.log_dirs[0]
-            self.broker.on_log_dir_failure(d, e)
-            return errors.KAFKA_STORAGE_ERROR
-        part = Partition(
-            topic, index, list(ps["replicas"]), int(ps["leader"]), int(ps["leader_epoch"]), list(ps["isr"]),
-            int(ps["zk_version"]), int(ps["controller_epoch"]),
-        )
-        old = rm.partitions.get(tp)
-        rm.partitions[tp] = part
-        if part.leader == self.broker_id:
-            self.fetchers.remove(tp)
-            rm.make_leader(part, plog, now_ms)
-            log.info("became leader of %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
-                     topic, index, part.leader_epoch, part.isr, plog.log_end_offset, plog.high_watermark)
-            if old is not None:
-                rm.make_follower(old)  # wake whoever waited on the old role
-            self.broker.on_leadership(topic, index, True)
-            return errors.NONE
-        if old is not None:
-            rm.make_follower(old)
-        rm.make_follower(part)
-        node = leaders.get(part.leader) or self.live_brokers.get(part.leader)
-        if node is None:
-            log.warning("leader %d of %s-%d is not live; not fetching", part.leader, topic, index)
-            self.fetchers.remove(tp)
-        else:
-            self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
-        log.info("became follower of %s-%d at epoch %d, leader %d", topic, index, part.leader_epoch, part.leader)
-        self.broker.on_leadership(topic, index, False)
-        return errors.NONE
-
-    def apply_stop_replica(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        if self.fetchers is None:  # shutting down
-            return []
-        rm = self.broker.replica_manager
-        assert self.fetchers is not None
-        out = []
-        for ps in body["partitions"]:
-            tp = (str(ps["topic"]), int(ps["partition"]))
-            self.fetchers.remove(tp)
-            part = rm.partitions.pop(tp, None)
-            if part is not None:
-                rm.make_follower(part)
-                self.broker.on_leadership(tp[0], tp[1], False)
-            if ps["delete"] and self.broker.log_manager.get_log(*tp) is not None:
-                self.broker.log_manager.delete_log(*tp)
-                log.info("deleted replica %s-%d", *tp)
-            out.append({"topic": tp[0], "partition": tp[1], "error_code": errors.NONE})
-        return out
 
     def _on_controlled_shutdown_request(self, body: dict[str, Any]) -> asyncio.Future[Any]:
         def answer(result: tuple[int, list[TP]]) -> dict[str, Any]:
@@ -653,44 +476,10 @@ class ClusterLink:
                 keep.append((pred, fut, then))
         self._metadata_waiters = keep
 
-    # ------------------------------------------------------------------ leader ISR writes
-    def write_isr(
-        self, part: Partition, new_isr: list[int], done: Callable[[tuple[list[int], int, int] | None], None]
-    ) -> None:
-        assert self.loop is not None
-        loop = self.loop
-        st = zd.LeaderAndIsr(part.leader, part.leader_epoch, list(new_isr), part.controller_epoch, part.zk_version)
-        topic, index = part.topic, part.index
-
-        def work() -> tuple[list[int], int, int] | None:
-            try:
-                version = zd.update_partition_state(self.store, topic, index, st)
-            except BadVersionError:
-                fresh = zd.read_partition_state(self.store, topic, index)
-                log.info("ISR update of %s-%d lost a race (znode now %s)", topic, index, fresh)
-                if fresh is not None and fresh.leader == self.broker_id and fresh.leader_epoch == st.leader_epoch:
-                    return list(fresh.isr), fresh.zk_version, fresh.leader_epoch
-                return None
-            except StoreError as e:
-                log.warning("ISR update of %s-%d failed: %s", topic, index, e)
-                return None
-            try:
-                zd.notify_isr_change(self.store, [(topic, index)])
-            except StoreError as e:
-                log.warning("ISR change notification for %s-%d failed: %s", topic, index, e)
-            return list(new_isr), version, st.leader_epoch
-
-        if self.zk is None:
-            result = work()
-            loop.call_soon(done, result)
-            return
-        fut = loop.run_in_executor(None, work)
-        fut.add_done_callback(lambda f: done(f.result() if not f.exception() else None))
-
     # ------------------------------------------------------------------ config changes
     def _on_config_change(self) -> None:
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.broker.reload_configs_from_store)
+            self.loop.call_soon_threadsafe(self.reload_configs)
 
     def notify_config_change(self, entity_path: str) -> None:
         if self.zk is None:
@@ -700,7 +489,7 @@ class ClusterLink:
 
     # ------------------------------------------------------------------ controlled shutdown
     async def _controlled_shutdown(self) -> None:
-        cfg = self.broker.config
+        cfg = self.config
         retries = int(cfg.get("controlled.shutdown.max.retries"))
         backoff = int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
         assert self.loop is not None
@@ -733,7 +522,7 @@ class ClusterLink:
         log.warning("controlled shutdown of broker %d did not complete after %d attempts", self.broker_id, retries)
 
     async def _send_controlled_shutdown(self, host: str, port: int) -> dict[str, Any]:
-        timeout = int(self.broker.config.get("controller.socket.timeout.ms")) / 1000.0
+        timeout = int(self.config.get("controller.socket.timeout.ms")) / 1000.0
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         try:
             body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}

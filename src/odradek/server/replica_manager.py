@@ -16,22 +16,38 @@ the log end offset on every append. Waiting fetches are woken the moment data la
 any partition they read (a late wake-up would spread end-to-end latency over the
 whole max_wait).
 
-Cluster mode (``partitions`` is not None): the controller's LeaderAndIsr makes this
-broker leader or follower of each replica it hosts. As leader it appends (with its
+Cluster mode: the controller's LeaderAndIsr (:meth:`ReplicaManager.become_leader_or_follower`)
+makes this broker leader or follower of each replica it hosts, StopReplica
+(:meth:`ReplicaManager.stop_replicas`) takes replicas away. As leader it appends (with its
 leader epoch), tracks followers' fetch offsets, moves the high watermark to the
 smallest log end offset in the ISR, shrinks/expands the ISR through the metadata store
-and answers acks=all produces from the DelayedProduce purgatory; as follower its
-replica fetcher (replication.fetcher) copies the leader's log. Requests for partitions
-it does not lead get NOT_LEADER_OR_FOLLOWER.
+(replication.alter_partition, Kafka's AlterPartitionManager) and answers acks=all produces
+from the DelayedProduce purgatory; as follower its replica fetchers (replication.fetcher)
+copy the leader's log. Requests for partitions it does not lead get NOT_LEADER_OR_FOLLOWER.
+An I/O error in a log (:meth:`ReplicaManager.handle_log_dir_failure`) takes that log dir's
+replicas offline and tells the controller; with no log dir left the broker halts.
+Leadership listeners (the group coordinator for ``__consumer_offsets``) subscribe per topic
+and hear of every role change of its partitions.
+
+Edges, given at construction: the logs (:class:`LogSource`, the LogManager), the metadata
+cache (:class:`TopicLookup`), a clock, the ISR writer (:class:`IsrWriter`), where a leader
+listens, and what to do when a log dir fails; never the broker.
+
+One concept in one file (over 600 lines): the replicas this broker hosts, their roles, and the reads, appends and delayed operations on them (Kafka's ReplicaManager).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.controller.topics import topic_id_from_str
 from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
@@ -43,8 +59,10 @@ from odradek.replication.partition import Partition
 from odradek.server.purgatory import DelayedOperationPurgatory, Scheduler
 
 if TYPE_CHECKING:
+    from odradek.controller.topics import TopicMeta
     from odradek.log.log import AppendInfo, Log
-    from odradek.server.broker import Broker
+    from odradek.replication.alter_partition import Done
+    from odradek.replication.fetcher import ReplicaFetcherManager
 
 log = logging.getLogger("odradek.replica")
 
@@ -63,11 +81,72 @@ class AppendResult:
     record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467: (batch_index, message)
 
 
+class LogSource(Protocol):
+    """What the replica manager needs of the LogManager."""
+
+    log_dirs: list[Path]
+    offline_dirs: set[Path]
+    offline_partitions: set[TopicPartition]
+
+    def get_log(self, topic: str, partition: int) -> Log | None: ...
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID | None = None) -> Log: ...
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None: ...
+
+    def delete_log(self, topic: str, partition: int) -> object: ...
+
+    def dir_containing(self, path: Path) -> Path | None: ...
+
+    def mark_dir_offline(self, d: Path) -> list[TopicPartition]: ...
+
+
+class TopicLookup(Protocol):
+    """What the replica manager needs of the metadata cache (TopicRegistry)."""
+
+    def get(self, name: str) -> TopicMeta | None: ...
+
+    def topic_id_from_store(self, name: str) -> uuid.UUID | None: ...
+
+
+class IsrWriter(Protocol):
+    """Where ISR changes go (replication.alter_partition.AlterPartitionManager)."""
+
+    def submit(self, part: Partition, new_isr: list[int], done: Done) -> None: ...
+
+
+# a leadership listener: (topic, partition, leader) after this broker became leader (True) or
+# stopped leading (False) a partition of the topic it subscribed to
+LeadershipListener = Callable[[str, int, bool], None]
+
+
 class ReplicaManager:
-    def __init__(self, broker: Broker, scheduler: Scheduler | None = None) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        node_id: int,
+        logs: LogSource,
+        topics: TopicLookup,
+        now_ms: Callable[[], int],
+        *,
+        validate_records: bool = True,
+        scheduler: Scheduler | None = None,
+        isr_writer: IsrWriter | None = None,
+        live_broker: Callable[[int], Mapping[str, Any] | None] = lambda broker_id: None,
+        on_dir_offline: Callable[[], None] = lambda: None,
+        halt: Callable[[int], None] = os._exit,
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = logs
+        self.topics = topics
+        self.now_ms = now_ms
+        self.validate_records = validate_records
         # the clock of delayed operations and wake-ups; None: the running asyncio loop
         self.scheduler = scheduler
+        self.isr_writer = isr_writer
+        # where a partition's leader listens (the controller's live leaders first, then this)
+        self.live_broker = live_broker
+        self.on_dir_offline = on_dir_offline  # tell the controller a log dir failed (LogDirChange)
+        self.halt = halt  # no log dir left (Kafka halts the broker)
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch", scheduler)
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory(
             "Produce", scheduler
@@ -75,10 +154,13 @@ class ReplicaManager:
         self._wake_scheduled: set[TopicPartition] = set()
         # the replicas this broker hosts, with the roles the controller gave them
         self.partitions: dict[TopicPartition, Partition] = {}
+        # the follower side (replica fetchers); None before start-up and once shut down
+        self.fetchers: ReplicaFetcherManager | None = None
+        self._leadership_listeners: dict[str, list[LeadershipListener]] = {}
 
     # -- lookup
     def get_log(self, topic: str, partition: int) -> Log | None:
-        return self.broker.log_manager.get_log(topic, partition)
+        return self.log_manager.get_log(topic, partition)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         part = self.partitions.get((topic, partition))
@@ -87,13 +169,13 @@ class ReplicaManager:
     def leading(self, topic: str, partition: int) -> Partition | None:
         """The partition when this broker is its leader, else None (NOT_LEADER_OR_FOLLOWER)."""
         part = self.partitions.get((topic, partition))
-        return part if part is not None and part.is_leader(self.broker.node_id) else None
+        return part if part is not None and part.is_leader(self.node_id) else None
 
     # -- produce
     def append(
         self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int = 1
     ) -> AppendResult:
-        meta = self.broker.topics.get(topic)
+        meta = self.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             return AppendResult(errors.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self.get_log(topic, partition)
@@ -121,7 +203,7 @@ class ReplicaManager:
                         error_message="transactional produce is not supported by this broker yet",
                     )
             info = plog.append_as_leader(
-                records, headers, part.leader_epoch, now_ms, check_records=self.broker.validate_records
+                records, headers, part.leader_epoch, now_ms, check_records=self.validate_records
             )
         except InvalidRecordError as e:
             log.info("rejected produce to %s-%d: %s", topic, partition, e.message)
@@ -132,7 +214,7 @@ class ReplicaManager:
         except ProducerStateError as e:
             return AppendResult(e.error_code, error_message=str(e), log_start_offset=plog.log_start_offset)
         except OSError as e:
-            self.broker.on_log_dir_failure(plog.dir, e)
+            self.handle_log_dir_failure(plog.dir, e)
             return AppendResult(errors.KAFKA_STORAGE_ERROR, error_message=f"log dir failure: {e}")
         if not info.duplicate:
             self._maybe_advance_high_watermark(part, plog)
@@ -161,7 +243,7 @@ class ReplicaManager:
         if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
             return read
         op = DelayedFetch(self, params, partitions)
-        topics = self.broker.topics
+        topics = self.topics
         self.fetch_purgatory.watch(op, [tp for tp, _ in partitions if topics.get(tp[0]) is not None])
         return op
 
@@ -169,7 +251,7 @@ class ReplicaManager:
         """Read every partition of a fetch, within its own and the request's byte limits (Kafka's
         readFromLog). ``update_follower``: a follower's fetch offset counts as its log end offset
         for each partition whose epoch check and read succeed (Kafka's updateFollowerFetchState)."""
-        reg = self.broker.topics
+        reg = self.topics
         follower = params.replica_id >= 0
         replica_id = params.replica_id if follower else -1
         read_committed = params.read_committed
@@ -209,7 +291,7 @@ class ReplicaManager:
             )
             pr.error_code = code
             if update_follower and code == errors.NONE:
-                self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.broker.now_ms())
+                self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.now_ms())
             if plog is not None:
                 pr.high_watermark = plog.high_watermark
                 pr.last_stable_offset = plog.high_watermark
@@ -302,7 +384,7 @@ class ReplicaManager:
         try:
             info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms, from_client=False)
         except OSError as e:
-            self.broker.on_log_dir_failure(plog.dir, e)
+            self.handle_log_dir_failure(plog.dir, e)
             raise
         self._maybe_advance_high_watermark(part, plog)
         self.notify(part.topic, part.index)
@@ -362,7 +444,8 @@ class ReplicaManager:
                 self._write_isr(part, [b for b in part.isr if b not in out])
 
     def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
-        cluster = self.broker.cluster
+        if self.isr_writer is None:  # none given (a lone replica): nothing to write
+            return
         part.isr_write_in_flight = True
         epoch = part.leader_epoch
 
@@ -386,13 +469,13 @@ class ReplicaManager:
                 self._maybe_advance_high_watermark(part, plog)
             self._complete_produces(part.tp)
 
-        cluster.write_isr(part, new_isr, done)
+        self.isr_writer.submit(part, new_isr, done)
 
     # ------------------------------------------------------------------ cluster mode: roles
     def make_leader(self, part: Partition, plog: Log, now_ms: int) -> None:
         plog.leader_epoch_cache.assign(part.leader_epoch, plog.log_end_offset)
         ls = LeaderState(
-            self.broker.node_id, part.leader_epoch, list(part.replicas), list(part.isr),
+            self.node_id, part.leader_epoch, list(part.replicas), list(part.isr),
             plog.log_end_offset, plog.high_watermark,
         )
         ls.start(now_ms)
@@ -403,3 +486,161 @@ class ReplicaManager:
         part.leader_state = None
         self._complete_produces(part.tp)  # NOT_LEADER_OR_FOLLOWER for whoever waited here
         self.notify(part.topic, part.index)  # waiting fetches learn it too
+
+    # ------------------------------------------------------------------ cluster mode: the controller's requests
+    def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
+        """``listener`` hears of every change of this broker's role for ``topic``'s partitions
+        (Kafka's onLeadershipChange: the coordinators load and unload their internal topics)."""
+        self._leadership_listeners.setdefault(topic, []).append(listener)
+
+    def _leadership_changed(self, topic: str, partition: int, leader: bool) -> None:
+        for listener in self._leadership_listeners.get(topic, ()):
+            try:
+                listener(topic, partition, leader)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d (leader=%s)", topic, partition, leader)
+
+    def start_fetchers(self, fetchers: ReplicaFetcherManager) -> None:
+        """Start-up: the follower side; a fetcher's storage error takes its log dir offline."""
+        fetchers.on_storage_error = self.handle_log_dir_failure
+        self.fetchers = fetchers
+
+    async def shutdown_fetchers(self) -> None:
+        """Stop replicating; LeaderAndIsr and StopReplica are ignored from now on."""
+        if self.fetchers is not None:
+            fetchers, self.fetchers = self.fetchers, None
+            await fetchers.shutdown()
+
+    def become_leader_or_follower(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Apply a (fenced) LeaderAndIsr request; the per-partition answers (Kafka's
+        ReplicaManager.becomeLeaderOrFollower). An older leader epoch than the one known is
+        STALE_CONTROLLER_EPOCH, a partition in an offline log dir KAFKA_STORAGE_ERROR, the same
+        leader and epoch again only refreshes the ISR and assignment."""
+        if self.fetchers is None:  # shutting down
+            return []
+        leaders = {int(n["id"]): n for n in body["live_leaders"]}
+        topic_ids: dict[str, str] = body.get("topic_ids") or {}
+        out = []
+        now_ms = self.now_ms()
+        for ps in body["partitions"]:
+            topic, index = str(ps["topic"]), int(ps["partition"])
+            tp = (topic, index)
+            code = errors.NONE
+            current = self.partitions.get(tp)
+            epoch = int(ps["leader_epoch"])
+            if tp in self.log_manager.offline_partitions:
+                code = errors.KAFKA_STORAGE_ERROR  # its log dir failed: the controller moves it elsewhere
+            elif current is not None and epoch < current.leader_epoch:
+                code = errors.STALE_CONTROLLER_EPOCH
+            elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
+                # the same state again (a new controller resends everything): keep going as we are
+                current.isr, current.zk_version = list(ps["isr"]), int(ps["zk_version"])
+                current.replicas = list(ps["replicas"])
+            elif self.node_id not in ps["replicas"]:
+                code = errors.NONE  # not ours (reassignment leftovers); StopReplica removes it
+            else:
+                code = self._become(ps, leaders, now_ms, topic_ids)
+            out.append({"topic": topic, "partition": index, "error_code": code})
+        return out
+
+    def _topic_id(self, topic: str, topic_ids: dict[str, str]) -> uuid.UUID | None:
+        named = topic_ids.get(topic)
+        if named:  # the controller's word (the metadata cache may not know a new topic yet)
+            return topic_id_from_str(named)
+        meta = self.topics.get(topic)
+        return meta.topic_id if meta is not None else self.topics.topic_id_from_store(topic)
+
+    def _become(
+        self, ps: dict[str, Any], leaders: dict[int, dict[str, Any]], now_ms: int, topic_ids: dict[str, str]
+    ) -> int:
+        assert self.fetchers is not None
+        topic, index = str(ps["topic"]), int(ps["partition"])
+        tp = (topic, index)
+        lm = self.log_manager
+        try:
+            plog = lm.get_or_create_log(topic, index, self._topic_id(topic, topic_ids))
+        except OSError as e:
+            self.handle_log_dir_failure(lm.log_dir_of(topic, index) or lm.log_dirs[0], e)
+            return errors.KAFKA_STORAGE_ERROR
+        part = Partition(
+            topic, index, list(ps["replicas"]), int(ps["leader"]), int(ps["leader_epoch"]), list(ps["isr"]),
+            int(ps["zk_version"]), int(ps["controller_epoch"]),
+        )
+        old = self.partitions.get(tp)
+        self.partitions[tp] = part
+        if part.leader == self.node_id:
+            self.fetchers.remove(tp)
+            self.make_leader(part, plog, now_ms)
+            log.info("became leader of %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
+                     topic, index, part.leader_epoch, part.isr, plog.log_end_offset, plog.high_watermark)
+            if old is not None:
+                self.make_follower(old)  # wake whoever waited on the old role
+            self._leadership_changed(topic, index, True)
+            return errors.NONE
+        if old is not None:
+            self.make_follower(old)
+        self.make_follower(part)
+        node = leaders.get(part.leader) or self.live_broker(part.leader)
+        if node is None:
+            log.warning("leader %d of %s-%d is not live; not fetching", part.leader, topic, index)
+            self.fetchers.remove(tp)
+        else:
+            self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
+        log.info("became follower of %s-%d at epoch %d, leader %d", topic, index, part.leader_epoch, part.leader)
+        self._leadership_changed(topic, index, False)
+        return errors.NONE
+
+    def start_missing_fetchers(self) -> None:
+        """After a metadata update: a follower told of its leader while that leader was down
+        has no fetcher; start it once the leader is live again."""
+        if self.fetchers is None:
+            return
+        for tp, part in self.partitions.items():
+            if part.leader == self.node_id or tp in self.fetchers.leader_of:
+                continue
+            node = self.live_broker(part.leader)
+            if node is not None:
+                self.fetchers.add(tp, part.leader, str(node["host"]), int(node["port"]), part.leader_epoch)
+
+    def stop_replicas(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Apply a (fenced) StopReplica request (Kafka's ReplicaManager.stopReplicas): stop
+        fetching and serving each partition, deleting its log when ``delete`` is set."""
+        if self.fetchers is None:  # shutting down
+            return []
+        out = []
+        for ps in body["partitions"]:
+            tp = (str(ps["topic"]), int(ps["partition"]))
+            self.fetchers.remove(tp)
+            part = self.partitions.pop(tp, None)
+            if part is not None:
+                self.make_follower(part)
+                self._leadership_changed(tp[0], tp[1], False)
+            if ps["delete"] and self.log_manager.get_log(*tp) is not None:
+                self.log_manager.delete_log(*tp)
+                log.info("deleted replica %s-%d", *tp)
+            out.append({"topic": tp[0], "partition": tp[1], "error_code": errors.NONE})
+        return out
+
+    def handle_log_dir_failure(self, path: Any, error: OSError) -> None:
+        """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel and
+        ReplicaManager.handleLogDirFailure). The partitions in it stop being served and fetched
+        here, their leadership listeners hear of it and the controller is told (LogDirChange);
+        with no log dir left the broker halts, as Kafka does."""
+        lm = self.log_manager
+        d = lm.dir_containing(Path(path))
+        if d is None or d in lm.offline_dirs:
+            return
+        log.error("I/O error in %s (%s)", path, error)
+        gone = lm.mark_dir_offline(d)
+        for tp in gone:
+            part = self.partitions.pop(tp, None)
+            if part is not None:
+                self.make_follower(part)
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            self._leadership_changed(tp[0], tp[1], False)
+        if lm.offline_dirs >= set(lm.log_dirs):
+            log.error("every log dir has failed; halting broker %d", self.node_id)
+            self.halt(1)
+            return
+        self.on_dir_offline()

@@ -33,7 +33,7 @@ class _Broker:
     def __post_init__(self) -> None:
         self.purgatory = DelayedOperationPurgatory("Produce", self.scheduler)
 
-    # log_manager / replica_manager / config, as the runtime uses them
+    # the logs, the replica manager and the config, as the runtime uses them
     @property
     def log_manager(self) -> _Broker:
         return self
@@ -87,7 +87,7 @@ class _Ctx:
 
 def _runtime(broker: _Broker) -> GroupCoordinatorRuntime:
     rt = GroupCoordinatorRuntime.__new__(GroupCoordinatorRuntime)  # only the write-tracking half
-    rt.broker = broker  # type: ignore[assignment]
+    rt.config = rt.replicas = rt.logs = broker  # type: ignore[assignment]
     rt.last_written = {}
     return rt
 

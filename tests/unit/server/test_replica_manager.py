@@ -34,7 +34,7 @@ class _Topics:
 
 
 class _Broker:
-    """What ReplicaManager uses of the broker."""
+    """The logs, the metadata cache and the ISR writer a ReplicaManager is given."""
 
     def __init__(self, tmp_path: Path, sched: FakeScheduler, config: LogConfig) -> None:
         self.node_id = 0
@@ -52,11 +52,8 @@ class _Broker:
     def now_ms(self) -> int:
         return self.sched.now_ms
 
-    def write_isr(self, part: Partition, new_isr: list[int], done: Any) -> None:
+    def submit(self, part: Partition, new_isr: list[int], done: Any) -> None:  # the ISR writer
         self.isr_writes.append((new_isr, done))
-
-    def on_log_dir_failure(self, path: Any, error: OSError) -> None:
-        raise AssertionError(f"unexpected log dir failure: {error}")
 
 
 def _setup(tmp_path: Path, replicas: list[int], isr: list[int], min_insync: int = 1) -> tuple[
@@ -64,7 +61,7 @@ def _setup(tmp_path: Path, replicas: list[int], isr: list[int], min_insync: int 
 ]:
     sched = FakeScheduler(NOW)
     broker = _Broker(tmp_path, sched, LogConfig(min_insync_replicas=min_insync))
-    rm = ReplicaManager(broker, sched)  # type: ignore[arg-type]
+    rm = ReplicaManager(0, broker, broker.topics, broker.now_ms, scheduler=sched, isr_writer=broker)  # type: ignore[arg-type]
     part = Partition("t", 0, replicas, 0, 1, list(isr), 0, 1)
     rm.partitions[TP] = part
     rm.make_leader(part, broker.logs[TP], NOW)

@@ -37,6 +37,8 @@ within its rebalance timeout, is fenced: removed from the group, whose epoch is 
 ``__consumer_offsets``, the membership, epochs and assignments of these groups are lost when
 the broker restarts; members then get UNKNOWN_MEMBER_ID and rejoin with epoch 0. Committed
 offsets do persist: they go through the classic coordinator's OffsetCommit records.
+
+One concept in one file (over 600 lines): the KIP-848 consumer group state machine and its reconciliation.
 """
 
 from __future__ import annotations

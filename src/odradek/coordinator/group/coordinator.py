@@ -8,6 +8,8 @@ and committed offsets, written against two injected edges and no I/O:
 Delayed answers (JoinGroup waits for the other members, SyncGroup for the leader) are
 given through ``respond`` callbacks. Replaying the records of ``__consumer_offsets``
 through :meth:`GroupCoordinator.replay` rebuilds every group after a restart.
+
+One concept in one file (over 600 lines): the classic group coordinator's state machine and committed offsets.
 """
 
 from __future__ import annotations
