@@ -297,6 +297,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.jaas.config", T_PASSWORD, None, "JAAS login context (PlainLoginModule users)", sensitive=True),
     ConfigDef("connection.failed.authentication.delay.ms", T_INT, "100",
               "delay before a connection that failed authentication is closed", _ge(0)),
+    ConfigDef("connections.max.reauth.ms", T_LONG, "0",
+              "SASL sessions last this long; the client re-authenticates or is disconnected (KIP-368; 0: forever)",
+              _ge(0)),
     ConfigDef("odradek.authentication.timeout.ms", T_INT, "10000",
               "a connection's TLS handshake and SASL authentication must finish within this time", _ge(1)),
     # the authorizer (odradek.security.acl)

@@ -218,3 +218,68 @@ def test_half_finished_handshake_does_not_block_others_and_times_out(sb: SecureB
     finally:
         for s in (*idle, hello):
             s.close()
+
+
+def _sasl_plain_raw(s: socket.socket, user: bytes, password: bytes) -> int:
+    """SaslHandshake v1 + SaslAuthenticate v1 (PLAIN) on ``s``; the session lifetime in ms."""
+    def roundtrip(api_key: int, version: int, corr: int, body: bytes) -> bytes:
+        client = b"raw"
+        payload = struct.pack(">hhih", api_key, version, corr, len(client)) + client + body
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                raise ConnectionResetError("closed")
+            head += chunk
+        (size,) = struct.unpack(">i", head)
+        buf = b""
+        while len(buf) < size:
+            chunk = s.recv(size - len(buf))
+            if not chunk:
+                raise ConnectionResetError("closed")
+            buf += chunk
+        return buf[4:]
+
+    assert struct.unpack_from(">h", roundtrip(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))[0] == 0
+    token = b"\x00" + user + b"\x00" + password
+    resp = roundtrip(36, 1, 2, struct.pack(">i", len(token)) + token)
+    code, mlen = struct.unpack_from(">hh", resp)
+    assert code == 0, resp
+    pos = 4 + max(mlen, 0)
+    (blen,) = struct.unpack_from(">i", resp, pos)
+    (lifetime,) = struct.unpack_from(">q", resp, pos + 4 + blen)
+    return int(lifetime)
+
+
+@pytest.mark.timeout(120)
+def test_reauthentication_kip368(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path / "certs")
+    s = secure_broker(tmp_path / "broker", certs, {"listener.name.sasl_ssl.connections.max.reauth.ms": "1500"})
+    try:
+        topic = unique("reauth")
+        create_topic(s.plaintext, topic, 1)
+        # librdkafka re-authenticates within the session lifetime: 6 s of produce on one connection
+        delivered: list[object] = []
+        p = Producer({**confluent_sasl(s, "PLAIN", "alice", ALICE_PASSWORD), "linger.ms": 0})
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            p.produce(topic, b"v", partition=0, on_delivery=lambda err, _m: delivered.append(err))
+            p.poll(0.3)
+        assert p.flush(20) == 0
+        assert delivered and all(e is None for e in delivered), delivered
+        assert "SASL session expired" not in s.broker.log_text()
+        # a client that does not re-authenticate is disconnected at its first request after expiry
+        ctx = ssl.create_default_context(cafile=str(certs.ca))
+        with ctx.wrap_socket(socket.create_connection((HOST, s.sasl_ssl_port), timeout=5),
+                             server_hostname="127.0.0.1") as conn:
+            assert _sasl_plain_raw(conn, b"alice", ALICE_PASSWORD.encode()) == 1500
+            conn.sendall(_api_versions_frame())
+            assert conn.recv(4)  # within the session: answered
+            conn.recv(65536)
+            time.sleep(1.8)
+            conn.sendall(_api_versions_frame())
+            assert _closed_by_peer(conn, 5.0)
+        assert "SASL session expired" in s.broker.log_text()
+    finally:
+        s.broker.stop()

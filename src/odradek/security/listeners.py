@@ -36,6 +36,7 @@ class ListenerSecurity:
     mechanisms: Mapping[str, MechanismFactory] = field(default_factory=dict)
     auth_timeout_s: float = 10.0  # TLS handshake and SASL authentication must be done within it
     failed_auth_delay_s: float = 0.1  # connection.failed.authentication.delay.ms
+    max_reauth_ms: int = 0  # connections.max.reauth.ms: a SASL session's lifetime (KIP-368), 0 for none
 
     @property
     def uses_tls(self) -> bool:
@@ -46,7 +47,7 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL_")
 
     def sasl_server(self) -> SaslServer | None:
-        return SaslServer(self.mechanisms) if self.uses_sasl else None
+        return SaslServer(self.mechanisms, self.max_reauth_ms > 0) if self.uses_sasl else None
 
     def certificate_principal(self, peercert: dict[str, object] | None) -> str:
         return tls.certificate_principal(peercert, self.principal_rules)  # type: ignore[arg-type]
@@ -99,5 +100,9 @@ def build_listener_security(config: BrokerConfig, credentials: CredentialLookup)
             raise ConfigError(f"No security protocol defined for listener {name}")
         ctx = tls.server_context(listener_lookup(config, name)) if protocol in ("SSL", "SASL_SSL") else None
         mechs = _mechanisms(config, name, credentials) if protocol.startswith("SASL_") else {}
-        out[name] = ListenerSecurity(name, protocol, ctx, list(rules), mechs, timeout_s, delay_s)
+        lookup = listener_lookup(config, name)
+        reauth_ms = int(lookup("connections.max.reauth.ms") or 0)
+        if reauth_ms < 0:
+            raise ConfigError(f"Invalid value {reauth_ms} for configuration connections.max.reauth.ms")
+        out[name] = ListenerSecurity(name, protocol, ctx, list(rules), mechs, timeout_s, delay_s, reauth_ms)
     return out

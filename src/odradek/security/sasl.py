@@ -191,18 +191,21 @@ class AuthenticateResult:
     error_code: int
     error_message: str | None
     token: bytes
+    complete: bool = False  # this token finished the exchange (first authentication or re-authentication)
 
 
 class SaslServer:
     """A connection's authentication (SaslServerAuthenticator without its transport)."""
 
-    def __init__(self, mechanisms: Mapping[str, MechanismFactory]) -> None:
+    def __init__(self, mechanisms: Mapping[str, MechanismFactory], reauthentication: bool = False) -> None:
         self._factories = mechanisms
+        self.reauthentication = reauthentication  # connections.max.reauth.ms > 0
         self.state = SaslState.HANDSHAKE
         self.mechanism_name: str | None = None
         self._mechanism: Mechanism | None = None
         self.principal: str | None = None
         self.raw_tokens = False  # SaslHandshake v0: tokens come as bare frames, not SaslAuthenticate
+        self.reauthenticating = False  # KIP-368: a new exchange on an authenticated connection
 
     @property
     def enabled(self) -> list[str]:
@@ -219,6 +222,15 @@ class SaslServer:
         return False
 
     def handshake(self, mechanism: str, raw_tokens: bool = False) -> HandshakeResult:
+        if self.state is SaslState.COMPLETE and self.reauthentication and not raw_tokens and not self.reauthenticating:
+            # re-authentication (KIP-368): the same mechanism, then the same principal
+            if mechanism != self.mechanism_name:
+                self.state = SaslState.FAILED
+                return HandshakeResult(errors.ILLEGAL_SASL_STATE, self.enabled)
+            same = self._factories[mechanism]
+            self._mechanism = same()
+            self.reauthenticating = True
+            return HandshakeResult(errors.NONE, self.enabled)
         if self.state is not SaslState.HANDSHAKE:
             return HandshakeResult(errors.ILLEGAL_SASL_STATE, self.enabled)
         factory = self._factories.get(mechanism)
@@ -232,6 +244,8 @@ class SaslServer:
         return HandshakeResult(errors.NONE, self.enabled)
 
     def authenticate(self, token: bytes) -> AuthenticateResult:
+        if self.reauthenticating and self._mechanism is not None:
+            return self._reauthenticate(self._mechanism, token)
         if self.state is not SaslState.AUTHENTICATE or self._mechanism is None:
             self.state = SaslState.FAILED
             return AuthenticateResult(errors.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate request", b"")
@@ -243,4 +257,21 @@ class SaslServer:
         if self._mechanism.complete:
             self.state = SaslState.COMPLETE
             self.principal = f"User:{self._mechanism.user}"
+            return AuthenticateResult(errors.NONE, None, reply, complete=True)
+        return AuthenticateResult(errors.NONE, None, reply)
+
+    def _reauthenticate(self, mechanism: Mechanism, token: bytes) -> AuthenticateResult:
+        try:
+            reply = mechanism.evaluate(token)
+        except AuthenticationFailed as e:
+            self.state = SaslState.FAILED
+            self.reauthenticating = False
+            return AuthenticateResult(errors.SASL_AUTHENTICATION_FAILED, str(e), b"")
+        if mechanism.complete:
+            self.reauthenticating = False
+            if f"User:{mechanism.user}" != self.principal:
+                self.state = SaslState.FAILED
+                return AuthenticateResult(errors.SASL_AUTHENTICATION_FAILED,
+                                          "Cannot change principals during re-authentication", b"")
+            return AuthenticateResult(errors.NONE, None, reply, complete=True)
         return AuthenticateResult(errors.NONE, None, reply)

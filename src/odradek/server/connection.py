@@ -154,6 +154,7 @@ class Connection:
         self._raw_bytes = 0
         self._auth_timer: asyncio.TimerHandle | None = None
         self._close_when_flushed = False
+        self._session_expires = 0.0  # monotonic end of the SASL session (KIP-368), 0 for none
 
     # -- lifecycle
     def start(self) -> None:
@@ -193,10 +194,14 @@ class Connection:
             self.principal = self.security.certificate_principal(self.tls.peer_certificate())
         self._maybe_authenticated()
 
-    def sasl_authenticated(self, principal: str) -> None:
-        """SaslAuthenticate completed: requests now run as ``principal``."""
+    def sasl_authenticated(self, principal: str) -> int:
+        """SaslAuthenticate completed (or a re-authentication did): requests run as ``principal``;
+        the session's lifetime in ms (``connections.max.reauth.ms``, 0 for unlimited) is returned."""
         self.principal = principal
         self._maybe_authenticated()
+        lifetime_ms = self.security.max_reauth_ms if self.security is not None else 0
+        self._session_expires = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else 0.0
+        return lifetime_ms
 
     @property
     def failed_authentication_delay_s(self) -> float:
@@ -448,6 +453,10 @@ class Connection:
         if sasl is not None and not sasl.allows(api_key):
             # Kafka's SaslServerAuthenticator: anything else before authentication ends the connection
             self.close(f"unexpected request (api {api_key}) during SASL authentication ({sasl.state.value})")
+            return
+        if self._session_expires and api_key not in (17, 36) and time.monotonic() > self._session_expires:
+            # KIP-368: a session that was not re-authenticated in time ends with its next request
+            self.close("SASL session expired without re-authentication (connections.max.reauth.ms)")
             return
         handler = registry.get(api_key)
         if handler is None and api_key in ib.SCHEMAS and self.edges.inter_broker is not None:

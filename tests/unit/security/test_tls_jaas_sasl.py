@@ -134,3 +134,23 @@ def test_scram_final_nonce_may_repeat_the_client_nonce() -> None:
     mech2.evaluate(b"n,,n=alice,r=abc")
     with pytest.raises(AuthenticationFailed):
         mech2.evaluate(f"c=biws,r=abcXYZ,p={proof}".encode())
+
+
+def test_reauthentication_keeps_mechanism_and_principal() -> None:
+    users = {"alice": "secret", "bob": "b"}
+    s = SaslServer({"PLAIN": lambda: PlainMechanism(users)}, reauthentication=True)
+    s.handshake("PLAIN")
+    assert s.authenticate(b"\x00alice\x00secret").complete
+    # KIP-368: a new exchange on the authenticated connection, requests still allowed meanwhile
+    assert s.handshake("PLAIN").error_code == errors.NONE and s.allows(0)
+    r = s.authenticate(b"\x00alice\x00secret")
+    assert r.error_code == errors.NONE and r.complete and s.principal == "User:alice"
+    s.handshake("PLAIN")
+    r = s.authenticate(b"\x00bob\x00b")
+    assert r.error_code == errors.SASL_AUTHENTICATION_FAILED and "principals" in (r.error_message or "")
+    assert s.state is SaslState.FAILED
+    # without connections.max.reauth.ms a second handshake is an illegal state
+    t = SaslServer({"PLAIN": lambda: PlainMechanism(users)})
+    t.handshake("PLAIN")
+    t.authenticate(b"\x00alice\x00secret")
+    assert t.handshake("PLAIN").error_code == errors.ILLEGAL_SASL_STATE

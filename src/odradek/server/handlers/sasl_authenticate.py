@@ -31,11 +31,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     error_message="SaslAuthenticate request received on a listener without SASL",
                     auth_bytes=b"", session_lifetime=_ZERO)
     result = sasl.authenticate(bytes(request.auth_bytes))
+    lifetime = _ZERO
+    if result.error_code == errors.NONE and result.complete and sasl.principal is not None:
+        # KIP-368: the session lasts connections.max.reauth.ms; the client re-authenticates before it ends
+        lifetime = datetime.timedelta(milliseconds=conn.sasl_authenticated(sasl.principal))
     response = make(m.SaslAuthenticateResponse, error_code=result.error_code, error_message=result.error_message,
-                    auth_bytes=result.token, session_lifetime=_ZERO)
+                    auth_bytes=result.token, session_lifetime=lifetime)
     if result.error_code == errors.NONE:
-        if sasl.principal is not None:
-            conn.sasl_authenticated(sasl.principal)
         return response
     conn.close_after_response()
     delay = conn.failed_authentication_delay_s
