@@ -254,6 +254,7 @@ def test_cli_acls_and_scram_users_with_command_config(sb: SecureBroker, tmp_path
         f"ssl.truststore.type=PEM\nssl.truststore.location={sb.certs.ca}\n"
     )
     common = ["--bootstrap-server", sb.sasl_ssl, "--command-config", str(cfg)]
+    assert ORDERS in _odradek("topics", *common, "--list").split()
     out = _odradek("configs", *common, "--entity-type", "users", "--entity-name", "carol", "--alter",
                    "--add-config", "SCRAM-SHA-256=[iterations=8192,password=carol-pw]")
     assert "Completed updating config for user carol." in out

@@ -21,6 +21,7 @@ from odradek.security import tls
 from odradek.security.jaas import parse_jaas, plain_users
 from odradek.security.sasl import MechanismFactory, PlainMechanism, SaslServer, ScramServerMechanism
 from odradek.security.scram import MECHANISMS, CredentialLookup
+from odradek.security.tls import ReloadingServerContext
 
 log = logging.getLogger("odradek.security")
 
@@ -31,7 +32,7 @@ SUPPORTED_MECHANISMS = ("PLAIN", *MECHANISMS)
 class ListenerSecurity:
     name: str
     protocol: str  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
-    ssl_context: ssl.SSLContext | None = None
+    tls_context: ReloadingServerContext | None = None
     principal_rules: list[object] = field(default_factory=list)
     mechanisms: Mapping[str, MechanismFactory] = field(default_factory=dict)
     auth_timeout_s: float = 10.0  # TLS handshake and SASL authentication must be done within it
@@ -39,8 +40,13 @@ class ListenerSecurity:
     max_reauth_ms: int = 0  # connections.max.reauth.ms: a SASL session's lifetime (KIP-368), 0 for none
 
     @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context new connections get (rebuilt when the key or trust store file changed)."""
+        return self.tls_context.current() if self.tls_context is not None else None
+
+    @property
     def uses_tls(self) -> bool:
-        return self.ssl_context is not None
+        return self.tls_context is not None
 
     @property
     def uses_sasl(self) -> bool:
@@ -98,7 +104,7 @@ def build_listener_security(config: BrokerConfig, credentials: CredentialLookup)
         protocol = protocols.get(name.upper())
         if protocol is None:
             raise ConfigError(f"No security protocol defined for listener {name}")
-        ctx = tls.server_context(listener_lookup(config, name)) if protocol in ("SSL", "SASL_SSL") else None
+        ctx = ReloadingServerContext(listener_lookup(config, name)) if protocol in ("SSL", "SASL_SSL") else None
         mechs = _mechanisms(config, name, credentials) if protocol.startswith("SASL_") else {}
         lookup = listener_lookup(config, name)
         reauth_ms = int(lookup("connections.max.reauth.ms") or 0)

@@ -12,14 +12,20 @@ Settings, each looked up first as ``listener.name.<listener>.<name>`` then as ``
 - ``ssl.client.auth``: ``none`` | ``requested`` | ``required``.
 - ``ssl.enabled.protocols`` (``TLSv1.2,TLSv1.3``), ``ssl.cipher.suites`` (OpenSSL names for
   TLS 1.2 suites; TLS 1.3 suites are OpenSSL's defaults).
+
+:class:`ReloadingServerContext` rebuilds the context when the key store or trust store file
+changes (checked at most once a second, when a connection arrives): renewed certificates are
+served to new connections without a restart; a file that cannot be loaded keeps the old context.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +34,7 @@ from odradek.config import ConfigError
 Lookup = Callable[[str], "str | None"]
 
 ANONYMOUS = "User:ANONYMOUS"
+log = logging.getLogger("odradek.security")
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -97,6 +104,44 @@ def server_context(lookup: Lookup) -> ssl.SSLContext:
             raise ConfigError(f"ssl.cipher.suites={ciphers}: no cipher suite OpenSSL knows") from None
     ctx.options |= ssl.OP_NO_COMPRESSION
     return ctx
+
+
+class ReloadingServerContext:
+    """A listener's server context, rebuilt when its PEM files change on disk."""
+
+    CHECK_INTERVAL_S = 1.0
+
+    def __init__(self, lookup: Lookup, clock: Callable[[], float] = time.monotonic) -> None:
+        self._lookup = lookup
+        self._clock = clock
+        self._paths = [p for p in (lookup("ssl.keystore.location"), lookup("ssl.truststore.location")) if p]
+        self._stamp = self._stat()
+        self._context = server_context(lookup)
+        self._next_check = clock() + self.CHECK_INTERVAL_S
+
+    def _stat(self) -> tuple[tuple[str, int, int], ...]:
+        out = []
+        for p in self._paths:
+            try:
+                st = os.stat(p)
+                out.append((p, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((p, -1, -1))
+        return tuple(out)
+
+    def current(self) -> ssl.SSLContext:
+        now = self._clock()
+        if self._paths and now >= self._next_check:
+            self._next_check = now + self.CHECK_INTERVAL_S
+            stamp = self._stat()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._context = server_context(self._lookup)
+                    log.info("reloaded the TLS key and trust stores (%s)", ", ".join(self._paths))
+                except ConfigError as e:
+                    log.error("the changed TLS stores cannot be loaded; serving the previous ones: %s", e)
+        return self._context
 
 
 def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import ssl
+
 import pytest
+import trustme
 from scramp import ScramClient
 
 from odradek.config import ConfigError
@@ -16,7 +20,13 @@ from odradek.security.sasl import (
     ScramServerMechanism,
 )
 from odradek.security.scram import ScramCredential, make_credential
-from odradek.security.tls import certificate_principal, distinguished_name, map_principal, parse_mapping_rules
+from odradek.security.tls import (
+    ReloadingServerContext,
+    certificate_principal,
+    distinguished_name,
+    map_principal,
+    parse_mapping_rules,
+)
 
 CERT = {"subject": ((("countryName", "US"),), (("organizationName", "Example, Inc"),),
                     (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
@@ -154,3 +164,46 @@ def test_reauthentication_keeps_mechanism_and_principal() -> None:
     t.handshake("PLAIN")
     t.authenticate(b"\x00alice\x00secret")
     assert t.handshake("PLAIN").error_code == errors.ILLEGAL_SASL_STATE
+
+
+def _handshake_trusting(ctx: ssl.SSLContext, ca: trustme.CA) -> bool:
+    """An in-memory TLS handshake against ``ctx`` by a client trusting only ``ca``."""
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    server = ctx.wrap_bio(s_in, s_out, server_side=True)
+    for _ in range(10):
+        for obj in (client, server):
+            try:
+                obj.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError:
+                return False
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+    try:
+        client.do_handshake()
+        return True
+    except ssl.SSLError:
+        return False
+
+
+def test_tls_stores_reloaded_when_the_files_change(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    keystore = tmp_path / "server.pem"
+    old_ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    now = [0.0]
+    holder = ReloadingServerContext({"ssl.keystore.location": str(keystore)}.get, clock=lambda: now[0])
+    first = holder.current()
+    assert _handshake_trusting(first, old_ca) and not _handshake_trusting(first, new_ca)
+    new_ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    os.utime(keystore, ns=(1, 1))  # a different modification time, whatever the clock's resolution
+    assert holder.current() is first  # checked at most once a second
+    now[0] = 2.0
+    second = holder.current()
+    assert second is not first and _handshake_trusting(second, new_ca)
+    keystore.write_text("not a key")  # a broken file keeps what was served
+    now[0] = 4.0
+    assert holder.current() is second
