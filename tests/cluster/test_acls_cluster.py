@@ -72,6 +72,9 @@ def test_acl_changes_apply_on_every_broker(cluster: Cluster) -> None:
     wait_until(lambda: len({cluster.leader(TOPIC, p) for p in range(3)}) == 3, 60,
                "one partition led by each broker")
     sasl = cluster.sasl_bootstrap  # type: ignore[attr-defined]
+    # each registration names its listeners' protocols, as Kafka's /brokers/ids/<id> does
+    assert cluster.zk_json("/brokers/ids/1")["listener_security_protocol_map"] == {
+        "PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
     denied = [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
     assert _produce_errors(sasl, 3) == denied
     acl = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*",
