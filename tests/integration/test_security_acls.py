@@ -275,3 +275,18 @@ def test_cli_acls_and_scram_users_with_command_config(sb: SecureBroker, tmp_path
     out = _odradek("acls", *common, "--remove", "--allow-principal", "User:carol", "--topic", ORDERS, "--force")
     assert out.count("Removed ACL") == 2
     assert ORDERS not in carol_admin.list_topics(timeout=10).topics
+
+
+@pytest.mark.timeout(120)
+def test_authorized_operations_kip430(sb: SecureBroker) -> None:
+    from confluent_kafka import TopicCollection
+
+    alice_admin = AdminClient(alice(sb))
+    desc = alice_admin.describe_topics(TopicCollection([ORDERS]), include_authorized_operations=True)[ORDERS]
+    ops = set(desc.result(15).authorized_operations)
+    assert ops == {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}, ops
+    cluster_ops = alice_admin.describe_cluster(include_authorized_operations=True).result(15).authorized_operations
+    assert not cluster_ops  # alice has no ACL on the cluster
+    admin = admin_client(sb)
+    super_ops = set(admin.describe_cluster(include_authorized_operations=True).result(15).authorized_operations)
+    assert {AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION} <= super_ops

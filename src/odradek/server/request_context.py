@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
-from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from odradek.security.services import OPEN, SecurityServices
 
 if TYPE_CHECKING:
@@ -155,6 +155,15 @@ class RequestContext:
 
     def authorize_cluster(self, operation: AclOperation) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430: the resource's operations the principal may do, one bit per operation code
+        (every supported one without an authorizer, as Kafka's AuthHelper.authorizedOperations)."""
+        bits = 0
+        for op in SUPPORTED_OPERATIONS[resource_type]:
+            if self.authorize(op, resource_type, name):
+                bits |= 1 << int(op)
+        return bits
 
     @property
     def client_host(self) -> str:

@@ -37,9 +37,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                      protocol_data="", members=(), authorized_operations=-(2**31))
             )
             continue
+        # KIP-430: the operations the principal may do on the group, when the client asks
+        ops = (ctx.authorized_operations(ResourceType.GROUP, gid)
+               if getattr(request, "include_authorized_operations", False) else -(2**31))
         cg = consumer.describe(gid)
         if cg is not None:
-            out.append(_consumer_group(m, consumer, cg))
+            out.append(_consumer_group(m, consumer, cg, ops))
             continue
         g = coord.describe(gid)
         if g is None:
@@ -70,13 +73,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=g.protocol_type or "",
                 protocol_data=(g.protocol_name or "") if stable else "",
                 members=members,
-                authorized_operations=-(2**31),
+                authorized_operations=ops,
             )
         )
     return make(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(out))
 
 
-def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
+def _consumer_group(m: Any, consumer: Any, g: Any, ops: int) -> Any:
     members = []
     for mm in g.members.values():
         by_name: dict[str, list[int]] = {}
@@ -103,5 +106,5 @@ def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
         protocol_type="consumer",
         protocol_data=g.assignor_name or consumer.preferred_assignor(g),
         members=tuple(members),
-        authorized_operations=-(2**31),
+        authorized_operations=ops,
     )

@@ -24,7 +24,7 @@ _NO_OPS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_response(m: Any, meta: Any, version: int, live: Any) -> Any:
+def _topic_response(m: Any, meta: Any, version: int, live: Any, ops: int = _NO_OPS) -> Any:
     """``live``: the live broker ids (a partition whose leader is not among them has no
     leader: LEADER_NOT_AVAILABLE)."""
     parts = tuple(
@@ -47,7 +47,7 @@ def _topic_response(m: Any, meta: Any, version: int, live: Any) -> Any:
         topic_id=meta.topic_id,
         is_internal=meta.is_internal,
         partitions=parts,
-        topic_authorized_operations=_NO_OPS,
+        topic_authorized_operations=ops,
     )
 
 
@@ -89,7 +89,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except TopicError:
                 pass  # answered below (invalid name, already being created, store unavailable)
     if not created:
-        return _respond(ctx, requested, allow_auto)
+        return _respond(ctx, requested, allow_auto, request)
     # the controller elects the new topics' leaders: answer once this broker knows them (or
     # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
     cluster = svc.cluster
@@ -99,7 +99,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return all((m := svc.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
                    for n in created)
 
-    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto))
+    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto, request))
 
 
 def _may_describe(ctx: RequestContext, name: str) -> bool:
@@ -113,7 +113,7 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
     )
 
 
-def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
+def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
     svc = ctx.services
     version = ctx.api_version
     m = ctx.response_module
@@ -121,9 +121,16 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
     cluster = svc.cluster
     live = set(cluster.live_brokers)
     out = []
+    # KIP-430: the operations the principal may do on each topic, when the client asks
+    include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+
+    def topic_ops(name: str) -> int:
+        return ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else _NO_OPS
+
     if requested is None:
         # all topics: those the principal may not DESCRIBE are left out
-        out = [_topic_response(m, meta, version, live) for meta in reg.topics.values() if _may_describe(ctx, meta.name)]
+        out = [_topic_response(m, meta, version, live, topic_ops(meta.name))
+               for meta in reg.topics.values() if _may_describe(ctx, meta.name)]
     else:
         for t in requested:
             name = t.name
@@ -134,7 +141,7 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
                     # the name is non-nullable before v12: an unknown id is answered with ""
                     out.append(_error_topic(m, None if version >= 12 else "", errors.UNKNOWN_TOPIC_ID, tid))
                 else:
-                    out.append(_topic_response(m, meta, version, live))
+                    out.append(_topic_response(m, meta, version, live, topic_ops(meta.name)))
                 continue
             if not _may_describe(ctx, name):  # whether it exists is not told
                 out.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED))
@@ -151,7 +158,7 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
                 code = errors.LEADER_NOT_AVAILABLE if creatable else errors.UNKNOWN_TOPIC_OR_PARTITION
                 out.append(_error_topic(m, name, code))
                 continue
-            out.append(_topic_response(m, meta, version, live))
+            out.append(_topic_response(m, meta, version, live, topic_ops(name)))
     if cluster.embedded:
         # one broker: its endpoint on the listener this client came in through
         host, port = svc.advertised_endpoint(ctx.listener)
@@ -171,6 +178,8 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(out),
-        cluster_authorized_operations=_NO_OPS,
+        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+                                       if getattr(request, "include_cluster_authorized_operations", False)
+                                       else _NO_OPS),
         error_code=errors.NONE,
     )
