@@ -3,6 +3,7 @@ SASL_SSL listeners, for the security tests."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ class Certs:
     rogue_cert: Path  # a client certificate from a CA the broker does not trust
     rogue_key: Path
     rogue_ca: Path
+    expired_cert: Path  # issued by the trusted CA, expired yesterday
+    expired_key: Path
 
 
 def make_certs(d: Path) -> Certs:
@@ -38,8 +41,13 @@ def make_certs(d: Path) -> Certs:
                            organization_unit_name="tests")
     rogue_ca = trustme.CA(organization_name="Rogue CA")
     rogue = rogue_ca.issue_cert("mallory@example.com", common_name="alice")
+    now = datetime.datetime.now(datetime.UTC)
+    expired = ca.issue_cert("old@example.com", common_name="alice", not_before=now - datetime.timedelta(days=30),
+                            not_after=now - datetime.timedelta(days=1))
     paths = Certs(d / "ca.pem", d / "server.pem", d / "client.crt", d / "client.key", d / "client.pem",
-                  d / "rogue.crt", d / "rogue.key", d / "rogue-ca.pem")
+                  d / "rogue.crt", d / "rogue.key", d / "rogue-ca.pem", d / "expired.crt", d / "expired.key")
+    expired.cert_chain_pems[0].write_to_path(str(paths.expired_cert))
+    expired.private_key_pem.write_to_path(str(paths.expired_key))
     ca.cert_pem.write_to_path(str(paths.ca))
     server.private_key_and_cert_chain_pem.write_to_path(str(paths.server))
     client.cert_chain_pems[0].write_to_path(str(paths.client_cert))

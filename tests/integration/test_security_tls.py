@@ -181,6 +181,10 @@ def test_untrusted_and_missing_client_certificates_refused(sb: SecureBroker, tmp
     rogue = AdminClient(confluent_ssl(sb, cert=sb.certs.rogue_cert, key=sb.certs.rogue_key))
     with pytest.raises(KafkaException):
         rogue.list_topics(timeout=5)
+    expired = AdminClient(confluent_ssl(sb, cert=sb.certs.expired_cert, key=sb.certs.expired_key))
+    with pytest.raises(KafkaException):
+        expired.list_topics(timeout=5)
+    assert "certificate has expired" in sb.broker.log_text()
     # no certificate at all on the mutual-TLS listener
     ctx = ssl.create_default_context(cafile=str(sb.certs.ca))
     with (socket.create_connection((HOST, sb.ssl_port), timeout=5) as raw,

@@ -364,7 +364,8 @@ class Connection:
                 tls.feed(scratch[:n])
                 self._decrypt_frames(tls, frames)
             except ssl.SSLError as e:
-                self.close(f"TLS failure: {e.reason or e}")
+                detail = getattr(e, "verify_message", None)  # why a certificate was refused
+                self.close(f"TLS failure: {e.reason or e}" + (f" ({detail})" if detail else ""))
                 return
             except FrameError as e:
                 log.warning("bad frame from %s: %s", self.peer, e)
