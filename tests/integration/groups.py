@@ -250,10 +250,19 @@ class KafkaPythonMember(Member):
 
         cls = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[assignor]
         self._consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, client_id=name, auto_offset_reset="earliest",
+            bootstrap_servers=bootstrap, group_id=group, client_id=name, auto_offset_reset="earliest",
             enable_auto_commit=True, auto_commit_interval_ms=500, fetch_max_wait_ms=100,
             session_timeout_ms=6000, heartbeat_interval_ms=500, partition_assignment_strategy=[cls],
         )
+        # Subscribe only once the client's metadata has the topic. kafka-python 3.0.12 drops a completed
+        # rebalance when it is the group leader, its first assignment was made before it had the topic's
+        # metadata (so it rejoins when the metadata arrives), and poll() returns on its timeout while that
+        # rejoin is in flight: the SyncGroup succeeds, but the assignment is never applied and heartbeats
+        # stay disabled, so the broker expires the member and it never rejoins (its debug log shows no
+        # "Enabling heartbeat" after the successful SyncGroup).
+        if not self._consumer.partitions_for_topic(topic):
+            raise AssertionError(f"kafka-python has no metadata for {topic}")
+        self._consumer.subscribe([topic])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
         self._thread.start()
