@@ -297,6 +297,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.jaas.config", T_PASSWORD, None, "JAAS login context (PlainLoginModule users)", sensitive=True),
     ConfigDef("connection.failed.authentication.delay.ms", T_INT, "100",
               "delay before a connection that failed authentication is closed", _ge(0)),
+    ConfigDef("sasl.server.max.receive.size", T_INT, "524288",
+              "the largest request a SASL listener reads before the client is authenticated", _ge(1)),
     ConfigDef("connections.max.reauth.ms", T_LONG, "0",
               "SASL sessions last this long; the client re-authenticates or is disconnected (KIP-368; 0: forever)",
               _ge(0)),

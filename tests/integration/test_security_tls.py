@@ -287,3 +287,21 @@ def test_reauthentication_kip368(tmp_path: Path) -> None:
         assert "SASL session expired" in s.broker.log_text()
     finally:
         s.broker.stop()
+
+
+@pytest.mark.timeout(60)
+def test_large_request_before_sasl_authentication_refused(sb: SecureBroker) -> None:
+    """sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot make the broker read 1 MB."""
+    ctx = ssl.create_default_context(cafile=str(sb.certs.ca))
+    with ctx.wrap_socket(socket.create_connection((HOST, sb.sasl_ssl_port), timeout=5),
+                         server_hostname="127.0.0.1") as s:
+        s.sendall(struct.pack(">i", 1 << 20) + b"\x00" * 64)
+        assert _closed_by_peer(s, 5.0)
+    assert "outside [0, 524288]" in sb.broker.log_text()
+    # an authenticated client's large produce is read as usual
+    topic = unique("sasl-big")
+    create_topic(sb.plaintext, topic, 1)
+    p = Producer({**confluent_sasl(sb, "PLAIN", "alice", ALICE_PASSWORD), "linger.ms": 50})
+    for _ in range(4):
+        p.produce(topic, b"x" * (400 * 1024), partition=0)
+    assert p.flush(30) == 0

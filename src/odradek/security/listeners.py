@@ -38,6 +38,7 @@ class ListenerSecurity:
     auth_timeout_s: float = 10.0  # TLS handshake and SASL authentication must be done within it
     failed_auth_delay_s: float = 0.1  # connection.failed.authentication.delay.ms
     max_reauth_ms: int = 0  # connections.max.reauth.ms: a SASL session's lifetime (KIP-368), 0 for none
+    max_unauthenticated_bytes: int = 524288  # sasl.server.max.receive.size: request size before SASL completes
 
     @property
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -110,5 +111,7 @@ def build_listener_security(config: BrokerConfig, credentials: CredentialLookup)
         reauth_ms = int(lookup("connections.max.reauth.ms") or 0)
         if reauth_ms < 0:
             raise ConfigError(f"Invalid value {reauth_ms} for configuration connections.max.reauth.ms")
-        out[name] = ListenerSecurity(name, protocol, ctx, list(rules), mechs, timeout_s, delay_s, reauth_ms)
+        max_receive = int(config.get("sasl.server.max.receive.size"))
+        out[name] = ListenerSecurity(name, protocol, ctx, list(rules), mechs, timeout_s, delay_s, reauth_ms,
+                                     max_receive)
     return out

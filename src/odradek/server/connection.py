@@ -166,6 +166,9 @@ class Connection:
             if sec.ssl_context is not None:
                 self.tls = TlsChannel(sec.ssl_context)
             self.sasl = sec.sasl_server()
+            if self.sasl is not None:
+                # Kafka's sasl.server.max.receive.size: no large request before authentication
+                self.decoder.max_size = min(self.decoder.max_size, sec.max_unauthenticated_bytes)
             if self.tls is not None or self.sasl is not None:
                 self._auth_timer = self.loop.call_later(sec.auth_timeout_s, self._authentication_expired)
         self._resume_reading()
@@ -184,7 +187,10 @@ class Connection:
         return self.sasl is None or self.sasl.state is SaslState.COMPLETE
 
     def _maybe_authenticated(self) -> None:
-        if self.authenticated and self._auth_timer is not None:
+        if not self.authenticated:
+            return
+        self.decoder.max_size = self.edges.max_request_bytes
+        if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
 
