@@ -750,7 +750,11 @@ class Connection:
             self._raw_out.append(raw)
             self._raw_bytes += len(raw)
         while True:
-            if not self._encrypt_queued(tls):
+            try:
+                if not self._encrypt_queued(tls):
+                    return
+            except ssl.SSLError as e:  # the session ended under us (an alert, close_notify)
+                self.close(f"TLS failure while writing: {e.reason or e}")
                 return
             if not self._raw_out:
                 break
