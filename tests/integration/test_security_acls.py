@@ -290,3 +290,22 @@ def test_authorized_operations_kip430(sb: SecureBroker) -> None:
     admin = admin_client(sb)
     super_ops = set(admin.describe_cluster(include_authorized_operations=True).result(15).authorized_operations)
     assert {AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION} <= super_ops
+
+
+@pytest.mark.timeout(120)
+def test_transactional_id_acls(sb: SecureBroker) -> None:
+    tid = unique("alice-tx")
+    conf = {**alice(sb), "transactional.id": tid, "transaction.timeout.ms": 10000}
+    p = Producer(conf)
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(10)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin = admin_client(sb)
+    acl = AclBinding(ResourceType.TRANSACTIONAL_ID, "alice-tx", ResourcePatternType.PREFIXED, "User:alice", "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    admin.create_acls([acl])[acl].result(10)
+    p2 = Producer(conf)
+    p2.init_transactions(20)
+    p2.begin_transaction()
+    p2.produce(ORDERS, b"in-a-transaction", partition=0)
+    p2.commit_transaction(20)

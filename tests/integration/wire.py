@@ -22,6 +22,7 @@ INIT_PRODUCER_ID = 22
 
 # error codes
 NONE = 0
+INVALID_TXN_STATE = 48
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
@@ -335,12 +336,18 @@ def produce(conn: Conn, topic: str, partition: int, records: bytes | None, acks:
 # ---------------------------------------------------------------------------- InitProducerId v0
 
 
-def init_producer_id(conn: Conn) -> tuple[int, int]:
-    r = conn.request(INIT_PRODUCER_ID, 0, Writer().string(None).int32(60000).done())
-    r.int32()  # throttle
-    err = r.int16()
-    pid = r.int64()
-    epoch = r.int16()
+def init_producer_id(conn: Conn, transactional_id: str | None = None) -> tuple[int, int]:
+    """InitProducerId v0; with a transactional id, retried while the coordinator is loading or
+    busy (COORDINATOR_LOAD_IN_PROGRESS 14, CONCURRENT_TRANSACTIONS 51)."""
+    for _ in range(100):
+        r = conn.request(INIT_PRODUCER_ID, 0, Writer().string(transactional_id).int32(60000).done())
+        r.int32()  # throttle
+        err = r.int16()
+        pid = r.int64()
+        epoch = r.int16()
+        if err not in (14, 51):
+            break
+        time.sleep(0.1)
     assert err == NONE, f"InitProducerId error {err}"
     return pid, epoch
 

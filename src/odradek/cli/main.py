@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         pipeline_cmd,
         reassign_cmd,
         topics_cmd,
+        transactions_cmd,
     )
 
     broker_cmd.add_parser(sub)
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     elect_leaders_cmd.add_parser(sub)
     reassign_cmd.add_parser(sub)
     acls_cmd.add_parser(sub)
+    transactions_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError, TopicMeta
+from odradek.coordinator import records as offsets_records
+from odradek.coordinator.group.classic import ClassicGroup, OffsetAndMetadata
 from odradek.coordinator.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
 from odradek.coordinator.group.coordinator import (
     GroupConfig,
@@ -42,6 +44,9 @@ from odradek.coordinator.group.coordinator import (
     WriteError,
     make_scheduler,
 )
+from odradek.coordinator.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
+from odradek.log.errors import ProducerStateError
+from odradek.log.txn_marker import parse_marker
 from odradek.protocol import errors
 from odradek.protocol.records import (
     InvalidRecordError,
@@ -146,6 +151,8 @@ class GroupCoordinatorRuntime:
         self.owned: set[int] = set()
         # per partition: the end offset of the coordinator's last append (what a response waits for)
         self.last_written: dict[int, int] = {}
+        # offsets committed by transactions that have not ended (TxnOffsetCommit)
+        self.txn_offsets = PendingTxnOffsets()
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
         holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
@@ -214,7 +221,10 @@ class GroupCoordinatorRuntime:
         return meta is not None and 0 <= partition < len(meta.partitions)
 
     # -- writes
-    def _write(self, partition: int, records: Records) -> None:
+    def _write(self, partition: int, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Append ``records`` to a partition this broker coordinates; with a producer id, as a
+        transactional batch of that producer (TxnOffsetCommit, Kafka's storeOffsets with a
+        producer id: no sequence)."""
         if not self.ensure_topic():
             raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
         rm = self.replicas
@@ -222,12 +232,16 @@ class GroupCoordinatorRuntime:
         part = rm.leading(OFFSETS_TOPIC, partition)
         if plog is None or part is None or partition not in self.owned:
             raise WriteError(errors.NOT_COORDINATOR)
-        batch = build_batch([(k, v) for k, v in records], timestamp=self.now_ms())
+        batch = build_batch([(k, v) for k, v in records], timestamp=self.now_ms(), producer_id=producer_id,
+                            producer_epoch=producer_epoch, transactional=producer_id >= 0)
         try:
             info = rm.append_internal(part, plog, batch, self.now_ms())
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             raise WriteError(errors.NOT_COORDINATOR) from e
+        except ProducerStateError as e:  # a transactional commit from a fenced producer epoch
+            code = errors.PRODUCER_FENCED if e.error_code == errors.INVALID_PRODUCER_EPOCH else e.error_code
+            raise WriteError(code) from e
         self.last_written[partition] = max(self.last_written.get(partition, 0), info.last_offset + 1)
 
     def unreplicated(self, partitions: Iterable[int]) -> dict[tuple[str, int], int]:
@@ -276,6 +290,84 @@ class GroupCoordinatorRuntime:
         ctx.connection.park(fut, outcome.cancel)
         return fut
 
+    # -- transactional offsets (TxnOffsetCommit)
+    def partition_of(self, group_id: str) -> int:
+        """The group's __consumer_offsets partition (what AddOffsetsToTxn adds to a transaction)."""
+        return self.coordinator.partition_for(group_id)
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str]],
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """TxnOffsetCommit: (error for every partition, per-partition errors). The offsets are
+        written in a transactional batch of the producer and stay pending until its marker
+        (KIP-98); a member that is no longer in the group's generation is fenced (KIP-447)."""
+        coord = self.coordinator
+        if self.consumer.owns(group_id):
+            code = self.consumer.validate_offset_commit(group_id, member_id, generation_id)
+        else:
+            code = validate_txn_commit(coord.groups.get(group_id), member_id, generation_id, group_instance_id)
+        if code:
+            return code, {}
+        now = self.now_ms()
+        results: dict[tuple[str, int], int] = {}
+        records: Records = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for (topic, partition), (offset, epoch, metadata) in offsets.items():
+            if not self.partition_exists(topic, partition):
+                results[(topic, partition)] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if len((metadata or "").encode()) > coord.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            accepted[(topic, partition)] = OffsetAndMetadata(offset, epoch, metadata or "", now)
+            records.append((
+                offsets_records.encode_offset_key(group_id, topic, partition),
+                offsets_records.encode_offset_value(offsets_records.OffsetValue(offset, epoch, metadata or "", now)),
+            ))
+        if records:
+            try:
+                self._write(coord.partition_for(group_id), records, producer_id, producer_epoch)
+            except WriteError as e:
+                return e.error_code, {}
+            self.txn_offsets.add(producer_id, group_id, accepted)
+            for tp in accepted:
+                results[tp] = errors.NONE
+        return errors.NONE, results
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction landed in __consumer_offsets-``partition``:
+        its pending offsets there become the groups' committed offsets (COMMIT) or are dropped
+        (Kafka's GroupMetadataManager.handleTxnCompletion)."""
+        coord = self.coordinator
+        done = self.txn_offsets.complete(producer_id, commit, lambda g: coord.partition_for(g) == partition)
+        for group_id, offs in done.items():
+            g = coord.groups.get(group_id)
+            if g is None:
+                g = coord.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+            g.offsets.update(offs)
+
+    def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            return
+        try:
+            k = offsets_records.decode_key(key)
+            if not isinstance(k, offsets_records.OffsetKey):
+                return
+            v = offsets_records.decode_offset_value(value)
+        except offsets_records.RecordFormatError as e:
+            log.warning("skipping an unreadable transactional offset commit: %s", e)
+            return
+        self.txn_offsets.add(producer_id, k.group, {
+            (k.topic, k.partition): OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                                      v.expire_timestamp)})
+
     # -- loading
     def on_leadership(self, topic: str, partition: int, leader: bool) -> None:
         """Leadership of a __consumer_offsets partition moved; its groups follow."""
@@ -292,6 +384,7 @@ class GroupCoordinatorRuntime:
         elif not leader and partition in self.owned:
             self.owned.discard(partition)
             self.last_written.pop(partition, None)
+            self.txn_offsets.drop(lambda g: self.coordinator.partition_for(g) == partition)
             gone = self.coordinator.unload_partition(partition)
             self.consumer.unload_partition(partition, self.coordinator.partition_for)
             log.info("no longer coordinating the %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
@@ -312,7 +405,16 @@ class GroupCoordinatorRuntime:
             progressed = False
             for pos, h in iter_batches(chunk):
                 if h.is_control:
+                    try:
+                        marker = parse_marker(memoryview(chunk)[pos : pos + h.size], h)
+                    except Exception as e:  # a marker that does not parse is skipped, as any bad record
+                        log.error("skipping the control batch at offset %d of %s-%d: %s",
+                                  h.base_offset, plog.topic, plog.partition, e)
+                        marker = None
+                    if marker is not None and h.base_offset >= offset:
+                        self.complete_txn(plog.partition, h.producer_id, not marker.is_abort)
                     offset = h.next_offset
+                    progressed = True
                     continue
                 try:  # inflated with a bound: a bomb in the log is skipped, not inflated whole
                     recs = decode_records(memoryview(chunk)[pos : pos + h.size], limit)
@@ -324,7 +426,10 @@ class GroupCoordinatorRuntime:
                     recs = []
                 for r in recs:
                     if r.offset >= offset:
-                        self.coordinator.replay(r.key, r.value)
+                        if h.is_transactional:
+                            self._replay_txn_offset(h.producer_id, r.key, r.value)
+                        else:
+                            self.coordinator.replay(r.key, r.value)
                         count += 1
                 offset = h.next_offset
                 progressed = True

@@ -298,6 +298,10 @@ class Log:
     def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._ensure_producer_state().producers.get(producer_id)
 
+    def producer_state_entries(self) -> list[ProducerStateEntry]:
+        """Every producer the partition knows (DescribeProducers)."""
+        return list(self._ensure_producer_state().producers.values())
+
     def first_unstable_offset(self) -> int | None:
         return self._ensure_producer_state().first_unstable_offset()
 

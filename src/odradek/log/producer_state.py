@@ -307,7 +307,9 @@ class ProducerStateManager:
                     updates.completed.append(completed)
                 continue
             first_seq = h.base_sequence
-            if epoch != entry.epoch:
+            if not check_duplicates:
+                pass  # a coordinator's own batch (TxnOffsetCommit): no sequences, as Kafka checks them for clients only
+            elif epoch != entry.epoch:
                 if first_seq != 0 and entry.epoch != NO_EPOCH:
                     raise ProducerStateError(
                         OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -38,6 +38,8 @@ from odradek.controller.store import (
 from odradek.controller.topics import TopicError, TopicMeta, TopicRegistry, topic_id_to_str
 from odradek.coordinator.producer_id_manager import ProducerIdManager
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
+from odradek.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
@@ -148,6 +150,7 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
+        self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
         self.cluster_id = ""
         self.connections: set[Connection] = set()
@@ -383,6 +386,11 @@ class Broker:
             self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms
         )
         self.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self.groups.on_leadership)
+        self.txn = txn = TransactionCoordinatorRuntime(
+            self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms, self.producer_ids,
+            self.node_id, self.cluster, self.inter_broker_listener, self.groups,
+        )
+        self.replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC, txn.on_leadership)
         self.services = BrokerServices(
             node_id=self.node_id,
             cluster_id=self.cluster_id,
@@ -393,6 +401,7 @@ class Broker:
             replica_manager=self.replica_manager,
             log_manager=self.log_manager,
             groups=self.groups,
+            txn=txn,
             fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_ids,
             admin=self,
@@ -421,6 +430,7 @@ class Broker:
             await self.cluster.start()
             self._accept_connections()
         self._schedule_periodic()
+        txn.start()
         self._warm_up_schemas()
         log.info(
             "started broker %d (cluster %s) with %d partitions in %.2fs, listening on %s",
@@ -736,6 +746,8 @@ class Broker:
             conn.close()
         if self.groups is not None:
             self.groups.shutdown()
+        if self.txn is not None:
+            self.txn.shutdown()
         self.log_manager.shutdown()
         if self.cluster.embedded:
             await self.cluster.shutdown()

@@ -173,7 +173,8 @@ class ReplicaManager:
 
     # -- produce
     def append(
-        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int = 1
+        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int = 1,
+        transactional: bool = False,
     ) -> AppendResult:
         meta = self.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
@@ -196,11 +197,11 @@ class ReplicaManager:
         try:
             # framing, CRC, batch size: header work; the records are walked by the log's validator
             headers = validate_batches(records, max_batch_bytes=plog.config.max_message_bytes, check_records=False)
-            for h in headers:
-                if h.is_transactional or h.is_control:
+            for h in headers:  # transactional batches come with a transactional id (server.txn_verification)
+                if h.is_control or (h.is_transactional and not transactional):
                     return AppendResult(
                         errors.INVALID_TXN_STATE,
-                        error_message="transactional produce is not supported by this broker yet",
+                        error_message="a control batch, or a transactional batch without a transactional id",
                     )
             info = plog.append_as_leader(
                 records, headers, part.leader_epoch, now_ms, check_records=self.validate_records
@@ -294,7 +295,7 @@ class ReplicaManager:
                 self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.now_ms())
             if plog is not None:
                 pr.high_watermark = plog.high_watermark
-                pr.last_stable_offset = plog.high_watermark
+                pr.last_stable_offset = plog.last_stable_offset
                 pr.log_start_offset = plog.log_start_offset
             if read_committed:
                 pr.aborted_transactions = ()
@@ -302,6 +303,11 @@ class ReplicaManager:
                 has_error = True
                 continue
             if data is not None and data.size:
+                if read_committed and plog is not None:  # the aborted transactions the data overlaps
+                    pr.aborted_transactions = [
+                        (a.producer_id, a.first_offset)
+                        for a in plog.collect_aborted_transactions(cp.fetch_offset, plog.fetch_upper_bound(data))
+                    ]
                 pr.records = data.regions
                 pr.records_size = data.size
                 total += data.size
@@ -325,7 +331,10 @@ class ReplicaManager:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, None, None
         if self.leading(topic, partition) is None:
             return errors.NOT_LEADER_OR_FOLLOWER, None, None
-        max_offset = plog.log_end_offset if replica_id >= 0 else plog.high_watermark  # no transactions: LSO == HW
+        if replica_id >= 0:
+            max_offset = plog.log_end_offset
+        else:  # read_committed consumers stop at the last stable offset
+            max_offset = plog.last_stable_offset if read_committed else plog.high_watermark
         try:
             data = plog.read(fetch_offset, max_bytes, max_offset, min_one_message)
         except OffsetOutOfRangeError:

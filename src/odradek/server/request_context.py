@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from odradek.config import BrokerConfig
     from odradek.controller.topics import TopicMeta, TopicRegistry
     from odradek.coordinator.runtime import GroupCoordinatorRuntime
+    from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
     from odradek.log.manager import LogManager
     from odradek.security.sasl import SaslServer
     from odradek.server.cluster import ClusterLink
@@ -106,6 +107,7 @@ class BrokerServices:
     replica_manager: ReplicaManager
     log_manager: LogManager
     groups: GroupCoordinatorRuntime
+    txn: TransactionCoordinatorRuntime
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdSource
     admin: TopicAdmin

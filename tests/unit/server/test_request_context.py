@@ -58,7 +58,7 @@ UNUSED: Any = None  # a service the handler under test must not touch
 def services(**overrides: Any) -> BrokerServices:
     fields: dict[str, Any] = dict(
         node_id=3, cluster_id="c-1", rack="r1", config=UNUSED, topics=UNUSED, cluster=UNUSED,
-        replica_manager=UNUSED, log_manager=UNUSED, groups=UNUSED, fetch_sessions=UNUSED,
+        replica_manager=UNUSED, log_manager=UNUSED, groups=UNUSED, txn=UNUSED, fetch_sessions=UNUSED,
         producer_ids=UNUSED, admin=UNUSED, advertised_endpoint=UNUSED, now_ms=lambda: 1000,
     )
     fields.update(overrides)

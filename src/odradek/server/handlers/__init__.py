@@ -99,6 +99,14 @@ _MODULES = [
     "delete_acls",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

@@ -1,6 +1,7 @@
-"""FindCoordinator (10): groups (key type 0); batched keys v4+. Embedded: this broker
-coordinates every group; cluster mode: the leader of the group's __consumer_offsets
-partition (Utils.abs(javaHashCode(group)) % partitions) does."""
+"""FindCoordinator (10): groups (key type 0) and transactional ids (key type 1); batched keys
+v4+. Embedded: this broker coordinates every group and transactional id; cluster mode: the
+leader of the key's __consumer_offsets / __transaction_state partition
+(Utils.abs(javaHashCode(key)) % partitions) does."""
 
 from __future__ import annotations
 
@@ -30,36 +31,48 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
             return errors.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         if not svc.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        cluster = svc.cluster
-        if not cluster.embedded:
-            # the leader of the group's __consumer_offsets partition coordinates it
-            meta = svc.topics.get("__consumer_offsets")
-            p = svc.groups.coordinator.partition_for(key)
-            leader = meta.partitions[p].leader if meta is not None and p < len(meta.partitions) else -1
-            node = cluster.live_brokers.get(leader)
-            if node is None:
-                return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-            host, port = endpoint_for(node, ctx.listener)
-            return errors.NONE, None, leader, host, port
-        host, port = svc.advertised_endpoint(ctx.listener)
-        return errors.NONE, None, svc.node_id, host, port
+        # the leader of the group's __consumer_offsets partition coordinates it
+        return _leader_of(ctx, "__consumer_offsets", svc.groups.coordinator.partition_for(key))
     if key_type == KEY_TRANSACTION:
+        if not key:
+            return errors.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-        return errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
+        if not svc.txn.ensure_topic():
+            return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        return _leader_of(ctx, "__transaction_state", svc.txn.partition_for(key))
     return errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+
+
+def _leader_of(ctx: Any, topic: str, partition: int) -> tuple[int, str | None, int, str, int]:
+    """Embedded: this broker; cluster mode: the leader of the coordinator's partition."""
+    svc = ctx.services
+    cluster = svc.cluster
+    if cluster.embedded:
+        host, port = svc.advertised_endpoint(ctx.listener)
+        return errors.NONE, None, svc.node_id, host, port
+    meta = svc.topics.get(topic)
+    leader = meta.partitions[partition].leader if meta is not None and partition < len(meta.partitions) else -1
+    node = cluster.live_brokers.get(leader)
+    if node is None:
+        return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+    host, port = endpoint_for(node, ctx.listener)
+    return errors.NONE, None, leader, host, port
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
-    if getattr(request, "key_type", KEY_GROUP) == KEY_GROUP and svc.topics.get("__consumer_offsets") is None:
-        # first use: create __consumer_offsets and answer once its leaders are elected
-        if svc.groups.ensure_topic():
+    key_type = getattr(request, "key_type", KEY_GROUP)
+    topic = "__transaction_state" if key_type == KEY_TRANSACTION else "__consumer_offsets"
+    if key_type in (KEY_GROUP, KEY_TRANSACTION) and svc.topics.get(topic) is None:
+        # first use: create the coordinator's topic and answer once its leaders are elected
+        created = svc.txn.ensure_topic() if key_type == KEY_TRANSACTION else svc.groups.ensure_topic()
+        if created:
             return _answer(ctx, request)
         cluster = svc.cluster
 
         def ready() -> bool:
-            meta = svc.topics.get("__consumer_offsets")
+            meta = svc.topics.get(topic)
             return meta is not None and all(p.leader in cluster.live_brokers for p in meta.partitions)
 
         return cluster.wait_for_metadata(ready, 5000, lambda: _answer(ctx, request))

@@ -1,11 +1,20 @@
-"""InitProducerId (22): producer ids for idempotent producers (no transactions yet)."""
+"""InitProducerId (22): producer ids for idempotent producers, and for transactional ones the
+transaction coordinator's answer (KIP-98: epoch bump and fencing of the previous producer;
+KIP-360 / KIP-588: a producer giving its current id and epoch resumes after an unknown
+producer id or TRANSACTION_TIMED_OUT instead of being fenced)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from odradek.controller.store import StoreError
+from odradek.coordinator.transaction.coordinator import (
+    INIT_PRODUCER_ID,
+    InitProducerIdResult,
+    error_for_version,
+)
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
@@ -29,13 +38,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        return make(
-            m.InitProducerIdResponse,
-            throttle_time=0,
-            error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return make(m.InitProducerIdResponse, throttle_time=0,
+                        error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+        return _transactional(ctx, request)
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if pid is not None and pid >= 0 and epoch is not None and epoch >= 0 and epoch < 32766:
@@ -48,3 +54,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
                     producer_id=-1, producer_epoch=-1)
     return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.NONE, producer_id=pid, producer_epoch=0)
+
+
+def _transactional(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    txn = ctx.services.txn
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(r: InitProducerIdResult) -> None:
+        if fut.done():
+            return
+        fut.set_result(make(
+            m.InitProducerIdResponse, throttle_time=0,
+            error_code=error_for_version(r.error_code, INIT_PRODUCER_ID, ctx.api_version),
+            producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+        ))
+
+    if not txn.ensure_topic():
+        respond(InitProducerIdResult(errors.COORDINATOR_NOT_AVAILABLE))
+        return fut.result()
+    timeout = request.transaction_timeout
+    timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+    txn.coordinator.init_producer_id(
+        request.transactional_id, timeout_ms,
+        int(getattr(request, "producer_id", -1)), int(getattr(request, "producer_epoch", -1)), respond,
+    )
+    if fut.done():
+        return fut.result()
+    return fut

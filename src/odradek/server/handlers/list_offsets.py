@@ -62,8 +62,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         code = errors.NOT_LEADER_OR_FOLLOWER
             if plog is not None and code == errors.NONE:
                 target = int(p.timestamp)
+                isolation = int(getattr(request, "isolation_level", 0) or 0)
                 if target == LATEST:
-                    offset = plog.high_watermark
+                    offset = plog.latest_offset(isolation)  # read_committed: the last stable offset
                 elif target in (EARLIEST, EARLIEST_LOCAL):
                     offset = plog.log_start_offset
                 elif target == LATEST_TIERED:
@@ -78,7 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         code, found = errors.CORRUPT_MESSAGE, None
                     if found is not None:
                         offset, ts = found
-                        if offset >= plog.high_watermark:
+                        if offset >= plog.latest_offset(isolation):
                             offset, ts = -1, -1
             parts_out.append(
                 make(

@@ -1,4 +1,6 @@
-"""OffsetFetch (9): one group (v1-7) or several (v8+); null topics = all committed."""
+"""OffsetFetch (9): one group (v1-7) or several (v8+); null topics = all committed. With
+require_stable (v7+, KIP-447) a partition whose offset a transaction has committed but not ended
+answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ MIN_VERSION = 1
 MAX_VERSION = 9
 
 
-def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any) -> tuple[int, tuple[Any, ...]]:
+def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any,
+            require_stable: bool = False) -> tuple[int, tuple[Any, ...]]:
     coord = ctx.services.groups.coordinator
+    pending = ctx.services.groups.txn_offsets
     not_here = ctx.services.groups.coordinator_error(group_id)
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
@@ -38,6 +42,9 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
                     error_code=errors.TOPIC_AUTHORIZATION_FAILED))
             continue
         om = found.get((name, p))
+        unstable = require_stable and pending.has_pending(group_id, (name, p))
+        if unstable:  # KIP-447: a transaction's offsets for it are not decided yet; the client retries
+            om = None
         by_topic.setdefault(name, []).append(
             make(
                 part_cls,
@@ -45,7 +52,7 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
                 committed_offset=om.offset if om else -1,
                 committed_leader_epoch=om.leader_epoch if om else -1,
                 metadata=om.metadata if om else "",
-                error_code=errors.NONE,
+                error_code=errors.UNSTABLE_OFFSET_COMMIT if unstable else errors.NONE,
             )
         )
     return code, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
@@ -63,8 +70,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if code:
                 groups.append(make(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=(), error_code=code))
                 continue
-            code, topics = _topics(ctx, m, g.group_id, g.topics, m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions)
+            code, topics = _topics(ctx, m, g.group_id, g.topics, m.OffsetFetchResponseTopics,
+                                   m.OffsetFetchResponsePartitions, bool(request.require_stable))
             groups.append(make(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=code))
         return make(m.OffsetFetchResponse, throttle_time=0, groups=tuple(groups))
-    code, topics = _topics(ctx, m, request.group_id, request.topics, m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
+    code, topics = _topics(ctx, m, request.group_id, request.topics, m.OffsetFetchResponseTopic,
+                           m.OffsetFetchResponsePartition, bool(getattr(request, "require_stable", False)))
     return make(m.OffsetFetchResponse, throttle_time=0, topics=topics, error_code=code)

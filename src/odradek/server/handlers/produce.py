@@ -2,7 +2,9 @@
 
 A refused batch is answered with Kafka's error code and message (v8+), and with the records
 that failed validation in ``record_errors`` (KIP-467), so clients fail just those records.
-Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
+Transactional batches (a transactional id in the request) are appended once the transaction
+coordinator confirms the partition is in the producer's transaction (server.txn_verification,
+KIP-890 part 1). Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
 with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 
 In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
@@ -11,6 +13,7 @@ in the replica manager's produce purgatory (replication.delayed_produce)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol import errors
@@ -26,6 +29,7 @@ from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import NO_RESPONSE
 from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_verification import RemoteCheck, produce_error, verify_transactional_append
 
 API_KEY = 0
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
@@ -38,42 +42,96 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     now_ms = svc.now_ms()
     rm = svc.replica_manager
+    txn_id = request.transactional_id
     wait = acks == -1
     required: dict[tuple[str, int], int] = {}
     topics_out: list[tuple[str, list[PartitionResult]]] = []
-    failed = False
+    # transactional partitions whose coordinator is on another broker: appended once it answers
+    deferred: list[tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck]] = []
+
+    def append(name: str, index: int, records: Any) -> PartitionResult:
+        r = rm.append(name, index, records, now_ms, acks, transactional=txn_id is not None)
+        if wait and r.error_code == errors.NONE:
+            required[(name, index)] = r.last_offset + 1
+        return (index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
+                r.record_errors)
+
+    # a transactional produce needs WRITE on its transactional id (Kafka's KafkaApis.handleProduceRequest)
+    txn_allowed = txn_id is None or ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
     for td in request.topic_data:
         name = td.name
         parts_out: list[PartitionResult] = []
         internal = name in ("__consumer_offsets", "__transaction_state")
         writable = ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
         for pd in td.partition_data:
-            rec_errors: tuple[tuple[int, str | None], ...] = ()
             if acks not in (0, 1, -1):
-                res_code, base, lat, lso, msg = errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None
+                parts_out.append((pd.index, errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ()))
             elif not writable:
-                res_code, base, lat, lso, msg = errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None
+                parts_out.append((pd.index, errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, ()))
+            elif not txn_allowed:
+                parts_out.append((pd.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, ()))
             elif internal:
-                res_code, base, lat, lso, msg = (
-                    errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1, f"Cannot append to internal topic {name}",
-                )
-            elif request.transactional_id is not None:
-                res_code, base, lat, lso, msg = (
-                    errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
-                    "transactions are not supported by this broker yet",
-                )
+                parts_out.append((pd.index, errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1,
+                                  f"Cannot append to internal topic {name}", ()))
+            elif txn_id is not None and (
+                verified := verify_transactional_append(svc, txn_id, name, pd.index, pd.records, version)
+            ) != (errors.NONE, None):
+                if isinstance(verified, RemoteCheck) and acks == 0:  # no answer to wait with: retriable failure
+                    parts_out.append((pd.index, errors.NOT_ENOUGH_REPLICAS, -1, -1, -1,
+                                      "a transactional produce with acks=0 cannot wait for its coordinator", ()))
+                elif isinstance(verified, RemoteCheck):  # the records outlive the frame's buffer
+                    deferred.append((parts_out, len(parts_out), name, pd.index, bytearray(pd.records or b""),
+                                     verified))
+                    parts_out.append((pd.index, errors.NONE, -1, -1, -1, None, ()))
+                else:
+                    parts_out.append((pd.index, verified[0], -1, -1, -1, verified[1], ()))
             else:
-                r = rm.append(name, pd.index, pd.records, now_ms, acks)
-                res_code, base, lat, lso, msg = (
-                    r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
-                )
-                rec_errors = r.record_errors
-                if wait and res_code == errors.NONE:
-                    required[(name, pd.index)] = r.last_offset + 1
-            if res_code:
-                failed = True
-            parts_out.append((pd.index, res_code, base, lat, lso, msg, rec_errors))
+                parts_out.append(append(name, pd.index, pd.records))
         topics_out.append((name, parts_out))
+    if not deferred:
+        return _answer(ctx, request, topics_out, required)
+    loop_fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    left = [len(deferred)]
+    channel = svc.txn.channel
+    assert channel is not None
+
+    def verified_one(entry: tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck],
+                     codes: dict[tuple[str, int], int]) -> None:
+        parts_out, slot, name, index, records, check = entry
+        code, msg = produce_error(codes.get((name, index), errors.NOT_COORDINATOR), txn_id or "", name, index,
+                                  check.producer_id, check.producer_epoch, version)
+        parts_out[slot] = append(name, index, records) if code == errors.NONE else (index, code, -1, -1, -1, msg, ())
+        left[0] -= 1
+        if left[0] == 0 and not loop_fut.done():
+            out = _answer(ctx, request, topics_out, required)
+            if isinstance(out, asyncio.Future):
+                out.add_done_callback(relay)
+            else:
+                loop_fut.set_result(out)
+
+    def relay(f: asyncio.Future[Any]) -> None:
+        if loop_fut.done():
+            return
+        if f.cancelled():
+            loop_fut.cancel()
+        elif f.exception() is not None:
+            loop_fut.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            loop_fut.set_result(f.result())
+
+    for entry in deferred:
+        check = entry[5]
+        channel.verify(check.broker_id, txn_id or "", check.producer_id, check.producer_epoch,
+                       [(entry[2], entry[3])], lambda codes, e=entry: verified_one(e, codes))  # type: ignore[misc]
+    return loop_fut
+
+
+def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[PartitionResult]]],
+            required: dict[tuple[str, int], int]) -> Any:
+    acks = request.acks
+    version = ctx.api_version
+    rm = ctx.services.replica_manager
+    failed = any(pr[1] for _, parts in topics_out for pr in parts)
     if acks == 0:
         # Kafka closes the connection when an acks=0 produce fails, so the client notices
         if failed:

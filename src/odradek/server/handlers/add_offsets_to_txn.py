@@ -1,0 +1,39 @@
+"""AddOffsetsToTxn (25): the group's __consumer_offsets partition joins the producer's
+transaction, before TxnOffsetCommit (KafkaApis.handleAddOffsetsToTxnRequest)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.transaction.coordinator import ADD_OFFSETS_TO_TXN, error_for_version
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.request_context import RequestContext
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(code: int) -> None:
+        if not fut.done():
+            fut.set_result(make(m.AddOffsetsToTxnResponse, throttle_time=0,
+                                error_code=error_for_version(code, ADD_OFFSETS_TO_TXN, ctx.api_version)))
+
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        respond(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        respond(errors.GROUP_AUTHORIZATION_FAILED)
+    elif not request.group_id:
+        respond(errors.INVALID_GROUP_ID)
+    else:
+        ctx.services.groups.ensure_topic()
+        ctx.services.txn.coordinator.add_offsets(request.transactional_id, int(request.producer_id),
+                                                 int(request.producer_epoch), request.group_id, respond)
+    return fut.result() if fut.done() else fut

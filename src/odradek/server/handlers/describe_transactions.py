@@ -1,0 +1,28 @@
+"""DescribeTransactions (65, KIP-664): the state of transactional ids this broker coordinates
+(kafka-transactions.sh describe)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
+
+API_KEY = 65
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    states = []
+    for d in ctx.services.txn.coordinator.describe_transactions(request.transactional_ids):
+        states.append(make(
+            m.TransactionState, error_code=d.error_code, transactional_id=d.transactional_id,
+            transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.transaction_timeout_ms),
+            transaction_start_time=datetime.datetime.fromtimestamp(d.transaction_start_time_ms / 1000, datetime.UTC),
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=tuple(make(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in d.topics.items()),
+        ))
+    return make(m.DescribeTransactionsResponse, throttle_time=0, transaction_states=tuple(states))

@@ -1,0 +1,36 @@
+"""EndTxn (26): commit or abort the producer's transaction. The coordinator writes
+PrepareCommit/PrepareAbort, answers, then writes the markers to every partition of the
+transaction and CompleteCommit/CompleteAbort (KafkaApis.handleEndTxnRequest)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.transaction.coordinator import END_TXN, EndTxnResult, error_for_version
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.request_context import RequestContext
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 4  # v5 is transaction.version 2 (KIP-890 part 2: an epoch bump on every EndTxn)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def respond(r: EndTxnResult) -> None:
+        if not fut.done():
+            fut.set_result(make(m.EndTxnResponse, throttle_time=0,
+                                error_code=error_for_version(r.error_code, END_TXN, ctx.api_version),
+                                producer_id=r.producer_id, producer_epoch=r.producer_epoch))
+
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        respond(EndTxnResult(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        return fut.result()
+    ctx.services.txn.coordinator.end_txn(request.transactional_id, int(request.producer_id),
+                                         int(request.producer_epoch), bool(request.committed), respond)
+    return fut.result() if fut.done() else fut

@@ -1,0 +1,30 @@
+"""ListTransactions (66, KIP-664; v1 adds the duration filter of KIP-994): the transactional ids
+this broker coordinates, filtered by state, producer id and age (kafka-transactions.sh list)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.codec import make
+from odradek.server.request_context import RequestContext
+
+API_KEY = 66
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    r = ctx.services.txn.coordinator.list_transactions(
+        request.state_filters, [int(p) for p in request.producer_id_filters],
+        int(getattr(request, "duration_filter", -1)),
+    )
+    return make(
+        m.ListTransactionsResponse, throttle_time=0, error_code=r.error_code,
+        unknown_state_filters=tuple(r.unknown_state_filters),
+        transaction_states=tuple(
+            make(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
+                 transaction_state=t.state)
+            for t in r.transactions
+        ),
+    )

@@ -1,0 +1,79 @@
+"""WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to append the
+COMMIT/ABORT marker of a producer's transaction to partitions (server.txn_markers), answered
+once the markers are replicated (KafkaApis.handleWriteTxnMarkersRequest). Versions 1-2 (Kafka
+4 dropped v0). Only a connection holding CLUSTER_ACTION may send it (the inter-broker or control
+plane listener, server.cluster_access); others get CLUSTER_AUTHORIZATION_FAILED on every partition."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
+from odradek.server.request_context import RequestContext
+from odradek.server.txn_markers import write_markers
+
+log = logging.getLogger("odradek.txn")
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+TIMEOUT_MS = 30000
+
+TopicPartition = tuple[str, int]
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    svc = ctx.services
+    m = ctx.response_module
+    rm = svc.replica_manager
+    per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
+    required: dict[TopicPartition, int] = {}
+    allowed = ctx.listener in svc.cluster.cluster_listeners and ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    if not allowed:
+        log.warning("refusing WriteTxnMarkers from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED", ctx.peer,
+                    ctx.listener)
+    for mk in request.markers:
+        parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
+        if not allowed:
+            per_marker.append((int(mk.producer_id), dict.fromkeys(parts, errors.CLUSTER_AUTHORIZATION_FAILED)))
+            continue
+        codes, req = write_markers(rm, svc.log_manager, svc.topics, int(mk.producer_id), int(mk.producer_epoch),
+                                   int(mk.coordinator_epoch), bool(mk.transaction_result), parts, svc.now_ms(),
+                                   svc.groups.complete_txn)
+        per_marker.append((int(mk.producer_id), codes))
+        for tp, end in req.items():
+            required[tp] = max(required.get(tp, 0), end)
+
+    def build(replicated: dict[TopicPartition, int]) -> Any:
+        markers = []
+        for pid, codes in per_marker:
+            by_topic: dict[str, list[Any]] = {}
+            for (topic, p), code in codes.items():
+                if code == errors.NONE:
+                    code = replicated.get((topic, p), errors.NONE)
+                by_topic.setdefault(topic, []).append(
+                    make(m.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code))
+            markers.append(make(m.WritableTxnMarkerResult, producer_id=pid, topics=tuple(
+                make(m.WritableTxnMarkerTopicResult, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
+        return make(m.WriteTxnMarkersResponse, markers=tuple(markers))
+
+    if not required:
+        return build({})
+    outcome = rm.wait_for_replication(required, TIMEOUT_MS)
+    if isinstance(outcome, dict):
+        return build(outcome)
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(response: dict[TopicPartition, int] | None, error: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_result(build(response if response is not None and error is None
+                                 else dict.fromkeys(required, errors.REQUEST_TIMED_OUT)))
+
+    outcome.then(done)
+    ctx.park(fut, outcome.cancel)
+    return fut
