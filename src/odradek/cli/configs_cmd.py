@@ -1,4 +1,5 @@
-"""``odradek configs``: kafka-configs.sh for topics, brokers and client quotas.
+"""``odradek configs``: kafka-configs.sh for topics, brokers, users' SCRAM credentials and client
+quotas (users and clients; SCRAM-* keys go to the credentials, the others to quotas).
 
 ``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
 its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
@@ -44,6 +45,7 @@ class _Entity(argparse.Action):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter topic, broker and client quota configs")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
     p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
     p.add_argument("--entity-default", nargs=0, action=_Entity,
@@ -91,12 +93,20 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-    if args.entity_type in ("users", "clients"):
+    from odradek.client.command_config import admin_config
+
+    scram = _scram_keys(args)
+    if args.entity_type in ("users", "clients") and scram is not True:
         from odradek.cli.quota_configs import run_quotas
 
-        return run_quotas(args)
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+        rc = run_quotas(args)
+        if rc or scram is False or len(args.entities) > 1 or args.entity_type != "users":
+            return rc
+    conf: dict[str, Any] = admin_config(args.bootstrap_server, args.command_config)
+    admin = AdminClient(conf)
     timeout = args.command_timeout
+    if args.entity_type == "users":
+        return _users(args, admin)
     if args.entity_type == "brokers" and args.entity_default:
         return _broker_default(args)
     if args.entity_type == "topics":
@@ -186,3 +196,69 @@ def _broker_default(args: argparse.Namespace) -> int:
             return 1
         print("Completed updating default config for brokers in the cluster.")
         return 0
+
+
+def _scram_keys(args: argparse.Namespace) -> bool | None:
+    """True: an alteration of SCRAM credentials only; False: of quotas only; None: a describe
+    (users: both kinds are shown, as kafka-configs.sh does)."""
+    keys = list(parse_add_config(args.add_config)) if args.add_config else []
+    keys += [k.strip() for k in args.delete_config.split(",")] if args.delete_config else []
+    if args.describe or not keys:
+        return None
+    scram = [k.upper().startswith("SCRAM-") for k in keys]
+    if all(scram):
+        return True
+    if any(scram):
+        raise SystemExit("Error: SCRAM credentials and quotas cannot be altered in one command")
+    return False
+
+
+def _users(args: argparse.Namespace, admin: Any) -> int:
+    """SCRAM credentials (KIP-554): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'``,
+    ``--delete-config SCRAM-SHA-512``, ``--describe``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    timeout = args.command_timeout
+    user = args.entity_name
+    try:
+        if args.describe:
+            users = [user] if user else None
+            for name, fut in admin.describe_user_scram_credentials(users, request_timeout=timeout).items():
+                desc = fut.result(timeout)
+                creds = ",".join(f"{i.mechanism.name.replace('_', '-')}=iterations={i.iterations}"
+                                 for i in desc.scram_credential_infos)
+                print(f"SCRAM credential configs for user-principal '{name}' are {creds}")
+            return 0
+        if not user:
+            print("Error: --entity-name is required for users", file=sys.stderr)
+            return 1
+        alterations: list[Any] = []
+        for mech, value in (parse_add_config(args.add_config) if args.add_config else {}).items():
+            fields = dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+            if "password" not in fields:
+                print(f"Error: {mech} needs password=...", file=sys.stderr)
+                return 1
+            info = ScramCredentialInfo(ScramMechanism[mech.strip().replace("-", "_")],
+                                       int(fields.get("iterations", "4096")))
+            alterations.append(UserScramCredentialUpsertion(user, info, fields["password"].encode()))
+        for mech in (args.delete_config.split(",") if args.delete_config else []):
+            alterations.append(UserScramCredentialDeletion(user, ScramMechanism[mech.strip().replace("-", "_")]))
+        if not alterations:
+            print("Error: --alter needs --add-config or --delete-config", file=sys.stderr)
+            return 1
+        for fut in admin.alter_user_scram_credentials(alterations, request_timeout=timeout).values():
+            fut.result(timeout)
+        print(f"Completed updating config for user {user}.")
+        return 0
+    except KafkaException as e:
+        print(f"Error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 1
+    except (KeyError, ValueError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
+from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from odradek.security.services import OPEN, SecurityServices
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from odradek.coordinator.runtime import GroupCoordinatorRuntime
     from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
     from odradek.log.manager import LogManager
+    from odradek.security.sasl import SaslServer
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.finalized_features import FinalizedFeatureCache
@@ -46,6 +49,15 @@ class ConnectionHandle(Protocol):
     listener: str
     peer: str
     peer_host: str
+    principal: str  # Kafka's KafkaPrincipal as text: User:ANONYMOUS, User:<SASL user or certificate DN>
+    sasl: SaslServer | None  # the SASL exchange of a SASL listener's connection
+
+    @property
+    def failed_authentication_delay_s(self) -> float: ...
+
+    def sasl_authenticated(self, principal: str) -> int: ...
+
+    def close_after_response(self) -> None: ...
 
     def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None: ...
 
@@ -107,6 +119,7 @@ class BrokerServices:
     now_ms: Callable[[], int]
     features: FinalizedFeatureCache  # the finalized features (KIP-584) gates read
     quotas: ClientQuotas  # client quotas (KIP-546) and their rates
+    security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
 
 
 class RequestContext:
@@ -136,6 +149,31 @@ class RequestContext:
         return self.connection.listener
 
     @property
+    def principal(self) -> str:
+        """The authenticated principal of the request's connection (``User:ANONYMOUS`` if none)."""
+        return self.connection.principal
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (Kafka's
+        AuthHelper.authorize); always true without an authorizer."""
+        security = self.services.security
+        if security.acls is None:
+            return True
+        return security.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430: the resource's operations the principal may do, one bit per operation code
+        (every supported one without an authorizer, as Kafka's AuthHelper.authorizedOperations)."""
+        bits = 0
+        for op in SUPPORTED_OPERATIONS[resource_type]:
+            if self.authorize(op, resource_type, name):
+                bits |= 1 << int(op)
+        return bits
+
+    @property
     def client_host(self) -> str:
         return self.connection.peer_host
 
@@ -156,9 +194,9 @@ class RequestContext:
 
     @property
     def quota_user(self) -> str:
-        """The user client quotas are looked up for: Kafka's principal name, ANONYMOUS without
-        authentication (the only kind of connection here so far)."""
-        return "ANONYMOUS"
+        """The user client quotas are looked up for: the principal's name (Kafka's quota user is
+        KafkaPrincipal.getName: ``alice`` for ``User:alice``, ``ANONYMOUS`` without authentication)."""
+        return self.connection.principal.partition(":")[2] or self.connection.principal
 
     def throttle(self, ms: int) -> None:
         """Mute the connection for ``ms`` after a quota violation (KIP-219)."""

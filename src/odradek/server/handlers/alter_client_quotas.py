@@ -9,6 +9,7 @@ from typing import Any
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.quota.client_quotas import QuotaRequestError, entity_from_parts
 from odradek.server.request_context import RequestContext
 
@@ -23,10 +24,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     validate_only = bool(request.validate_only)
     out = []
     changed = False
+    allowed = ctx.authorize_cluster(AclOperation.ALTER_CONFIGS)  # Kafka: ALTER_CONFIGS on the cluster
     for entry in request.entries:
         parts = [(c.entity_type, c.entity_name) for c in entry.entity]
         code, message = errors.NONE, None
         try:
+            if not allowed:
+                raise QuotaRequestError(errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
             e = entity_from_parts(parts)
             ops = [(op.key, float(op.value), bool(op.remove)) for op in entry.ops]
             if validate_only:

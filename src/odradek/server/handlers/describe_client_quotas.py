@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.quota.client_quotas import Component, QuotaRequestError, entity_parts
 from odradek.server.request_context import RequestContext
 
@@ -18,6 +19,9 @@ MAX_VERSION = 1
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):  # Kafka: DESCRIBE_CONFIGS on the cluster
+        return make(m.DescribeClientQuotasResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None, entries=None)
     components = [Component(c.entity_type, int(c.match_type), c.match) for c in request.components]
     try:
         found = ctx.services.quotas.describe(components, bool(request.strict))

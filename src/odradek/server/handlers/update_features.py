@@ -1,7 +1,7 @@
 """UpdateFeatures (57, KIP-584): upgrade, safe or unsafe downgrade of finalized features, or
 validate only (v1+). Only the controller answers (NOT_CONTROLLER elsewhere); the update runs on
 the controller's event queue against the /feature znode (controller.features validates, all
-updates or none). v0 carries ``allow_downgrade`` (true: a safe downgrade); v1 ``upgrade_type``.
+updates or none); it needs ALTER on the cluster. v0 carries ``allow_downgrade`` (true: a safe downgrade); v1 ``upgrade_type``.
 v0-v1 list one result per feature (each with the request's error); v2 only the top-level error."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from odradek.controller.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.request_context import RequestContext
 
 API_KEY = 57
@@ -37,6 +38,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     names = [u.feature for u in updates]
     validate_only = bool(getattr(request, "validate_only", False))
     cluster = ctx.services.cluster
+    if not ctx.authorize_cluster(AclOperation.ALTER):  # Kafka: ALTER on the cluster
+        return _response(m, version, names, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, version, names, errors.NOT_CONTROLLER, None)
     if not updates:

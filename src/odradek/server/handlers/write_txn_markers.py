@@ -12,6 +12,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_markers import write_markers
 
@@ -32,7 +33,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rm = svc.replica_manager
     per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
     required: dict[TopicPartition, int] = {}
-    allowed = ctx.listener in svc.cluster.cluster_listeners
+    allowed = ctx.listener in svc.cluster.cluster_listeners and ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     if not allowed:
         log.warning("refusing WriteTxnMarkers from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED", ctx.peer,
                     ctx.listener)
