@@ -81,6 +81,24 @@ def cluster_listeners(config: BrokerConfig) -> frozenset[str]:
     return frozenset({inter_broker_listener(config)} | ({plane} if plane else set()))
 
 
+def may_write_txn_marker(listener: str | None, cluster: frozenset[str], commit: bool) -> bool:
+    """Whether a WriteTxnMarkers entry from a connection on ``listener`` may be written.
+
+    Kafka authorizes WriteTxnMarkers with CLUSTER_ACTION; with no authorizer configured
+    (``authorizer.class.name`` unset, the only mode odradek has) Kafka allows every request, and
+    that is what lets kafka-transactions.sh abort a hanging transaction from the admin client
+    (KIP-664: an ABORT marker with the producer id, epoch and coordinator epoch the partition
+    leader reported in DescribeProducers). Odradek follows Kafka for ABORT markers only: they can
+    only end the producer's current transaction (the leader refuses an older producer epoch or
+    coordinator epoch), and the transaction's coordinator aborts it too when it ends. A COMMIT
+    marker would make a transaction's data visible on the say of whoever connects, so it still
+    needs CLUSTER_ACTION, which the listener stands for here (the inter-broker or control plane
+    listener). Once an authorizer exists, its CLUSTER_ACTION check replaces this rule for both."""
+    if listener is None or listener in cluster:
+        return True
+    return not commit
+
+
 def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:
     """A broker's address on ``listener`` (its registration lists every advertised listener as
     ``NAME://host:port``, as /brokers/ids/<id> does), else its inter-broker address."""
