@@ -4,7 +4,8 @@ The source honours ``kafka.isolation.level``: read_committed reads no aborted re
 transaction's first offset; read_uncommitted reads everything. The sink with ``exactlyOnce=true`` writes
 each task of a micro-batch in one transaction that also records the batch id, so a micro-batch replayed
 after a failure (its entry removed from the checkpoint's commit log, as when the driver dies after the
-tasks wrote) is fenced instead of duplicated; without it the same replay duplicates the batch.
+tasks wrote) is fenced instead of duplicated, and a zombie attempt holding the task's transaction open is
+fenced; without it the same replay duplicates the batch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 from integration.broker import Broker
 
 
@@ -92,13 +94,29 @@ def copy_with_replay(spark: Any, broker: Broker, new_topic: Callable[..., str], 
         p.produce(src, key=b"k%d" % i, value=v, partition=i % 3)
     assert p.flush(30) == 0
     ckpt = tmp / ("eo" if exactly_once else "plain")
-    run_copy(spark, broker, src, dst, ckpt, exactly_once)
+    q = run_copy(spark, broker, src, dst, ckpt, exactly_once)
     assert sorted(values(spark, broker, dst, "read_committed")) == sorted(sent)
     replayed = forget_last_commit(ckpt)
     assert replayed >= 1, "expected several micro-batches"
+    zombie = None
+    if exactly_once:
+        # a zombie attempt of task 0 still holds its transaction open when the replay starts
+        zombie = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"odradek-sink-{q.id}-0"})
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(dst, value=b"zombie", partition=0)
+        assert zombie.flush(30) == 0
     q = run_copy(spark, broker, src, dst, ckpt, exactly_once)
     assert q.lastProgress is not None and q.lastProgress["batchId"] == replayed, q.lastProgress
-    return sent, values(spark, broker, dst, "read_committed")
+    if zombie is not None:
+        with pytest.raises(KafkaException) as fenced:
+            zombie.commit_transaction(30)
+        assert fenced.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                               KafkaError.INVALID_PRODUCER_EPOCH), fenced.value
+    got = values(spark, broker, dst, "read_committed")
+    if zombie is not None:
+        assert b"zombie" in values(spark, broker, dst, "read_uncommitted")
+    return sent, got
 
 
 def test_exactly_once_sink_replay_not_duplicated(spark: Any, pipeline_broker: Broker,

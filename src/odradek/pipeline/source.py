@@ -306,31 +306,33 @@ class _Producing:
     def produce(self, rows: Iterator[Any]) -> int:
         if self.exactly_once:
             return self._produce_exactly_once(rows)
-        return self._produce(rows, self._conf())
+        from confluent_kafka import Producer
+
+        return self._produce(rows, Producer(self._conf()))
 
     def _produce_exactly_once(self, rows: Iterator[Any]) -> int:
         """The task's rows in one transaction that also commits the batch marker; nothing when the
         marker shows that this batch's task committed before (a replay)."""
+        from confluent_kafka import Producer
+
         assert self.topic is not None
         ident = exactly_once.current_task()
         tid = ident.transactional_id(self.prefix)
         conf = self._conf()
         conf["transactional.id"] = tid
-        timeout = 60.0
-        if exactly_once.already_written(self.kafka, ident, self.prefix, self.topic, timeout):
+        producer = Producer(conf)
+        # first: fence any earlier attempt of this task and end its transaction (committed or aborted)
+        producer.init_transactions(60)
+        if exactly_once.already_written(self.kafka, ident, self.prefix, self.topic, 60.0):
             log.info("batch %d partition %d: already committed by %s; replay skipped", ident.batch_id,
                      ident.partition_id, tid)
             return 0
-        return self._produce(rows, conf, ident)
+        producer.begin_transaction()
+        return self._produce(rows, producer, ident)
 
-    def _produce(self, rows: Iterator[Any], conf: dict[str, Any],
-                 ident: exactly_once.TaskIdentity | None = None) -> int:
-        from confluent_kafka import KafkaException, Producer
+    def _produce(self, rows: Iterator[Any], producer: Any, ident: exactly_once.TaskIdentity | None = None) -> int:
+        from confluent_kafka import KafkaException
 
-        producer = Producer(conf)
-        if ident is not None:
-            producer.init_transactions(60)
-            producer.begin_transaction()
         errors: list[str] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:
