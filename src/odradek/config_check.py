@@ -9,12 +9,13 @@ Two things a broker must not do silently (issue 12, item 5):
   is not a Kafka broker setting at all (as Kafka's AbstractConfig.logUnused names every
   supplied config nothing used). The registry is read at each call: a setting becomes
   "implemented" the moment it gets a ConfigDef.
-- run with less security than it was asked for. Only the PLAINTEXT security protocol is
-  built: a listener (``listeners`` / ``advertised.listeners`` through
-  ``listener.security.protocol.map``, Kafka's KafkaConfig.effectiveListenerSecurityProtocolMap)
-  or ``security.inter.broker.protocol`` naming SSL, SASL_PLAINTEXT or SASL_SSL, and any
-  ``authorizer.class.name``, make the broker refuse to start (:class:`ConfigError`) rather
-  than serve unencrypted, unauthenticated or unauthorised what was meant to be protected.
+- run with less security than it was asked for. Every listener (``listeners`` /
+  ``advertised.listeners``) needs a protocol in ``listener.security.protocol.map`` (Kafka's
+  KafkaConfig.effectiveListenerSecurityProtocolMap); PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
+  are built (odradek.security) for clients. Brokers talk to each other in PLAINTEXT only, so a
+  cluster (``zookeeper.connect``) whose inter-broker listener is SSL or SASL is refused; so is an
+  ``authorizer.class.name`` odradek does not implement (:class:`ConfigError`), rather than run
+  without the protection asked for.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from odradek.config import ConfigError, parse_listeners
 
 # Kafka's SecurityProtocol names, and the ones odradek has
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-BUILT_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+BUILT_SECURITY_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
+# what brokers use between themselves (controller channel, replica fetchers)
+INTER_BROKER_PROTOCOLS = frozenset({"PLAINTEXT"})
+# authorizer.class.name values odradek.security.acl implements (Kafka's ZooKeeper-mode and KRaft ones)
+KAFKA_AUTHORIZERS = frozenset({
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+})
 # Kafka's default listener.security.protocol.map (ZooKeeper mode): each protocol's own listener name
 DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
@@ -174,13 +183,29 @@ def is_kafka_broker_config(name: str) -> bool:
     return name in KAFKA_BROKER_CONFIG_NAMES or name.startswith(KAFKA_BROKER_CONFIG_PREFIXES)
 
 
+def _implemented(name: str) -> bool:
+    """A ConfigDef's name, or a per-listener override of one (``listener.name.<l>.<setting>``,
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
+    implemented = _config.BROKER_CONFIGS
+    if name in implemented:
+        return True
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].split(".", 1)
+        if len(rest) == 2:
+            setting = rest[1]
+            if setting in implemented:
+                return True
+            mech, _, tail = setting.partition(".")
+            return tail == "sasl.jaas.config" and mech.upper() in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    return False
+
+
 def unsupported_settings(props: Mapping[str, str]) -> list[Unsupported]:
     """The settings of ``props`` without a ConfigDef in the broker registry, sorted by name."""
-    implemented = _config.BROKER_CONFIGS
     return [
         Unsupported(name, NOT_IMPLEMENTED if is_kafka_broker_config(name) else UNKNOWN)
         for name in sorted(props)
-        if name not in implemented
+        if not _implemented(name)
     ]
 
 
@@ -205,8 +230,8 @@ def security_protocol_map(raw: str | None) -> dict[str, str]:
 
 def _refuse(what: str, protocol: str) -> ConfigError:
     return ConfigError(
-        f"{what} asks for security protocol {protocol}, which odradek does not implement (only "
-        f"{', '.join(sorted(BUILT_SECURITY_PROTOCOLS))}); refusing to start rather than serve it "
+        f"{what} asks for security protocol {protocol}, which odradek's brokers do not speak to each other "
+        f"(only {', '.join(sorted(INTER_BROKER_PROTOCOLS))}); refusing to start rather than run it "
         "unencrypted and unauthenticated"
     )
 
@@ -218,24 +243,30 @@ def check_security(props: Mapping[str, str]) -> None:
         raw = props.get(key)
         if not raw:
             continue
-        for name, host, port in parse_listeners(raw):
+        for name, _host, _port in parse_listeners(raw):
             protocol = protocols.get(name.upper())
             if protocol is None:
                 raise ConfigError(f"No security protocol defined for listener {name} in {key} "
                                   "(add it to listener.security.protocol.map)")
-            if protocol not in BUILT_SECURITY_PROTOCOLS:
-                raise _refuse(f"{key}: listener {name}://{host}:{port}", protocol)
+            assert protocol in BUILT_SECURITY_PROTOCOLS
     inter = props.get("security.inter.broker.protocol")
-    if inter is not None:
-        if props.get("inter.broker.listener.name"):
-            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
-        if inter.strip().upper() not in BUILT_SECURITY_PROTOCOLS:
-            raise _refuse(f"security.inter.broker.protocol={inter.strip()}", inter.strip().upper())
+    inter_name = props.get("inter.broker.listener.name")
+    if inter is not None and inter_name:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    # brokers' own clients (controller channel, replica fetchers) speak PLAINTEXT only: a cluster
+    # whose inter-broker listener asks for TLS or SASL is refused, not run unprotected
+    if props.get("zookeeper.connect"):
+        inter_protocol = (inter or "PLAINTEXT").strip().upper()
+        if inter_name:
+            inter_protocol = protocols.get(inter_name.strip().upper(), inter_protocol)
+        if inter_protocol not in INTER_BROKER_PROTOCOLS:
+            raise _refuse(f"the inter-broker listener ({inter_name or 'security.inter.broker.protocol'})",
+                          inter_protocol)
     authorizer = (props.get("authorizer.class.name") or "").strip()
-    if authorizer:
+    if authorizer and authorizer not in KAFKA_AUTHORIZERS:
         raise ConfigError(
-            f"authorizer.class.name={authorizer}: odradek has no authorizer (no ACLs are checked); "
-            "refusing to start rather than let every client do everything"
+            f"authorizer.class.name={authorizer}: odradek implements Kafka's ACL authorizers only "
+            f"({', '.join(sorted(KAFKA_AUTHORIZERS))}); refusing to start rather than run without it"
         )
 
 

@@ -146,3 +146,15 @@ def test_exactly_once_sink_options() -> None:
         OdradekWriter({**BASE, "topic": "t", "exactlyOnce": "true"}, schema)
     with pytest.raises(OptionError, match="true or false"):
         OdradekStreamWriter({**BASE, "topic": "t", "exactlyOnce": "yes please"}, schema)
+
+
+def test_kafka_security_options_as_spark_gives_them() -> None:
+    """Spark's Kafka source takes the Java client's security settings: they reach librdkafka translated."""
+    params = options.kafka_params({
+        **BASE, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="alice" password="s3cret";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/etc/ca.pem",
+    })
+    assert params == {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                      "sasl.username": "alice", "sasl.password": "s3cret", "ssl.ca.location": "/etc/ca.pem"}

@@ -1,4 +1,4 @@
-"""``odradek configs``: kafka-configs.sh for topics and brokers."""
+"""``odradek configs``: kafka-configs.sh for topics, brokers and users' SCRAM credentials."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ _SOURCES = {
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter topic and broker configs")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers"])
-    p.add_argument("--entity-name", help="topic name or broker id")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users"])
+    p.add_argument("--entity-name", help="topic name, broker id or user name")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
@@ -64,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    from odradek.client.command_config import admin_config
+
+    conf: dict[str, Any] = admin_config(args.bootstrap_server, args.command_config)
+    admin = AdminClient(conf)
     timeout = args.command_timeout
+    if args.entity_type == "users":
+        return _users(args, admin)
     if args.entity_type == "brokers" and args.entity_default:
         return _broker_default(args)
     if args.entity_type == "topics":
@@ -155,3 +161,54 @@ def _broker_default(args: argparse.Namespace) -> int:
             return 1
         print("Completed updating default config for brokers in the cluster.")
         return 0
+
+
+def _users(args: argparse.Namespace, admin: Any) -> int:
+    """SCRAM credentials (KIP-554): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'``,
+    ``--delete-config SCRAM-SHA-512``, ``--describe``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    timeout = args.command_timeout
+    user = args.entity_name
+    try:
+        if args.describe:
+            users = [user] if user else None
+            for name, fut in admin.describe_user_scram_credentials(users, request_timeout=timeout).items():
+                desc = fut.result(timeout)
+                creds = ",".join(f"{i.mechanism.name.replace('_', '-')}=iterations={i.iterations}"
+                                 for i in desc.scram_credential_infos)
+                print(f"SCRAM credential configs for user-principal '{name}' are {creds}")
+            return 0
+        if not user:
+            print("Error: --entity-name is required for users", file=sys.stderr)
+            return 1
+        alterations: list[Any] = []
+        for mech, value in (parse_add_config(args.add_config) if args.add_config else {}).items():
+            fields = dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+            if "password" not in fields:
+                print(f"Error: {mech} needs password=...", file=sys.stderr)
+                return 1
+            info = ScramCredentialInfo(ScramMechanism[mech.strip().replace("-", "_")],
+                                       int(fields.get("iterations", "4096")))
+            alterations.append(UserScramCredentialUpsertion(user, info, fields["password"].encode()))
+        for mech in (args.delete_config.split(",") if args.delete_config else []):
+            alterations.append(UserScramCredentialDeletion(user, ScramMechanism[mech.strip().replace("-", "_")]))
+        if not alterations:
+            print("Error: --alter needs --add-config or --delete-config", file=sys.stderr)
+            return 1
+        for fut in admin.alter_user_scram_credentials(alterations, request_timeout=timeout).values():
+            fut.result(timeout)
+        print(f"Completed updating config for user {user}.")
+        return 0
+    except KafkaException as e:
+        print(f"Error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 1
+    except (KeyError, ValueError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1

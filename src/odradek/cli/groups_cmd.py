@@ -43,6 +43,7 @@ class CliError(Exception):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("groups", help="list, describe, delete consumer groups and reset their offsets")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     action = p.add_mutually_exclusive_group(required=True)
     for a in ("list", "describe", "delete", "delete-offsets", "reset-offsets"):
         action.add_argument(f"--{a}", action="store_true")
@@ -83,7 +84,11 @@ def _fail(msg: str) -> int:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": int(args.command_timeout * 1000)})
+    from odradek.client.command_config import admin_config
+
+    conf: dict[str, Any] = admin_config(args.bootstrap_server, getattr(args, "command_config", None))
+    conf["socket.timeout.ms"] = int(args.command_timeout * 1000)
+    return AdminClient(conf)
 
 
 def _kafka_error(e: BaseException) -> str:

@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"odradek {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from odradek.cli import (
+        acls_cmd,
         broker_cmd,
         configs_cmd,
         dev_cluster_cmd,
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     dev_cluster_cmd.add_parser(sub)
     elect_leaders_cmd.add_parser(sub)
     reassign_cmd.add_parser(sub)
+    acls_cmd.add_parser(sub)
     transactions_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

@@ -10,6 +10,7 @@ from typing import Any
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     action = p.add_mutually_exclusive_group(required=True)
     for a in ("create", "list", "describe", "delete", "alter"):
         action.add_argument(f"--{a}", action="store_true")
@@ -28,7 +29,11 @@ def add_parser(sub: Any) -> None:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": int(args.command_timeout * 1000)})
+    from odradek.client.command_config import admin_config
+
+    conf: dict[str, Any] = admin_config(args.bootstrap_server, getattr(args, "command_config", None))
+    conf["socket.timeout.ms"] = int(args.command_timeout * 1000)
+    return AdminClient(conf)
 
 
 def _fail(msg: str) -> int:

@@ -52,6 +52,7 @@ class BrokerInfo:
     rack: str | None = None
     endpoints: tuple[str, ...] = ()
     epoch: int = -1  # czxid of the registration (ZooKeeper); -1 with the local store
+    protocols: tuple[tuple[str, str], ...] = ()  # listener name -> security protocol of each endpoint
 
     def to_json(self) -> bytes:
         return _j(
@@ -60,7 +61,7 @@ class BrokerInfo:
                 "host": self.host,
                 "port": self.port,
                 "endpoints": list(self.endpoints) or [f"PLAINTEXT://{self.host}:{self.port}"],
-                "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                "listener_security_protocol_map": dict(self.protocols) or {"PLAINTEXT": "PLAINTEXT"},
                 "rack": self.rack,
                 "jmx_port": -1,
                 "features": {},

@@ -11,9 +11,11 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``startingOffsetsByTimestampStrategy`` = ``error`` | ``latest`` when no record is that recent;
 - ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
   ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``;
-- ``kafka.*``: handed to the confluent-kafka client with the prefix removed; ``kafka.isolation.level``
-  (``read_uncommitted``, the default as in Spark, or ``read_committed``: no aborted record, and the
-  latest offset of a partition is its last stable offset) applies to planning and reading.
+- ``kafka.*``: handed to the confluent-kafka client with the prefix removed; the Java client's security
+  settings (``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...) become librdkafka's.
+  ``kafka.isolation.level`` (``read_uncommitted``, the default as in Spark, or ``read_committed``: no
+  aborted record, and the latest offset of a partition is its last stable offset) applies to planning
+  and reading.
 
 Offsets kept in Spark's checkpoint are JSON dicts ``{"topic:partition": next_offset}`` with keys in a
 canonical order (topic, then partition number), so equal offsets always serialise to equal JSON.
@@ -228,16 +230,37 @@ def parse_topics(options: Mapping[str, str]) -> TopicSelection:
     return TopicSelection(kind, assigned=assigned)
 
 
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _java_security_option(name: str, value: str) -> dict[str, str]:
+    """A Java client's security setting (what Spark's Kafka source is given: ``kafka.sasl.jaas.config``,
+    ``kafka.ssl.truststore.location``, ...) as librdkafka's; other names pass as they are."""
+    if name == "sasl.jaas.config":
+        opts = dict(_JAAS_OPTION.findall(value))
+        return {k: opts[o] for k, o in (("sasl.username", "username"), ("sasl.password", "password")) if o in opts}
+    if name == "ssl.truststore.location":
+        return {"ssl.ca.location": value}
+    if name == "ssl.keystore.location":  # a PEM key store: key and certificate in one file
+        return {"ssl.certificate.location": value, "ssl.key.location": value}
+    if name in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password"):
+        return {}
+    if name == "ssl.endpoint.identification.algorithm":
+        return {name: value or "none"}
+    return {name: value}
+
+
 def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options with the prefix removed (Spark's convention). ``kafka.bootstrap.servers`` is
-    required."""
+    """``kafka.*`` options with the prefix removed (Spark's convention), the Java client's security
+    settings (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``) turned into librdkafka's.
+    ``kafka.bootstrap.servers`` is required."""
     out: dict[str, str] = {}
     for k, v in options.items():
         if k.lower().startswith("kafka."):
             name = k[len("kafka."):]
             if name in _UNSUPPORTED_KAFKA:
                 raise OptionError(f"Kafka option '{name}' is not supported: {_UNSUPPORTED_KAFKA[name]}")
-            out[name] = str(v)
+            out.update(_java_security_option(name, str(v)))
     iso = out.get("isolation.level")
     if iso is not None and iso not in ("read_committed", "read_uncommitted"):
         raise OptionError(f"Kafka option 'isolation.level' must be read_committed or read_uncommitted, got {iso!r}")

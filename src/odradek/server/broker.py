@@ -50,6 +50,8 @@ from odradek.replication.alter_partition import (
     inline_then_soon,
 )
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.security.listeners import build_listener_security
+from odradek.security.services import build_security, start_security
 from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
@@ -171,6 +173,10 @@ class Broker:
         self._timers: list[asyncio.TimerHandle] = []
         self.reads = 0  # socket read bursts served (connections count them; idle detection)
         self.bound: dict[str, tuple[str, int]] = {}
+        # each listener's TLS context and SASL mechanisms (ConfigError here, before anything starts)
+        self.security = build_security(config, self.store)
+        assert self.security.credentials is not None
+        self.listener_security = build_listener_security(config, self.security.credentials.lookup)
 
     # -- configuration
     def _check_meta_properties(self) -> None:
@@ -360,6 +366,8 @@ class Broker:
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
         self._load_dynamic_broker_configs()
+        loop = asyncio.get_running_loop()
+        start_security(self.security, loop.call_soon_threadsafe)  # ACLs loaded before any client is served
         self.log_manager.startup()
         # logs for every hosted partition (created after a crash between metadata and log)
         for meta in self.topics.topics.values():
@@ -399,6 +407,7 @@ class Broker:
             admin=self,
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
+            security=self.security,
         )
         self._connection_edges = ConnectionEdges(
             services=self.services,
@@ -407,6 +416,7 @@ class Broker:
             on_closed=self.connection_closed,
             on_read=self._count_read,
             inter_broker=None if self.cluster.embedded else self.cluster,
+            listener_security=self.listener_security,
         )
         self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:

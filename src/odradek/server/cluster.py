@@ -201,7 +201,11 @@ class ClusterLink:
             f"{name}://{h}:{p}" for name, h, p in
             ((n, *self.advertised_endpoint(n)) for n, _, _ in self.config.advertised_listeners)
         )
-        return zd.BrokerInfo(self.broker_id, host, port, self.rack, endpoints)
+        from odradek.config_check import security_protocol_map
+
+        known = security_protocol_map(self.config.raw("listener.security.protocol.map")[0])
+        protocols = tuple((n, known.get(n.upper(), "PLAINTEXT")) for n, _, _ in self.config.advertised_listeners)
+        return zd.BrokerInfo(self.broker_id, host, port, self.rack, endpoints, protocols=protocols)
 
     def _register(self) -> None:
         info = self._registration()

@@ -13,6 +13,16 @@ released when it is answered; refused, the connection stops reading until memory
 ``connections.max.idle.ms`` (``last_active`` is the monotonic time of the last read or write of
 any bytes, which the broker's idle sweep compares, as Kafka's Selector expires idle channels).
 A ``MemoryError`` while reading closes the one connection.
+
+Security (odradek.security): on an SSL or SASL_SSL listener the socket's bytes go through a
+:class:`TlsChannel` (an ``ssl.SSLObject`` over memory BIOs, so reads and writes stay
+non-blocking and the handshake never holds the loop); file regions cannot go through
+``sendfile`` there and are read (``os.pread``) and encrypted in chunks. On a SASL listener a
+:class:`SaslServer` admits only ApiVersions, SaslHandshake and SaslAuthenticate until the client
+is authenticated. The TLS handshake and the SASL exchange must finish within
+``odradek.authentication.timeout.ms``; a connection that failed authentication is closed once
+its error response is sent. ``principal`` is ``User:ANONYMOUS``, the certificate's mapped
+subject, or the SASL user.
 """
 
 from __future__ import annotations
@@ -23,11 +33,12 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
@@ -40,11 +51,17 @@ from odradek.protocol.framing import (
     peek_header,
     response_header,
 )
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.sasl import SaslState
+from odradek.security.tls import ANONYMOUS
+from odradek.security.tls_channel import TlsChannel
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
+    from odradek.security.listeners import ListenerSecurity
+    from odradek.security.sasl import SaslServer
     from odradek.server.connection_quotas import RequestMemoryPool
     from odradek.server.request_context import BrokerServices
 
@@ -54,6 +71,8 @@ _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
 _IOV_MAX = 512
+_TLS_RAW_HIGH = 1024 * 1024  # encrypt queued responses while less than this waits for the socket
+_TLS_CHUNK = 256 * 1024  # a file region is read and encrypted this much at a time
 _scratch = threading.local()
 
 
@@ -97,6 +116,8 @@ class ConnectionEdges:
     on_read: Callable[[], None]  # a read burst was served (the broker's idle detection)
     # cluster mode: the controller-to-broker requests (protocol.interbroker); None when embedded
     inter_broker: InterBrokerHandler | None
+    # each listener's security (TLS context, SASL mechanisms); a listener absent is PLAINTEXT
+    listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
 
 
 class Connection:
@@ -125,13 +146,77 @@ class Connection:
         self.writing = False
         self.on_close: list[Callable[[], None]] = []
         self._batching = False
+        self.principal = ANONYMOUS
+        self.security: ListenerSecurity | None = edges.listener_security.get(listener)
+        self.tls: TlsChannel | None = None
+        self.sasl: SaslServer | None = None
+        self._raw_out: deque[bytes | memoryview] = deque()  # TLS records waiting for the socket
+        self._raw_bytes = 0
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._close_when_flushed = False
+        self._session_expires = 0.0  # monotonic end of the SASL session (KIP-368), 0 for none
 
     # -- lifecycle
     def start(self) -> None:
         self.sock.setblocking(False)
         with contextlib.suppress(OSError):
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sec = self.security
+        if sec is not None:
+            if sec.ssl_context is not None:
+                self.tls = TlsChannel(sec.ssl_context)
+            self.sasl = sec.sasl_server()
+            if self.sasl is not None:
+                # Kafka's sasl.server.max.receive.size: no large request before authentication
+                self.decoder.max_size = min(self.decoder.max_size, sec.max_unauthenticated_bytes)
+            if self.tls is not None or self.sasl is not None:
+                self._auth_timer = self.loop.call_later(sec.auth_timeout_s, self._authentication_expired)
         self._resume_reading()
+
+    # -- authentication
+    def _authentication_expired(self) -> None:
+        self._auth_timer = None
+        if not self.authenticated:
+            what = "TLS handshake" if self.tls is not None and not self.tls.handshaken else "SASL authentication"
+            self.close(f"{what} not finished within odradek.authentication.timeout.ms")
+
+    @property
+    def authenticated(self) -> bool:
+        if self.tls is not None and not self.tls.handshaken:
+            return False
+        return self.sasl is None or self.sasl.state is SaslState.COMPLETE
+
+    def _maybe_authenticated(self) -> None:
+        if not self.authenticated:
+            return
+        self.decoder.max_size = self.edges.max_request_bytes
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _on_tls_handshake(self) -> None:
+        assert self.tls is not None and self.security is not None
+        if self.sasl is None:  # SSL: the principal is the certificate's (ANONYMOUS without one)
+            self.principal = self.security.certificate_principal(self.tls.peer_certificate())
+        self._maybe_authenticated()
+
+    def sasl_authenticated(self, principal: str) -> int:
+        """SaslAuthenticate completed (or a re-authentication did): requests run as ``principal``;
+        the session's lifetime in ms (``connections.max.reauth.ms``, 0 for unlimited) is returned."""
+        self.principal = principal
+        self._maybe_authenticated()
+        lifetime_ms = self.security.max_reauth_ms if self.security is not None else 0
+        self._session_expires = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else 0.0
+        return lifetime_ms
+
+    @property
+    def failed_authentication_delay_s(self) -> float:
+        return self.security.failed_auth_delay_s if self.security is not None else 0.0
+
+    def close_after_response(self) -> None:
+        """Failed authentication: close once what is queued (the error response) is written."""
+        self._close_when_flushed = True
+        self._pause_reading()
 
     def close(self, reason: str | None = None) -> None:
         if self.closed:
@@ -145,6 +230,10 @@ class Connection:
         if self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self._raw_out.clear()
         if self.pool is not None:
             self.pool.forget(self._memory_available)
             if self.held:
@@ -168,7 +257,7 @@ class Connection:
             self.reading = False
 
     def _resume_reading(self) -> None:
-        if not self.reading and not self.closed:
+        if not self.reading and not self.closed and not self._close_when_flushed:
             self.loop.add_reader(self.fd, self._on_readable)
             self.reading = True
 
@@ -222,6 +311,9 @@ class Connection:
 
     # -- reading
     def _on_readable(self) -> None:
+        if self.tls is not None:
+            self._on_readable_tls(self.tls)
+            return
         decoder = self.decoder
         sock = self.sock
         scratch = self._scratch
@@ -258,6 +350,73 @@ class Connection:
         if decoder.blocked and not self.closed:
             self._mute_for_memory()
 
+    def _on_readable_tls(self, tls: TlsChannel) -> None:
+        """Read what the socket has, decrypt it, decode the plaintext's frames."""
+        frames: list[bytes | memoryview] = []
+        scratch = self._scratch
+        was_handshaken = tls.handshaken
+        while True:
+            try:
+                n = self.sock.recv_into(scratch)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                self.close(f"read error: {e}")
+                return
+            if not n:
+                self.close()
+                return
+            try:
+                tls.feed(scratch[:n])
+                self._decrypt_frames(tls, frames)
+            except ssl.SSLError as e:
+                detail = getattr(e, "verify_message", None)  # why a certificate was refused
+                self.close(f"TLS failure: {e.reason or e}" + (f" ({detail})" if detail else ""))
+                return
+            except FrameError as e:
+                log.warning("bad frame from %s: %s", self.peer, e)
+                self.close()
+                return
+            except MemoryError:
+                log.error("out of memory reading a request from %s; closing the connection", self.peer)
+                self.close()
+                return
+            if tls.peer_closed or n < len(scratch) or frames:
+                break
+        self.last_active = time.monotonic()
+        if not was_handshaken and tls.handshaken:
+            self._on_tls_handshake()
+        if tls.peer_closed and not frames:
+            self.close()
+            return
+        self.edges.on_read()
+        if not tls.handshaken:
+            self._flush()  # the handshake's own messages
+            return
+        self._dispatch(frames)
+        if not self.closed and not self.writing and self._raw_out:
+            self._flush()
+        if self.decoder.blocked and not self.closed:
+            self._mute_for_memory()
+
+    def _decrypt_frames(self, tls: TlsChannel, frames: list[bytes | memoryview]) -> None:
+        """The plaintext of the records received so far into the decoder: a large frame being
+        filled is decrypted straight into its buffer, as a plaintext socket's bytes are received
+        into it."""
+        decoder = self.decoder
+        while True:
+            target = decoder.recv_target()
+            if target is not None:
+                n = tls.read_into(target)
+                if not n:
+                    return
+                frames.extend(decoder.advance(n))
+            else:
+                data = tls.read()
+                if not data:
+                    return
+                frames.extend(decoder.feed(data))
+
     def _dispatch(self, frames: list[bytes | memoryview]) -> None:
         # responses finished while handling this burst go out in one write
         self._batching = True
@@ -275,7 +434,7 @@ class Connection:
                     self._on_frame(frame)
         finally:
             self._batching = False
-        if self.out and not self.writing and not self.closed:
+        if (self.out or self._raw_out or (self.tls is not None)) and not self.writing and not self.closed:
             self._flush()
         if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
             self._pause_reading()
@@ -288,11 +447,23 @@ class Connection:
         return slot
 
     def _on_frame(self, frame: bytes | memoryview) -> None:
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens and sasl.state is SaslState.AUTHENTICATE:
+            self._on_raw_token(sasl, bytes(frame))
+            return
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except FrameError as e:
             log.warning("bad request header from %s: %s", self.peer, e)
             self.close()
+            return
+        if sasl is not None and not sasl.allows(api_key):
+            # Kafka's SaslServerAuthenticator: anything else before authentication ends the connection
+            self.close(f"unexpected request (api {api_key}) during SASL authentication ({sasl.state.value})")
+            return
+        if self._session_expires and api_key not in (17, 36) and time.monotonic() > self._session_expires:
+            # KIP-368: a session that was not re-authenticated in time ends with its next request
+            self.close("SASL session expired without re-authentication (connections.max.reauth.ms)")
             return
         handler = registry.get(api_key)
         if handler is None and api_key in ib.SCHEMAS and self.edges.inter_broker is not None:
@@ -347,6 +518,24 @@ class Connection:
             return
         self._complete(slot, result)
 
+    def _on_raw_token(self, sasl: SaslServer, token: bytes) -> None:
+        """A SASL token after SaslHandshake v0: answered by a bare size-prefixed token; a
+        refused one closes the connection (there is no error field to carry it)."""
+        result = sasl.authenticate(token)
+        if result.error_code != 0:
+            log.info("SASL authentication failed from %s: %s", self.peer, result.error_message)
+            self.close_after_response()
+            if not self.out and not self.pending:
+                self.close("authentication failed")
+            return
+        if sasl.principal is not None and sasl.state is SaslState.COMPLETE:
+            self.sasl_authenticated(sasl.principal)
+        self.out.append(len(result.token).to_bytes(4, "big"))
+        self.out.append(result.token)
+        self.out_bytes += 4 + len(result.token)
+        if not self._batching and not self.writing:
+            self._flush()
+
     def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None:
         """A delayed operation of this connection: cancelled if the connection closes first;
         forgotten once it completes (so long-lived connections do not accumulate them)."""
@@ -358,6 +547,13 @@ class Connection:
 
         fut.add_done_callback(forget)
 
+    def _cluster_action_allowed(self) -> bool:
+        security = self.services.security
+        if security.acls is None:
+            return True
+        return security.authorize(self.principal, self.peer_host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                  CLUSTER_NAME)
+
     def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
         response header v0."""
@@ -368,6 +564,13 @@ class Connection:
             body = ib.decode(api_key, api_version, frame[header.body_offset :])
         except (FrameError, ib.InterBrokerDecodeError) as e:
             log.warning("malformed inter-broker request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
+            self.close()
+            return
+        if not self._cluster_action_allowed():
+            # Kafka answers a controller request without CLUSTER_ACTION with CLUSTER_AUTHORIZATION_FAILED;
+            # these JSON requests have no error field: the connection is closed
+            log.warning("inter-broker request %d from %s (%s) without CLUSTER_ACTION on the cluster; closing",
+                        api_key, self.peer, self.principal)
             self.close()
             return
         slot = self._slot(correlation_id, False)
@@ -437,6 +640,9 @@ class Connection:
 
     # -- writing
     def _flush(self) -> None:
+        if self.tls is not None:
+            self._flush_tls(self.tls)
+            return
         out = self.out
         sock = self.sock
         try:
@@ -495,4 +701,95 @@ class Connection:
         elif self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
+        if self._close_when_flushed and not out and not self.pending:
+            self.close("authentication failed")
+            return
+        self._maybe_resume()
+
+    def _encrypt_queued(self, tls: TlsChannel) -> bool:
+        """Move queued responses through TLS while little waits for the socket; False if the
+        connection had to close."""
+        out = self.out
+        while out and self._raw_bytes < _TLS_RAW_HIGH:
+            item = out[0]
+            if isinstance(item, tuple):  # a file region: read it, no sendfile through TLS
+                f, pos, length = item
+                try:
+                    data = os.pread(f.fileno(), min(length, _TLS_CHUNK), pos)
+                except (ValueError, OSError):
+                    self.close("segment file closed before its region was sent")
+                    return False
+                if not data:
+                    self.close("file region no longer readable")
+                    return False
+                if len(data) < length:
+                    out[0] = (f, pos + len(data), length - len(data))
+                else:
+                    out.popleft()
+                tls.send(data)
+                self.out_bytes -= len(data)
+            else:
+                # consecutive small buffers become one TLS record
+                bufs: list[bytes | memoryview] = []
+                size = 0
+                while out and not isinstance(out[0], tuple) and size < _TLS_CHUNK:
+                    b = out.popleft()
+                    bufs.append(b)
+                    size += len(b)
+                tls.send(bufs[0] if len(bufs) == 1 else b"".join(bufs))
+                self.out_bytes -= size
+            raw = tls.take_output()
+            if raw:
+                self._raw_out.append(raw)
+                self._raw_bytes += len(raw)
+        return True
+
+    def _flush_tls(self, tls: TlsChannel) -> None:
+        raw = tls.take_output()  # handshake messages, alerts
+        if raw:
+            self._raw_out.append(raw)
+            self._raw_bytes += len(raw)
+        while True:
+            try:
+                if not self._encrypt_queued(tls):
+                    return
+            except ssl.SSLError as e:  # the session ended under us (an alert, close_notify)
+                self.close(f"TLS failure while writing: {e.reason or e}")
+                return
+            if not self._raw_out:
+                break
+            try:
+                bufs = list(self._raw_out)[:_IOV_MAX]
+                n = self.sock.sendmsg(bufs) if len(bufs) > 1 else self.sock.send(bufs[0])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    self.close(f"write error: {e}")
+                    return
+                break
+            self.last_active = time.monotonic()
+            self._raw_bytes -= n
+            while n and self._raw_out:
+                head = self._raw_out[0]
+                if n >= len(head):
+                    n -= len(head)
+                    self._raw_out.popleft()
+                else:
+                    self._raw_out[0] = memoryview(head)[n:]
+                    n = 0
+                    break
+            if self._raw_out and not self.out:
+                # the socket took less than offered: wait for it
+                break
+        waiting = bool(self._raw_out or self.out)
+        if waiting and not self.writing:
+            self.loop.add_writer(self.fd, self._flush)
+            self.writing = True
+        elif not waiting and self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        if self._close_when_flushed and not waiting and not self.pending:
+            self.close("authentication failed")
+            return
         self._maybe_resume()

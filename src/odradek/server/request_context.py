@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
+from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from odradek.security.services import OPEN, SecurityServices
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from odradek.coordinator.runtime import GroupCoordinatorRuntime
     from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
     from odradek.log.manager import LogManager
+    from odradek.security.sasl import SaslServer
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.replica_manager import ReplicaManager
@@ -44,6 +47,15 @@ class ConnectionHandle(Protocol):
     listener: str
     peer: str
     peer_host: str
+    principal: str  # Kafka's KafkaPrincipal as text: User:ANONYMOUS, User:<SASL user or certificate DN>
+    sasl: SaslServer | None  # the SASL exchange of a SASL listener's connection
+
+    @property
+    def failed_authentication_delay_s(self) -> float: ...
+
+    def sasl_authenticated(self, principal: str) -> int: ...
+
+    def close_after_response(self) -> None: ...
 
     def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None: ...
 
@@ -101,6 +113,7 @@ class BrokerServices:
     admin: TopicAdmin
     advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
     now_ms: Callable[[], int]
+    security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
 
 
 class RequestContext:
@@ -128,6 +141,31 @@ class RequestContext:
     def listener(self) -> str:
         """The listener name the request came in on."""
         return self.connection.listener
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal of the request's connection (``User:ANONYMOUS`` if none)."""
+        return self.connection.principal
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (Kafka's
+        AuthHelper.authorize); always true without an authorizer."""
+        security = self.services.security
+        if security.acls is None:
+            return True
+        return security.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430: the resource's operations the principal may do, one bit per operation code
+        (every supported one without an authorizer, as Kafka's AuthHelper.authorizedOperations)."""
+        bits = 0
+        for op in SUPPORTED_OPERATIONS[resource_type]:
+            if self.authorize(op, resource_type, name):
+                bits |= 1 << int(op)
+        return bits
 
     @property
     def client_host(self) -> str:

@@ -21,24 +21,25 @@ def test_unimplemented_kafka_settings_and_unknown_names() -> None:
     props = {
         "listeners": "PLAINTEXT://127.0.0.1:9092",
         "num.partitions": "3",
-        "ssl.keystore.location": "/k.jks",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.internal.ssl.keystore.location": "/i.jks",
+        "ssl.keystore.location": "/k.pem",  # implemented, also per listener and per mechanism
+        "listener.name.internal.ssl.keystore.location": "/i.pem",
+        "listener.name.client.scram-sha-256.sasl.jaas.config": "x required;",
+        "listener.name.internal.sasl.kerberos.service.name": "kafka",
+        "sasl.kerberos.service.name": "kafka",
         "num.network.threads": "8",
         "typo.retention.ms": "1",
         "retention.ms": "5",
     }
     assert unsupported_settings(props) == [
-        Unsupported("listener.name.internal.ssl.keystore.location", NOT_IMPLEMENTED),
+        Unsupported("listener.name.internal.sasl.kerberos.service.name", NOT_IMPLEMENTED),
         Unsupported("num.network.threads", NOT_IMPLEMENTED),
         Unsupported("retention.ms", UNKNOWN),
-        Unsupported("sasl.enabled.mechanisms", NOT_IMPLEMENTED),
-        Unsupported("ssl.keystore.location", NOT_IMPLEMENTED),
+        Unsupported("sasl.kerberos.service.name", NOT_IMPLEMENTED),
         Unsupported("typo.retention.ms", UNKNOWN),
     ]
     messages = check_startup(props)
-    assert len(messages) == 6
-    assert "'ssl.keystore.location'" in messages[-2] and "not implemented, ignored" in messages[-2]
+    assert len(messages) == 5
+    assert "'sasl.kerberos.service.name'" in messages[-2] and "not implemented, ignored" in messages[-2]
     assert "'typo.retention.ms'" in messages[-1] and "unknown" in messages[-1]
     assert "log.retention.ms" in messages[2]  # the topic config's broker synonym is suggested
 
@@ -74,6 +75,14 @@ def test_security_protocol_map() -> None:
          "inter.broker.listener.name": "REPL"},
         {"security.inter.broker.protocol": "plaintext"},
         {"authorizer.class.name": ""},
+        # clients may use every protocol; an embedded broker has no inter-broker traffic
+        {"listeners": "SSL://:9093"},
+        {"listeners": "PLAINTEXT://:9092,SASL_SSL://:9094"},
+        {"advertised.listeners": "SASL_PLAINTEXT://h:9092"},
+        {"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"},
+        {"security.inter.broker.protocol": "SASL_SSL"},
+        {"zookeeper.connect": "zk:2181", "listeners": "PLAINTEXT://:9092,SSL://:9093",
+         "inter.broker.listener.name": "PLAINTEXT"},
     ],
 )
 def test_plaintext_is_accepted(props: dict[str, str]) -> None:
@@ -83,15 +92,14 @@ def test_plaintext_is_accepted(props: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("props", "match"),
     [
-        ({"listeners": "SSL://:9093"}, "listener SSL.*security protocol SSL"),
-        ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9094"}, "security protocol SASL_SSL"),
-        ({"advertised.listeners": "SASL_PLAINTEXT://h:9092"}, "advertised.listeners.*SASL_PLAINTEXT"),
-        ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"}, "listener CLIENT.*SSL"),
         ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
-        ({"security.inter.broker.protocol": "SASL_SSL"}, "security.inter.broker.protocol=SASL_SSL"),
+        ({"zookeeper.connect": "zk:2181", "security.inter.broker.protocol": "SASL_SSL"},
+         "inter-broker listener.*SASL_SSL"),
+        ({"zookeeper.connect": "zk:2181", "listeners": "PLAINTEXT://:9092,SSL://:9093",
+          "inter.broker.listener.name": "SSL"}, "inter-broker listener \\(SSL\\).*security protocol SSL"),
         ({"security.inter.broker.protocol": "PLAINTEXT", "inter.broker.listener.name": "PLAINTEXT"},
          "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
-        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name="),
+        ({"authorizer.class.name": "com.example.MyAuthorizer"}, "authorizer.class.name="),
     ],
 )
 def test_security_that_is_not_built_is_refused(props: dict[str, str], match: str) -> None:

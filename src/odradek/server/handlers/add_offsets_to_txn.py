@@ -9,6 +9,7 @@ from typing import Any
 from odradek.coordinator.transaction.coordinator import ADD_OFFSETS_TO_TXN, error_for_version
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 25
@@ -25,7 +26,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             fut.set_result(make(m.AddOffsetsToTxnResponse, throttle_time=0,
                                 error_code=error_for_version(code, ADD_OFFSETS_TO_TXN, ctx.api_version)))
 
-    if not request.group_id:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        respond(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        respond(errors.GROUP_AUTHORIZATION_FAILED)
+    elif not request.group_id:
         respond(errors.INVALID_GROUP_ID)
     else:
         ctx.services.groups.ensure_topic()

@@ -16,6 +16,7 @@ from typing import Any
 from odradek.coordinator.transaction.coordinator import ADD_PARTITIONS_TO_TXN, error_for_version
 from odradek.protocol import errors
 from odradek.protocol.codec import error_code, make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 24
@@ -38,6 +39,14 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicP
          done: Callable[[dict[TopicPartition, int]], None]) -> None:
     txn = ctx.services.txn
     topics = ctx.services.topics
+    if not verify_only and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        done(dict.fromkeys(parts, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        return
+    unwritable = {tp for tp in parts if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])}
+    if unwritable:
+        done({tp: errors.TOPIC_AUTHORIZATION_FAILED if tp in unwritable else errors.OPERATION_NOT_ATTEMPTED
+              for tp in parts})
+        return
     unknown = [tp for tp in parts if (meta := topics.get(tp[0])) is None or not 0 <= tp[1] < len(meta.partitions)]
     if unknown:
         done({tp: errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors.OPERATION_NOT_ATTEMPTED
@@ -69,7 +78,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
              int(request.v3_and_below_producer_epoch), parts, False, done_v3)
         return fut.result() if fut.done() else fut
     txns = list(request.transactions)
-    if ctx.listener not in ctx.services.cluster.cluster_listeners:
+    if ctx.listener not in ctx.services.cluster.cluster_listeners or not ctx.authorize_cluster(
+        AclOperation.CLUSTER_ACTION
+    ):
         # v4+ is sent by brokers (CLUSTER_ACTION, KafkaApis.handleAddPartitionsToTxnRequest)
         return make(m.AddPartitionsToTxnResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     results_by_transaction=())

@@ -8,12 +8,23 @@ from odradek.config import ConfigError
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
+
+
+def alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str | None]:
+    """ALTER_CONFIGS on the topic, or on the cluster for broker configs (Kafka's ConfigAdminManager)."""
+    if resource_type == RESOURCE_TOPIC:
+        if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+            return errors.TOPIC_AUTHORIZATION_FAILED, None
+    elif not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+        return errors.CLUSTER_AUTHORIZATION_FAILED, None
+    return errors.NONE, None
 
 
 def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
@@ -39,7 +50,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     for res in request.resources:
         new = {c.name: c.value for c in res.configs if c.value is not None}
-        code, msg = apply(ctx.services, res.resource_type, res.resource_name, new, request.validate_only)
+        code, msg = alter_configs_denied(ctx, res.resource_type, res.resource_name)
+        if not code:
+            code, msg = apply(ctx.services, res.resource_type, res.resource_name, new, request.validate_only)
         out.append(
             make(
                 m.AlterConfigsResourceResponse,

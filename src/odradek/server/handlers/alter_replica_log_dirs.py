@@ -18,6 +18,7 @@ from typing import Any
 from odradek.log import dir_move
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 34
@@ -66,10 +67,12 @@ def alter(svc: BrokerServices, topic: str, partition: int, path: str) -> int:
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     by_topic: dict[str, list[Any]] = {}
+    allowed = ctx.authorize_cluster(AclOperation.ALTER)
     for d in request.dirs:
         for t in d.topics:
             for p in t.partitions:
-                code = alter(ctx.services, t.name, int(p), d.path)
+                code = (alter(ctx.services, t.name, int(p), d.path) if allowed
+                        else errors.CLUSTER_AUTHORIZATION_FAILED)
                 by_topic.setdefault(t.name, []).append(
                     make(m.AlterReplicaLogDirPartitionResult, partition_index=p, error_code=code))
     results = tuple(make(m.AlterReplicaLogDirTopicResult, topic_name=n, partitions=tuple(ps))

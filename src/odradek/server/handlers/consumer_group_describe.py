@@ -9,6 +9,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 69
@@ -31,6 +32,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     for gid in request.group_ids:
         not_here = ctx.services.groups.coordinator_error(gid)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            not_here = errors.GROUP_AUTHORIZATION_FAILED
         g = consumer.describe(gid) if gid and not not_here else None
         if g is None:
             code = not_here or (errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND)

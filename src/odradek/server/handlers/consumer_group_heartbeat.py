@@ -7,7 +7,9 @@ import datetime
 from typing import Any
 
 from odradek.coordinator.group.consumer_group import HeartbeatRequest
+from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 68
@@ -37,6 +39,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ),
     )
     not_here = ctx.services.groups.coordinator_error(request.group_id)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,
                     member_id=request.member_id or None, member_epoch=int(request.member_epoch),

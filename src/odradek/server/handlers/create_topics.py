@@ -11,6 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config_view import topic_entries
 from odradek.server.request_context import RequestContext
 
@@ -26,12 +27,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     seen: dict[str, int] = {}
     for t in request.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
     for t in request.topics:
         code = errors.NONE
         msg: str | None = None
         meta = None
         if seen[t.name] > 1:
             code, msg = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
+        elif not (may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+            code, msg = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         else:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
             configs = {c.name: c.value for c in t.configs}

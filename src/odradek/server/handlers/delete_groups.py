@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 42
@@ -15,10 +17,13 @@ MAX_VERSION = 2
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     groups = ctx.services.groups
-    mine = [g for g in request.groups_names if not groups.coordinator_error(g)]
+    allowed = {g for g in request.groups_names if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)}
+    mine = [g for g in request.groups_names if g in allowed and not groups.coordinator_error(g)]
     results = groups.coordinator.delete_groups(mine)
     for g in request.groups_names:
-        if g not in results:
+        if g not in allowed:
+            results[g] = errors.GROUP_AUTHORIZATION_FAILED
+        elif g not in results:
             results[g] = groups.coordinator_error(g)
     # answered once the tombstones are replicated (coordinator.runtime)
     parts = [groups.coordinator.partition_for(g) for g in mine]

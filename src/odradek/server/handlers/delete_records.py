@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 21
@@ -24,7 +25,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             low = -1
             rm = svc.replica_manager
             plog = rm.get_log(t.name, p.partition_index)
-            if plog is None:
+            if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
+                code = errors.TOPIC_AUTHORIZATION_FAILED
+            elif plog is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif rm.leading(t.name, p.partition_index) is None:
                 code = errors.NOT_LEADER_OR_FOLLOWER  # followers follow the leader's log start offset

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 60
@@ -34,5 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=svc.node_id,
         brokers=brokers,
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+                                       if getattr(request, "include_cluster_authorized_operations", False)
+                                       else -(2**31)),
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config_view import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
@@ -32,10 +33,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         entries = []
         if res.resource_type == RESOURCE_TOPIC:
             meta = svc.topics.get(res.resource_name)
-            if meta is None:
+            if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name):
+                code, msg = errors.TOPIC_AUTHORIZATION_FAILED, None
+            elif meta is None:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
             else:
                 entries = topic_entries(svc.config, meta.configs)
+        elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and not ctx.authorize_cluster(
+            AclOperation.DESCRIBE_CONFIGS
+        ):
+            code, msg = errors.CLUSTER_AUTHORIZATION_FAILED, None
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(svc.node_id)):
                 code, msg = errors.INVALID_REQUEST, f"Unexpected broker id, expected {svc.node_id}"

@@ -14,6 +14,7 @@ from odradek.coordinator.group.classic import GroupState
 from odradek.coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 15
@@ -28,15 +29,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     consumer = ctx.services.groups.consumer
     for gid in request.groups:
         not_here = ctx.services.groups.coordinator_error(gid)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            not_here = errors.GROUP_AUTHORIZATION_FAILED
         if not_here:
             out.append(
                 make(m.DescribedGroup, error_code=not_here, group_id=gid, group_state="", protocol_type="",
                      protocol_data="", members=(), authorized_operations=-(2**31))
             )
             continue
+        # KIP-430: the operations the principal may do on the group, when the client asks
+        ops = (ctx.authorized_operations(ResourceType.GROUP, gid)
+               if getattr(request, "include_authorized_operations", False) else -(2**31))
         cg = consumer.describe(gid)
         if cg is not None:
-            out.append(_consumer_group(m, consumer, cg))
+            out.append(_consumer_group(m, consumer, cg, ops))
             continue
         g = coord.describe(gid)
         if g is None:
@@ -67,13 +73,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=g.protocol_type or "",
                 protocol_data=(g.protocol_name or "") if stable else "",
                 members=members,
-                authorized_operations=-(2**31),
+                authorized_operations=ops,
             )
         )
     return make(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(out))
 
 
-def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
+def _consumer_group(m: Any, consumer: Any, g: Any, ops: int) -> Any:
     members = []
     for mm in g.members.values():
         by_name: dict[str, list[int]] = {}
@@ -100,5 +106,5 @@ def _consumer_group(m: Any, consumer: Any, g: Any) -> Any:
         protocol_type="consumer",
         protocol_data=g.assignor_name or consumer.preferred_assignor(g),
         members=tuple(members),
-        authorized_operations=-(2**31),
+        authorized_operations=ops,
     )

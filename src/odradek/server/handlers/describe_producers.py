@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 61
@@ -27,7 +28,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             p = int(p)
             code, msg = errors.NONE, None
             active: list[Any] = []
-            if meta is None or not 0 <= p < len(meta.partitions):
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+                code = errors.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif rm.leading(t.name, p) is None or (plog := rm.get_log(t.name, p)) is None:
                 code = errors.NOT_LEADER_OR_FOLLOWER

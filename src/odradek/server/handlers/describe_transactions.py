@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 65
@@ -17,7 +19,18 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     states = []
-    for d in ctx.services.txn.coordinator.describe_transactions(request.transactional_ids):
+    # DESCRIBE on each transactional id (Kafka's handleDescribeTransactionsRequest)
+    allowed = [t for t in request.transactional_ids
+               if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)]
+    for tid in request.transactional_ids:
+        if tid not in allowed:
+            states.append(make(
+                m.TransactionState, error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=tid,
+                transaction_state="", transaction_timeout=datetime.timedelta(0),
+                transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC),
+                producer_id=-1, producer_epoch=-1, topics=(),
+            ))
+    for d in ctx.services.txn.coordinator.describe_transactions(allowed):
         states.append(make(
             m.TransactionState, error_code=d.error_code, transactional_id=d.transactional_id,
             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.transaction_timeout_ms),

@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.request_context import RequestContext
 
 API_KEY = 43
@@ -44,6 +45,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = svc.cluster
     if election_type not in (0, 1):
         return _response(m, version, {}, errors.INVALID_REQUEST)
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        failed = errors.CLUSTER_AUTHORIZATION_FAILED
+        return _response(m, version, dict.fromkeys(wanted or [], failed), failed)
     if not cluster.controller.active:
         return _response(m, version, dict.fromkeys(wanted or [], errors.NOT_CONTROLLER), errors.NOT_CONTROLLER)
     def respond(results: dict[TP, int] | None) -> Any:

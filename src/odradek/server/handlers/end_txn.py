@@ -8,7 +8,9 @@ import asyncio
 from typing import Any
 
 from odradek.coordinator.transaction.coordinator import END_TXN, EndTxnResult, error_for_version
+from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 26
@@ -26,6 +28,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                 error_code=error_for_version(r.error_code, END_TXN, ctx.api_version),
                                 producer_id=r.producer_id, producer_epoch=r.producer_epoch))
 
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        respond(EndTxnResult(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        return fut.result()
     ctx.services.txn.coordinator.end_txn(request.transactional_id, int(request.producer_id),
                                          int(request.producer_epoch), bool(request.committed), respond)
     return fut.result() if fut.done() else fut

@@ -25,6 +25,7 @@ from odradek.protocol import errors
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from odradek.replication.delayed_fetch import FetchParams, LogReadResult
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.server.handlers import RawResponse
 from odradek.server.purgatory import future_of
@@ -105,8 +106,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "isolation_level", 0) == 1,  # read_committed
         version >= 13,  # topic_ids
     )
-    if params.replica_id >= 0 and ctx.listener not in svc.cluster.cluster_listeners:
+    if params.replica_id >= 0 and (
+        ctx.listener not in svc.cluster.cluster_listeners or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    ):
         return _refuse_follower(ctx, version, requested)
+    # partitions of topics the principal may not READ are answered TOPIC_AUTHORIZATION_FAILED and
+    # kept out of the fetch session (Kafka's KafkaApis.handleFetchRequest erroneous partitions)
+    denied: list[tuple[Key, CachedPartition]] = []
+    if svc.security.authorizer is not None:
+        readable: dict[str, bool] = {}
+        for key, _cp in requested:
+            if key[0] not in readable:
+                readable[key[0]] = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, key[0])
+        if not all(readable.values()):
+            denied = [(k, cp) for k, cp in requested if not readable[k[0]]]
+            requested = [(k, cp) for k, cp in requested if readable[k[0]]]
 
     fetch_context = svc.fetch_sessions.new_context(
         version,
@@ -129,6 +143,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 meta = reg.get(name)
                 tr = by_name[name] = TopicResult(name, meta.topic_id if meta is not None else cp.topic_id)
                 topics.append(tr)
+            tr.partitions.append(pr)
+        for (name, p), cp in denied:
+            tr = by_name.get(name)
+            if tr is None:
+                tr = by_name[name] = TopicResult(name, cp.topic_id)
+                topics.append(tr)
+            pr = PartitionResult(p)
+            pr.error_code = errors.TOPIC_AUTHORIZATION_FAILED
             tr.partitions.append(pr)
         parts, size = encode_fetch_response(version, topics, session_id=fetch_context.response_session_id)
         return RawResponse(parts, size)

@@ -25,7 +25,7 @@ from odradek.server.config_view import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
 )
-from odradek.server.handlers.alter_configs import apply
+from odradek.server.handlers.alter_configs import alter_configs_denied, apply
 from odradek.server.request_context import RequestContext
 
 API_KEY = 44
@@ -81,7 +81,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for res in request.resources:
         code, msg = errors.NONE, None
         current: dict[str, str] | None = None
-        if res.resource_type == RESOURCE_TOPIC:
+        code, msg = alter_configs_denied(ctx, res.resource_type, res.resource_name)
+        if code:
+            pass
+        elif res.resource_type == RESOURCE_TOPIC:
             meta = svc.topics.get(res.resource_name)
             if meta is None:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"

@@ -17,6 +17,7 @@ from odradek.coordinator.transaction.coordinator import (
 )
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.producer_ids")
@@ -29,7 +30,17 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
     m = ctx.response_module
+    if request.transactional_id is None and svc.security.acls is not None and not (
+        ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+        or svc.security.authorize_by_resource_type(ctx.principal, ctx.client_host, AclOperation.WRITE,
+                                                   ResourceType.TOPIC)
+    ):  # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                    producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return make(m.InitProducerIdResponse, throttle_time=0,
+                        error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         return _transactional(ctx, request)
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 13
@@ -17,6 +19,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     coord = ctx.services.groups.coordinator
     not_here = ctx.services.groups.coordinator_error(request.group_id)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         if ctx.api_version >= 3:
             return make(m.LeaveGroupResponse, throttle_time=0, error_code=not_here, members=())

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 16
@@ -17,7 +18,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
-    groups = ctx.services.groups.coordinator.list_groups(states or None)
+    # DESCRIBE on the cluster lists every group, otherwise those the principal may DESCRIBE
+    everything = ctx.authorize_cluster(AclOperation.DESCRIBE)
+
+    def visible(gid: str) -> bool:
+        return everything or ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid)
+
+    groups = [g for g in ctx.services.groups.coordinator.list_groups(states or None) if visible(g.group_id)]
     if types and "classic" not in types:
         groups = []
     out = [
@@ -28,5 +35,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         out += [
             make(m.ListedGroup, group_id=g.group_id, protocol_type="consumer", group_state=g.state.value, group_type="consumer")
             for g in ctx.services.groups.consumer.list_groups(states or None)
+            if visible(g.group_id)
         ]
     return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=tuple(out))

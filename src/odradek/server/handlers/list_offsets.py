@@ -11,6 +11,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.protocol.records import InvalidRecordError
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.server")
@@ -36,6 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics_out = []
     for t in request.topics:
         meta = svc.topics.get(t.name)
+        describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         parts_out = []
         for p in t.partitions:
             code = errors.NONE
@@ -43,7 +45,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ts = -1
             epoch = -1
             plog = None
-            if meta is None or not 0 <= p.partition_index < len(meta.partitions):
+            if not describable:
+                code = errors.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition_index < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = rm.leader_epoch(t.name, p.partition_index)

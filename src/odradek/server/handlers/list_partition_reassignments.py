@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.request_context import RequestContext
 
 API_KEY = 46
@@ -37,6 +38,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     cluster = svc.cluster
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return _response(m, {}, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
     def respond(ongoing: dict[TP, tuple[list[int], list[int], list[int]]] | None) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
@@ -23,7 +24,7 @@ _NO_OPS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_response(m: Any, meta: Any, version: int, live: Any) -> Any:
+def _topic_response(m: Any, meta: Any, version: int, live: Any, ops: int = _NO_OPS) -> Any:
     """``live``: the live broker ids (a partition whose leader is not among them has no
     leader: LEADER_NOT_AVAILABLE)."""
     parts = tuple(
@@ -46,7 +47,7 @@ def _topic_response(m: Any, meta: Any, version: int, live: Any) -> Any:
         topic_id=meta.topic_id,
         is_internal=meta.is_internal,
         partitions=parts,
-        topic_authorized_operations=_NO_OPS,
+        topic_authorized_operations=ops,
     )
 
 
@@ -78,7 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if requested is not None and allow_auto:
         reg = svc.topics
         for t in requested:
-            if t.name is None or reg.get(t.name) is not None:
+            if t.name is None or reg.get(t.name) is not None or not _may_create(ctx, t.name):
                 continue
             try:
                 validate_topic_name(t.name)
@@ -88,7 +89,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except TopicError:
                 pass  # answered below (invalid name, already being created, store unavailable)
     if not created:
-        return _respond(ctx, requested, allow_auto)
+        return _respond(ctx, requested, allow_auto, request)
     # the controller elects the new topics' leaders: answer once this broker knows them (or
     # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
     cluster = svc.cluster
@@ -98,10 +99,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return all((m := svc.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
                    for n in created)
 
-    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto))
+    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto, request))
 
 
-def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
+def _may_describe(ctx: RequestContext, name: str) -> bool:
+    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (Kafka's KafkaApis.handleTopicMetadataRequest)."""
+    return _may_describe(ctx, name) and (
+        ctx.authorize_cluster(AclOperation.CREATE) or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+    )
+
+
+def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
     svc = ctx.services
     version = ctx.api_version
     m = ctx.response_module
@@ -109,19 +121,30 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
     cluster = svc.cluster
     live = set(cluster.live_brokers)
     out = []
+    # KIP-430: the operations the principal may do on each topic, when the client asks
+    include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+
+    def topic_ops(name: str) -> int:
+        return ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else _NO_OPS
+
     if requested is None:
-        out = [_topic_response(m, meta, version, live) for meta in reg.topics.values()]
+        # all topics: those the principal may not DESCRIBE are left out
+        out = [_topic_response(m, meta, version, live, topic_ops(meta.name))
+               for meta in reg.topics.values() if _may_describe(ctx, meta.name)]
     else:
         for t in requested:
             name = t.name
             if name is None:
                 tid = getattr(t, "topic_id", None)
                 meta = reg.by_id.get(tid) if tid is not None else None
-                if meta is None:
+                if meta is None or not _may_describe(ctx, meta.name):
                     # the name is non-nullable before v12: an unknown id is answered with ""
                     out.append(_error_topic(m, None if version >= 12 else "", errors.UNKNOWN_TOPIC_ID, tid))
                 else:
-                    out.append(_topic_response(m, meta, version, live))
+                    out.append(_topic_response(m, meta, version, live, topic_ops(meta.name)))
+                continue
+            if not _may_describe(ctx, name):  # whether it exists is not told
+                out.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             meta = reg.get(name)
             if meta is None:
@@ -131,10 +154,11 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
                     out.append(_error_topic(m, name, e.error_code))
                     continue
                 # being created (the controller has yet to elect leaders), or not allowed to be
-                code = errors.LEADER_NOT_AVAILABLE if allow_auto else errors.UNKNOWN_TOPIC_OR_PARTITION
+                creatable = allow_auto and _may_create(ctx, name)
+                code = errors.LEADER_NOT_AVAILABLE if creatable else errors.UNKNOWN_TOPIC_OR_PARTITION
                 out.append(_error_topic(m, name, code))
                 continue
-            out.append(_topic_response(m, meta, version, live))
+            out.append(_topic_response(m, meta, version, live, topic_ops(name)))
     if cluster.embedded:
         # one broker: its endpoint on the listener this client came in through
         host, port = svc.advertised_endpoint(ctx.listener)
@@ -154,6 +178,8 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(out),
-        cluster_authorized_operations=_NO_OPS,
+        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+                                       if getattr(request, "include_cluster_authorized_operations", False)
+                                       else _NO_OPS),
         error_code=errors.NONE,
     )

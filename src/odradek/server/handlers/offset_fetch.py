@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 9
@@ -20,6 +21,8 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     coord = ctx.services.groups.coordinator
     pending = ctx.services.groups.txn_offsets
     not_here = ctx.services.groups.coordinator_error(group_id)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return not_here, ()
     wanted = None
@@ -28,7 +31,16 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     code, found = coord.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[Any]] = {}
     keys = wanted if wanted is not None else sorted(found)
+    describable: dict[str, bool] = {}
     for name, p in keys:
+        if name not in describable:
+            describable[name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        if not describable[name]:
+            if wanted is not None:  # asked for: refused; all committed: left out
+                by_topic.setdefault(name, []).append(make(
+                    part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                    error_code=errors.TOPIC_AUTHORIZATION_FAILED))
+            continue
         om = found.get((name, p))
         unstable = require_stable and pending.has_pending(group_id, (name, p))
         if unstable:  # KIP-447: a transaction's offsets for it are not decided yet; the client retries

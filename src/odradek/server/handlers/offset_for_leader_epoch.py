@@ -11,6 +11,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 23
@@ -24,10 +25,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics_out = []
     for t in request.topics:
         meta = svc.topics.get(t.topic)
+        # followers ask with CLUSTER_ACTION, clients with DESCRIBE on the topic
+        describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic) or ctx.authorize_cluster(
+            AclOperation.CLUSTER_ACTION)
         parts = []
         for p in t.partitions:
             code, epoch, end = errors.NONE, -1, -1
-            if meta is None or not 0 <= p.partition < len(meta.partitions):
+            if not describable:
+                code = errors.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 rm = svc.replica_manager

@@ -25,6 +25,7 @@ from odradek.protocol.produce import (
     encode_produce_response,
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import NO_RESPONSE
 from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
@@ -55,13 +56,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return (index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
                 r.record_errors)
 
+    # a transactional produce needs WRITE on its transactional id (Kafka's KafkaApis.handleProduceRequest)
+    txn_allowed = txn_id is None or ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
     for td in request.topic_data:
         name = td.name
         parts_out: list[PartitionResult] = []
         internal = name in ("__consumer_offsets", "__transaction_state")
+        writable = ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
                 parts_out.append((pd.index, errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ()))
+            elif not writable:
+                parts_out.append((pd.index, errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, ()))
+            elif not txn_allowed:
+                parts_out.append((pd.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, ()))
             elif internal:
                 parts_out.append((pd.index, errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1,
                                   f"Cannot append to internal topic {name}", ()))

@@ -14,6 +14,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, coordinator_verdict
 
@@ -68,6 +69,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     code = groups.coordinator_error(request.group_id)
     if not request.group_id:
         code = errors.INVALID_GROUP_ID
+    elif not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        code = errors.GROUP_AUTHORIZATION_FAILED
     if not code and (int(request.producer_id) < 0 or int(request.producer_epoch) < 0):
         code = errors.INVALID_REQUEST  # no transactional batch can be written without them
     if code:

@@ -1,10 +1,11 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to append the
 COMMIT/ABORT marker of a producer's transaction to partitions (server.txn_markers), answered
 once the markers are replicated (KafkaApis.handleWriteTxnMarkersRequest). Versions 1-2 (Kafka
-4 dropped v0). A connection holding CLUSTER_ACTION (the inter-broker or control plane listener)
-may write any marker; other connections may write ABORT markers, as Kafka allows with no
-authorizer configured (kafka-transactions.sh abort), and get CLUSTER_AUTHORIZATION_FAILED on
-every partition of a COMMIT marker (server.cluster_access.may_write_txn_marker)."""
+4 dropped v0). The principal needs CLUSTER_ACTION on the cluster (Kafka's rule; always granted
+without an authorizer). On top of that, a COMMIT marker is accepted only on the inter-broker or
+control plane listener; an ABORT marker on any listener, which is how kafka-transactions.sh abort
+ends a hanging transaction (server.cluster_access.may_write_txn_marker). Refused markers get
+CLUSTER_AUTHORIZATION_FAILED on every partition."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
 from odradek.server.cluster_access import may_write_txn_marker
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_markers import write_markers
@@ -36,12 +38,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
     required: dict[TopicPartition, int] = {}
     cluster = svc.cluster.cluster_listeners
+    authorized = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)  # always true without an authorizer
     for mk in request.markers:
         parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
         commit = bool(mk.transaction_result)
-        if not may_write_txn_marker(ctx.listener, cluster, commit):
-            log.warning("refusing a COMMIT marker of producer %d from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED",
-                        int(mk.producer_id), ctx.peer, ctx.listener)
+        if not (authorized and may_write_txn_marker(ctx.listener, cluster, commit)):
+            log.warning("refusing a%s marker of producer %d from %s (%s) on listener %s: CLUSTER_AUTHORIZATION_FAILED",
+                        " COMMIT" if commit else "n ABORT", int(mk.producer_id), ctx.peer, ctx.principal, ctx.listener)
             per_marker.append((int(mk.producer_id), dict.fromkeys(parts, errors.CLUSTER_AUTHORIZATION_FAILED)))
             continue
         if ctx.listener not in cluster:

@@ -1,0 +1,59 @@
+"""``--command-config FILE`` of the admin commands: a Kafka client's properties file (Java client
+names) turned into librdkafka settings for confluent-kafka's AdminClient.
+
+Carried over: ``security.protocol``; ``sasl.mechanism`` with the user name and password of
+``sasl.jaas.config`` (PlainLoginModule / ScramLoginModule); PEM stores: ``ssl.truststore.location``
+→ ``ssl.ca.location``, ``ssl.keystore.location`` (key and certificate in one PEM) →
+``ssl.certificate.location`` + ``ssl.key.location``, ``ssl.key.password``;
+``ssl.endpoint.identification.algorithm`` (empty turns host name checking off). Other names are
+passed through as they are (librdkafka names work too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.security.jaas import parse_jaas
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def librdkafka_settings(props: dict[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if key == "sasl.jaas.config":
+            options = parse_jaas(value).options
+            if "username" in options:
+                out["sasl.username"] = options["username"]
+            if "password" in options:
+                out["sasl.password"] = options["password"]
+        elif key == "ssl.truststore.location":
+            out["ssl.ca.location"] = value
+        elif key == "ssl.keystore.location":
+            out["ssl.certificate.location"] = value
+            out["ssl.key.location"] = value
+        elif key == "ssl.endpoint.identification.algorithm":
+            out["ssl.endpoint.identification.algorithm"] = value or "none"
+        elif key in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password"):
+            continue  # PEM stores need no type or store password in librdkafka
+        else:
+            out[key] = value
+    return out
+
+
+def admin_config(bootstrap: str, command_config: str | None) -> dict[str, str]:
+    conf = {"bootstrap.servers": bootstrap}
+    if command_config:
+        conf.update(librdkafka_settings(read_properties(command_config)))
+    return conf

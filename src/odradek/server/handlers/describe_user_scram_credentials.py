@@ -1,0 +1,49 @@
+"""DescribeUserScramCredentials (50, KIP-554): each user's mechanisms and iterations, never the
+credentials; needs DESCRIBE on the cluster."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.security.acl import AclOperation
+from odradek.security.scram import MECHANISM_NUMBERS
+from odradek.server.request_context import RequestContext
+
+API_KEY = 50
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    store = ctx.services.security.credentials
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return make(m.DescribeUserScramCredentialsResponse, throttle_time=0,
+                    error_code=errors.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=())
+    assert store is not None
+    asked = [str(u.name) for u in request.users] if request.users else None
+    counts = Counter(asked or ())
+    results = []
+    for user in (asked if asked is not None else store.users()):
+        if counts[user] > 1:
+            results.append(make(m.DescribeUserScramCredentialsResult, user=user, error_code=errors.DUPLICATE_RESOURCE,
+                                error_message=f"Cannot describe SCRAM credentials for the same user twice in a "
+                                              f"single request: {user}", credential_infos=()))
+            continue
+        infos = store.describe(user)
+        if not infos:
+            if asked is None:
+                continue
+            results.append(make(m.DescribeUserScramCredentialsResult, user=user, error_code=errors.RESOURCE_NOT_FOUND,
+                                error_message=f"Attempt to describe nonexistent user: {user}", credential_infos=()))
+            continue
+        results.append(make(
+            m.DescribeUserScramCredentialsResult, user=user, error_code=errors.NONE, error_message=None,
+            credential_infos=tuple(make(m.CredentialInfo, mechanism=MECHANISM_NUMBERS[mech], iterations=it)
+                                   for mech, it in sorted(infos.items())),
+        ))
+    return make(m.DescribeUserScramCredentialsResponse, throttle_time=0, error_code=errors.NONE, error_message=None,
+                results=tuple(results))
