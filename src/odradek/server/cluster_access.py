@@ -81,6 +81,24 @@ def cluster_listeners(config: BrokerConfig) -> frozenset[str]:
     return frozenset({inter_broker_listener(config)} | ({plane} if plane else set()))
 
 
+def may_write_txn_marker(listener: str | None, cluster: frozenset[str], commit: bool) -> bool:
+    """Whether a WriteTxnMarkers entry from a connection on ``listener`` may be written, on top
+    of the authorizer's CLUSTER_ACTION check (which the handler makes first).
+
+    Kafka authorizes WriteTxnMarkers with CLUSTER_ACTION only; with no authorizer configured
+    (``authorizer.class.name`` unset) it allows every request, and that is what lets
+    kafka-transactions.sh abort a hanging transaction from the admin client (KIP-664: an ABORT
+    marker with the producer id, epoch and coordinator epoch the partition leader reported in
+    DescribeProducers). Odradek follows Kafka for ABORT markers: they can only end the producer's
+    current transaction (the leader refuses an older producer epoch or coordinator epoch). A
+    COMMIT marker would make a transaction's data visible on the say of whoever connects, and no
+    tool sends one, so it is kept to the listeners that stand for brokers here (the inter-broker
+    or control plane listener), as the other inter-broker requests are."""
+    if listener is None or listener in cluster:
+        return True
+    return not commit
+
+
 def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:
     """A broker's address on ``listener`` (its registration lists every advertised listener as
     ``NAME://host:port``, as /brokers/ids/<id> does), else its inter-broker address."""
