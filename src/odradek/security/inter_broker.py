@@ -5,7 +5,7 @@ Kafka's brokers use for it.
 - Protocol: the protocol ``listener.security.protocol.map`` gives the inter-broker listener
   (``inter.broker.listener.name``, else ``security.inter.broker.protocol``).
 - TLS (SSL, SASL_SSL): the listener's ``ssl.*`` settings (``listener.name.<l>.ssl.*`` first):
-  its trust store verifies the peer broker's certificate, its key store is presented as the
+  its trust store (else the system's CA certificates) verifies the peer broker's certificate, its key store is presented as the
   client certificate (mTLS); ``ssl.endpoint.identification.algorithm`` (default ``https``)
   checks the peer's host name, empty turns that off; ``ssl.enabled.protocols`` bound the version.
 - SASL (SASL_PLAINTEXT, SASL_SSL): ``sasl.mechanism.inter.broker.protocol`` (PLAIN,
@@ -57,8 +57,7 @@ def client_context(lookup: Lookup) -> ssl.SSLContext:
         elif trust_text:
             ctx.load_verify_locations(cadata=trust_text)
         else:
-            raise ConfigError("an SSL inter-broker listener needs a trust store (ssl.truststore.location) "
-                              "to verify the other brokers")
+            ctx.load_default_certs()  # as Kafka falls back to the JVM's default trust store
         location = lookup("ssl.keystore.location")
         password = lookup("ssl.key.password") or lookup("ssl.keystore.password") or None
         if location:
