@@ -1,6 +1,6 @@
 """Brokers authenticate to each other (issue 15): three brokers whose inter-broker listener is
 SASL_SSL with SCRAM-SHA-512, or SSL with client certificates (mTLS), with an authorizer. Replication
-(RF=3, acks=all) and a controller failover work over it; a client on the inter-broker listener
+(RF=3, acks=all), a transaction across three leaders and a controller failover work over it; a client on the inter-broker listener
 that is not a broker — anonymous, or authenticated as a user without ClusterAction — has its
 follower Fetch answered TOPIC_AUTHORIZATION_FAILED and its ControlledShutdown refused, while
 the cluster keeps working.
@@ -113,7 +113,8 @@ def _produce(c: Cluster, values: list[bytes]) -> None:
 
 
 def _consume(c: Cluster, n: int, group: str) -> list[bytes]:
-    cons = Consumer({**_client(c), "group.id": group, "auto.offset.reset": "earliest"})
+    cons = Consumer({**_client(c), "group.id": group, "auto.offset.reset": "earliest",
+                     "isolation.level": "read_committed"})
     cons.subscribe([TOPIC])
     got: list[bytes] = []
     deadline = time.monotonic() + 90
@@ -180,7 +181,18 @@ def test_replication_and_failover_over_the_authenticated_inter_broker_listener(c
     _produce(c, first)
     # followers fetch over TLS (+ SASL) and authorize as brokers: every replica is in sync
     wait_until(lambda: _isr_full(c), 60, "every partition's ISR holds all three brokers")
-    assert sorted(_consume(c, 100, "g1")) == sorted(first)
+    # a transaction over the three partitions (one leader each): the coordinator's markers reach
+    # the other leaders over the transaction channel, or read_committed sees nothing of it
+    wait_until(lambda: len({c.leader(TOPIC, p) for p in range(3)}) == 3, 60, "one partition led by each broker")
+    txn = [f"t{i}".encode() for i in range(30)]
+    tp = Producer({**_client(c), "transactional.id": "secure-txn", "acks": "all"})
+    tp.init_transactions(60)
+    tp.begin_transaction()
+    for i, v in enumerate(txn):
+        tp.produce(TOPIC, v, partition=i % 3)
+    tp.commit_transaction(60)
+    first += txn
+    assert sorted(_consume(c, len(first), "g1")) == sorted(first)
 
     # not a broker: follower fetches and controller-bound requests are refused
     controller = c.controller()
@@ -208,7 +220,7 @@ def test_replication_and_failover_over_the_authenticated_inter_broker_listener(c
                "leaders moved off the dead controller")
     second = [f"n{i}".encode() for i in range(50)]
     _produce(c, second)
-    assert sorted(_consume(c, 150, "g2")) == sorted(first + second)
+    assert sorted(_consume(c, len(first) + len(second), "g2")) == sorted(first + second)
     # the old controller comes back and catches up through the new controller's LeaderAndIsr
     c.brokers[controller].start()
     wait_until(lambda: _isr_full(c), 90, "the restarted broker back in every ISR")
