@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,3 +107,24 @@ def test_asyncio_connector(sb: SecureBroker, listener: str) -> None:
         return int(resp.error_code)
 
     assert asyncio.run(run()) == errors.NONE
+
+
+def test_cli_broker_default_over_sasl_ssl_with_command_config(sb: SecureBroker, tmp_path: Path) -> None:
+    """``configs --entity-default`` goes through WireClient (confluent-kafka cannot name the default):
+    --command-config gives it TLS and SASL too."""
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     f'username="dave" password="{SCRAM_PASSWORD}";\n'
+                     f"ssl.truststore.type=PEM\nssl.truststore.location={sb.certs.ca}\n")
+    base = [sys.executable, "-m", "odradek", "configs", "--bootstrap-server", sb.sasl_ssl, "--command-config",
+            str(props), "--entity-type", "brokers", "--entity-default"]
+    r = subprocess.run([*base, "--alter", "--add-config", "log.retention.ms=7200000"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([*base, "--describe"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "log.retention.ms=7200000" in r.stdout, (r.stdout, r.stderr)
+    props.write_text(props.read_text().replace(SCRAM_PASSWORD, "wrong"))
+    r = subprocess.run([*base, "--describe"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert any(line.startswith("Error: SaslAuthenticate refused (error 58)") for line in r.stderr.splitlines()), r.stderr
