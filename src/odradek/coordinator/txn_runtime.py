@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.client.async_wire import Connect
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError
 from odradek.coordinator.group.coordinator import make_scheduler
@@ -82,6 +83,7 @@ class ClusterView(Protocol):
 
     embedded: bool
     live_brokers: dict[int, dict[str, Any]]
+    ib_connect: Connect  # opens a connection with the inter-broker listener's security
 
 
 class OffsetsTxnSink(Protocol):
@@ -147,7 +149,7 @@ class TransactionCoordinatorRuntime:
         )
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
         # requests to other brokers: markers, verification (cluster mode only)
-        self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of)
+        self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of, cluster.ib_connect)
 
     def start(self) -> None:
         self.coordinator.start()

@@ -4,10 +4,11 @@ Kafka lets a connection send the controller's requests (LeaderAndIsr, StopReplic
 UpdateMetadata; ControlledShutdown to the controller) and follower fetches only when its
 principal holds CLUSTER_ACTION on the cluster (KafkaApis: ``authorizeClusterOperation(request,
 CLUSTER_ACTION)`` answers CLUSTER_AUTHORIZATION_FAILED otherwise; a follower Fetch without it
-gets TOPIC_AUTHORIZATION_FAILED on every partition). Odradek has no authentication yet, so
-the listener a connection came in on stands for its principal: only the inter-broker listener
-and, when set, the control plane listener (``control.plane.listener.name``, KIP-291) hold
-CLUSTER_ACTION. Kafka itself keeps processing controller requests on data-plane listeners
+gets TOPIC_AUTHORIZATION_FAILED on every partition). Both checks apply here: the connection
+must have come in on the inter-broker listener or, when set, the control plane listener
+(``control.plane.listener.name``, KIP-291), and with an authorizer its principal must hold
+CLUSTER_ACTION (brokers authenticate on that listener with TLS or SASL,
+odradek.security.inter_broker; make them super users or grant them ClusterAction). Kafka itself keeps processing controller requests on data-plane listeners
 (KIP-291 only adds a dedicated one, and KIP-702, which would have made the control plane
 refuse data requests, was never adopted); without an authorizer that would let any client
 pose as the controller, hence the refusal here.
@@ -16,8 +17,8 @@ The inter-broker listener is Kafka's (KafkaConfig.interBrokerListenerName):
 ``inter.broker.listener.name`` if set, else the listener named after
 ``security.inter.broker.protocol`` (default PLAINTEXT); it must be one of the advertised
 listeners. When every listener is one (the default single PLAINTEXT listener), clients share
-it with brokers and can still pose as one: listener separation is the defence, until
-authentication exists.
+it with brokers and can still pose as one unless an authorizer is set: listener separation
+is the defence without one.
 
 A request naming a controller epoch this broker has not seen yet is checked against
 ZooKeeper before it counts (:class:`ControllerEpochGuard`): Kafka's broker takes the epoch of
