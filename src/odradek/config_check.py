@@ -12,8 +12,8 @@ Two things a broker must not do silently (issue 12, item 5):
 - run with less security than it was asked for. Every listener (``listeners`` /
   ``advertised.listeners``) needs a protocol in ``listener.security.protocol.map`` (Kafka's
   KafkaConfig.effectiveListenerSecurityProtocolMap); PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
-  are built (odradek.security) for clients. Brokers talk to each other in PLAINTEXT only, so a
-  cluster (``zookeeper.connect``) whose inter-broker listener is SSL or SASL is refused; so is an
+  are built (odradek.security), for clients and for brokers' own connections to each other
+  (odradek.security.inter_broker). An
   ``authorizer.class.name`` odradek does not implement (:class:`ConfigError`), rather than run
   without the protection asked for.
 """
@@ -30,7 +30,6 @@ from odradek.config import ConfigError, parse_listeners
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 BUILT_SECURITY_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 # what brokers use between themselves (controller channel, replica fetchers)
-INTER_BROKER_PROTOCOLS = frozenset({"PLAINTEXT"})
 # authorizer.class.name values odradek.security.acl implements (Kafka's ZooKeeper-mode and KRaft ones)
 KAFKA_AUTHORIZERS = frozenset({
     "kafka.security.authorizer.AclAuthorizer",
@@ -228,14 +227,6 @@ def security_protocol_map(raw: str | None) -> dict[str, str]:
     return out
 
 
-def _refuse(what: str, protocol: str) -> ConfigError:
-    return ConfigError(
-        f"{what} asks for security protocol {protocol}, which odradek's brokers do not speak to each other "
-        f"(only {', '.join(sorted(INTER_BROKER_PROTOCOLS))}); refusing to start rather than run it "
-        "unencrypted and unauthenticated"
-    )
-
-
 def check_security(props: Mapping[str, str]) -> None:
     """Raise :class:`ConfigError` when ``props`` ask for security odradek cannot provide."""
     protocols = security_protocol_map(props.get("listener.security.protocol.map"))
@@ -253,15 +244,6 @@ def check_security(props: Mapping[str, str]) -> None:
     inter_name = props.get("inter.broker.listener.name")
     if inter is not None and inter_name:
         raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
-    # brokers' own clients (controller channel, replica fetchers) speak PLAINTEXT only: a cluster
-    # whose inter-broker listener asks for TLS or SASL is refused, not run unprotected
-    if props.get("zookeeper.connect"):
-        inter_protocol = (inter or "PLAINTEXT").strip().upper()
-        if inter_name:
-            inter_protocol = protocols.get(inter_name.strip().upper(), inter_protocol)
-        if inter_protocol not in INTER_BROKER_PROTOCOLS:
-            raise _refuse(f"the inter-broker listener ({inter_name or 'security.inter.broker.protocol'})",
-                          inter_protocol)
     authorizer = (props.get("authorizer.class.name") or "").strip()
     if authorizer and authorizer not in KAFKA_AUTHORIZERS:
         raise ConfigError(

@@ -240,6 +240,9 @@ def close_all(members: Iterable[Member]) -> None:
 # ============================================================================ kafka-python and aiokafka
 
 
+KAFKA_PYTHON_POLL_MS = 3000  # see KafkaPythonMember.__init__
+
+
 class KafkaPythonMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, name: str = "kp",
                  assignor: str = "range") -> None:
@@ -254,12 +257,13 @@ class KafkaPythonMember(Member):
             enable_auto_commit=True, auto_commit_interval_ms=500, fetch_max_wait_ms=100,
             session_timeout_ms=6000, heartbeat_interval_ms=500, partition_assignment_strategy=[cls],
         )
-        # Subscribe only once the client's metadata has the topic. kafka-python 3.0.12 drops a completed
-        # rebalance when it is the group leader, its first assignment was made before it had the topic's
-        # metadata (so it rejoins when the metadata arrives), and poll() returns on its timeout while that
-        # rejoin is in flight: the SyncGroup succeeds, but the assignment is never applied and heartbeats
-        # stay disabled, so the broker expires the member and it never rejoins (its debug log shows no
-        # "Enabling heartbeat" after the successful SyncGroup).
+        # kafka-python 3.0.12 drops a completed rebalance when poll() returns on its timeout while the
+        # JoinGroup/SyncGroup round trip is in flight and that round trip completes before the next poll():
+        # the SyncGroup succeeds but the assignment is never applied and heartbeats stay disabled, so the
+        # broker expires the member and it never rejoins (its debug log shows no "Enabling heartbeat" after
+        # the successful SyncGroup). So the member subscribes only once its metadata has the topic (a leader
+        # that assigned before it had the metadata rejoins when it arrives), and polls with a timeout
+        # longer than a rebalance here takes (one heartbeat interval of the other member).
         if not self._consumer.partitions_for_topic(topic):
             raise AssertionError(f"kafka-python has no metadata for {topic}")
         self._consumer.subscribe([topic])
@@ -272,7 +276,7 @@ class KafkaPythonMember(Member):
         try:
             while not self._stop.is_set():
                 batch = []
-                for _tp, recs in c.poll(timeout_ms=100, max_records=1000).items():
+                for _tp, recs in c.poll(timeout_ms=KAFKA_PYTHON_POLL_MS, max_records=1000).items():
                     batch += [(r.partition, r.offset, r.value or b"") for r in recs]
                 self._messages(batch)
                 self._set_assignment((tp.topic, tp.partition) for tp in c.assignment())

@@ -146,3 +146,93 @@ def test_keyless_record_rejected_on_compacted_topic(make_broker: BrokerFactory) 
     assert errors[1] is None
     got = read_all(b, topic, 1)
     assert [(m.key, m.value) for m in got] == [(b"k", b"keyed")]
+
+
+def _control_batches(b: Broker, topic: str) -> list[int]:
+    """Base offsets of the control batches (transaction markers) in the topic's segments."""
+    from odradek.protocol.records import iter_batches
+
+    out = []
+    for seg in b.segment_files(topic):
+        data = seg.read_bytes()
+        out += [h.base_offset for _pos, h in iter_batches(data[:complete_length(data)]) if h.is_control]
+    return out
+
+
+def complete_length(data: bytes) -> int:
+    from odradek.protocol.records import complete_batches_length
+
+    return complete_batches_length(data)
+
+
+@pytest.mark.timeout(240)
+def test_cleaner_removes_aborted_transactions_then_markers(make_broker: BrokerFactory) -> None:
+    """A compacted topic written by a transactional producer: the cleaner drops the aborted
+    transaction's records (read_uncommitted no longer sees them; they never shadow committed values),
+    and, after delete.retention.ms, a marker whose transaction has no data left (Kafka's cleaner)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = make_broker(**CLEANER)
+    topic = unique("txn-compact")
+    create_topic(b.bootstrap, topic, 1, {
+        "cleanup.policy": "compact", "segment.bytes": 16384, "min.cleanable.dirty.ratio": 0.01,
+        "delete.retention.ms": 2000,
+    })
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": unique("tid"), "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(50):
+        p.produce(topic, key=b"k%02d" % i, value=b"committed-%02d" % i, partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(50):
+        p.produce(topic, key=b"k%02d" % i, value=b"aborted-%02d" % i, partition=0)
+    assert p.flush(30) == 0
+    p.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 4096})
+
+    def filler(n: int = 300) -> None:
+        for i in range(n):
+            plain.produce(topic, key=b"f%03d" % (i % 100), value=b"x" * 100, partition=0)
+        assert plain.flush(30) == 0
+
+    def read_values(isolation: str) -> dict[bytes, bytes]:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique("g"), "isolation.level": isolation,
+                      "enable.partition.eof": True, "enable.auto.commit": False})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            out: dict[bytes, bytes] = {}
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                m = c.poll(1)
+                if m is None:
+                    continue
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    continue
+                if m.key().startswith(b"k"):
+                    out[m.key()] = m.value()
+            return out
+        finally:
+            c.close()
+
+    filler()
+    assert len(_control_batches(b, topic)) == 2  # the COMMIT and the ABORT
+    assert any(v.startswith(b"aborted") for v in read_values("read_uncommitted").values())
+    wait_until(lambda: fully_cleaned(b, topic), 60, "the first clean", interval=0.2)
+    want = {b"k%02d" % i: b"committed-%02d" % i for i in range(50)}
+    assert read_values("read_uncommitted") == want  # the aborted records are gone from the log
+    assert read_values("read_committed") == want
+
+    # the ABORT marker (offset 101, after 50 records, the COMMIT marker and 50 aborted records) goes once
+    # a clean after delete.retention.ms finds no data of its transaction left; the COMMIT marker stays
+    # while its transaction's records do (nothing overwrites them here)
+    assert _control_batches(b, topic) == [50, 101]
+
+    def abort_marker_gone() -> bool:
+        filler(100)
+        return _control_batches(b, topic) == [50]
+
+    wait_until(abort_marker_gone, 90, "the ABORT marker to be removed", interval=1.0)
+    assert read_values("read_uncommitted") == want

@@ -309,3 +309,22 @@ def test_transactional_id_acls(sb: SecureBroker) -> None:
     p2.begin_transaction()
     p2.produce(ORDERS, b"in-a-transaction", partition=0)
     p2.commit_transaction(20)
+
+
+@pytest.mark.timeout(60)
+def test_write_txn_markers_need_cluster_action_with_an_authorizer(sb: SecureBroker) -> None:
+    """With an authorizer, even an ABORT marker (which any listener may carry: kafka-transactions.sh
+    abort) needs CLUSTER_ACTION: User:ANONYMOUS on the PLAINTEXT listener holds no ACL and is refused."""
+    from kio.schema.write_txn_markers.v1 import request as wtm
+
+    from odradek.client.wire import WireClient
+
+    codes = []
+    for commit in (False, True):
+        marker = wtm.WritableTxnMarker(producer_id=0, producer_epoch=0, transaction_result=commit,
+                                       coordinator_epoch=0,
+                                       topics=(wtm.WritableTxnMarkerTopic(name=ORDERS, partition_indexes=(0,)),))
+        with WireClient(sb.plaintext) as w:
+            resp = w.request(27, 1, markers=(marker,))
+        codes += [int(p.error_code) for m in resp.markers for t in m.topics for p in t.partitions]
+    assert codes == [31, 31]  # CLUSTER_AUTHORIZATION_FAILED

@@ -99,6 +99,55 @@ city = "Nullable(String)"
         config.load(f)
 
 
+def test_isolation_level_option(tmp_path: Path) -> None:
+    opts = SourceOptions.parse({**BASE, "subscribe": "a", "kafka.isolation.level": "read_committed"}, streaming=True)
+    assert opts.kafka["isolation.level"] == "read_committed"
+    with pytest.raises(OptionError, match="isolation.level"):
+        SourceOptions.parse({**BASE, "subscribe": "a", "kafka.isolation.level": "committed"}, streaming=True)
+    from odradek.pipeline.job import ods_kafka_options
+
+    f = tmp_path / "p.toml"
+    f.write_text('[broker]\nbootstrap_servers = "h:1"\n[warehouse]\npath = "./wh"\ncheckpoint_dir = "./ck"\n'
+                 '[[ods]]\ntable = "c"\ntopics = ["t"]\nkey = ["id"]\nversion = "source.lsn"\n'
+                 '[ods.columns]\nid = "Int64"\n')
+    assert ods_kafka_options(config.load(f))["isolation.level"] == "read_committed"  # the ODS job's default
+    f.write_text(f.read_text().replace('bootstrap_servers = "h:1"',
+                                       'bootstrap_servers = "h:1"\noptions = { "isolation.level" = "read_uncommitted" }'))
+    assert ods_kafka_options(config.load(f))["isolation.level"] == "read_uncommitted"
+
+
+def test_exactly_once_task_identity() -> None:
+    from odradek.pipeline import exactly_once as eo
+
+    ident = eo.task_identity({eo.BATCH_ID_PROPERTY: "7", eo.QUERY_ID_PROPERTY: "q-1"}, 3)
+    assert ident.transactional_id("p") == "p-q-1-3"  # the same for every batch and attempt of the task
+    assert ident.marker_offset() == 8
+    with pytest.raises(eo.NotInStreamingTask):
+        eo.task_identity({eo.QUERY_ID_PROPERTY: "q-1"}, 0)
+    with pytest.raises(eo.NotInStreamingTask):
+        eo.task_identity({eo.BATCH_ID_PROPERTY: "x", eo.QUERY_ID_PROPERTY: "q-1"}, 0)
+
+
+def test_exactly_once_sink_options() -> None:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from odradek.pipeline.source import OdradekStreamWriter, OdradekWriter
+
+    schema = StructType([StructField("value", BinaryType())])
+    w = OdradekStreamWriter({**BASE, "topic": "t", "exactlyOnce": "true"}, schema)
+    assert w.producing.exactly_once and w.producing.prefix == "odradek-sink"
+    assert not OdradekStreamWriter({**BASE, "topic": "t"}, schema).producing.exactly_once
+    with pytest.raises(OptionError, match="'topic' option"):
+        OdradekStreamWriter({**BASE, "exactlyOnce": "true"}, StructType([*schema.fields,
+                                                                          StructField("topic", BinaryType())]))
+    with pytest.raises(OptionError, match="transactional.id"):
+        OdradekStreamWriter({**BASE, "topic": "t", "kafka.transactional.id": "x"}, schema)
+    with pytest.raises(OptionError, match="streaming"):
+        OdradekWriter({**BASE, "topic": "t", "exactlyOnce": "true"}, schema)
+    with pytest.raises(OptionError, match="true or false"):
+        OdradekStreamWriter({**BASE, "topic": "t", "exactlyOnce": "yes please"}, schema)
+
+
 def test_kafka_security_options_as_spark_gives_them() -> None:
     """Spark's Kafka source takes the Java client's security settings: they reach librdkafka translated."""
     params = options.kafka_params({

@@ -111,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
     if args.entity_type == "users":
         return _users(args, admin)
     if args.entity_type == "brokers" and args.entity_default:
-        return _broker_default(args)
+        try:
+            return _broker_default(args)
+        except OSError as refused:  # cannot connect, TLS refused, SASL refused (SaslClientError)
+            print(f"Error: {refused}", file=sys.stderr)
+            return 1
     if args.entity_type == "topics":
         if not args.entity_name:
             print("Error: --entity-name is required for topics", file=sys.stderr)
@@ -161,7 +165,10 @@ def _broker_default(args: argparse.Namespace) -> int:
     from odradek.client.wire import WireClient
 
     label = "Broker:<default>"
-    with WireClient(args.bootstrap_server, timeout=args.command_timeout) as c:
+    from odradek.client.command_config import client_security
+
+    security = client_security(args.command_config)
+    with WireClient(args.bootstrap_server, timeout=args.command_timeout, security=security) as c:
         if args.describe:
             from kio.schema.describe_configs.v4.request import DescribeConfigsResource
             from kio.static.primitive import i8

@@ -474,6 +474,7 @@ def _delete_offsets(admin: Any, args: argparse.Namespace, group_ids: list[str]) 
     from kio.schema.types import TopicName
     from kio.static.primitive import i8, i32
 
+    from odradek.client.command_config import client_security
     from odradek.client.wire import WireClient
 
     if len(group_ids) != 1:
@@ -484,12 +485,13 @@ def _delete_offsets(admin: Any, args: argparse.Namespace, group_ids: list[str]) 
     specs = [parse_topic_spec(t) for t in args.topic]
     known = topic_partitions(admin, [t for t, ps in specs if ps is None], args.command_timeout)
     wanted = {t: (ps if ps is not None else known[t]) for t, ps in specs}
-    with WireClient(args.bootstrap_server, timeout=args.command_timeout) as c:
+    security = client_security(getattr(args, "command_config", None))
+    with WireClient(args.bootstrap_server, timeout=args.command_timeout, security=security) as c:
         fc = c.request(10, 1, key=gid, key_type=i8(0))
         if int(fc.error_code):
             raise CliError(f"no coordinator for group '{gid}': {fc.error_code.name}")
         coordinator = f"{fc.host}:{fc.port}"
-    with WireClient(coordinator, timeout=args.command_timeout) as c:
+    with WireClient(coordinator, timeout=args.command_timeout, security=security) as c:
         topics = tuple(
             OffsetDeleteRequestTopic(name=TopicName(t), partitions=tuple(OffsetDeleteRequestPartition(partition_index=i32(p))
                                                               for p in ps))

@@ -4,6 +4,9 @@
     odradek transactions --bootstrap-server H:P describe --transactional-id ID
     odradek transactions --bootstrap-server H:P describe-producers --topic T --partition P
     odradek transactions --bootstrap-server H:P find-hanging --broker-id B [--max-transaction-timeout MIN]
+    odradek transactions --bootstrap-server H:P abort --topic T --partition P --start-offset O
+    odradek transactions --bootstrap-server H:P abort --topic T --partition P --producer-id I
+        --producer-epoch E --coordinator-epoch C
 
 ``list`` asks every broker (ListTransactions), ``describe`` the transactional id's coordinator
 (FindCoordinator key type 1, DescribeTransactions), ``describe-producers`` the partition's leader
@@ -11,6 +14,11 @@
 transactions older than ``--max-transaction-timeout`` minutes (default 15, Kafka's
 transaction.max.timeout.ms) whose producer no coordinator lists as Ongoing with that partition:
 data no coordinator will ever end, holding read_committed consumers at the last stable offset.
+``abort`` ends such a transaction as Kafka's admin client does (KIP-664): the producer is the
+partition's active producer whose transaction starts at ``--start-offset`` (DescribeProducers on
+the leader) or the one given by id and epochs, and WriteTxnMarkers with an ABORT marker for it goes
+to the partition's leader (the broker accepts ABORT markers from clients, as Kafka does with no
+authorizer; see server.cluster_access.may_write_txn_marker).
 Output: Kafka's tool's tab-separated columns.
 
 DescribeTransactions is decoded here by hand: its start time is -1 for an id with no transaction
@@ -57,6 +65,13 @@ def add_parser(sub: Any) -> None:
     fh = cmds.add_parser("find-hanging", help="open transactions no coordinator knows, on one broker's partitions")
     fh.add_argument("--broker-id", required=True, type=int)
     fh.add_argument("--max-transaction-timeout", type=float, default=15.0, metavar="MINUTES")
+    ab = cmds.add_parser("abort", help="abort a hanging transaction on one partition")
+    ab.add_argument("--topic", required=True)
+    ab.add_argument("--partition", required=True, type=int)
+    ab.add_argument("--start-offset", type=int, help="the first offset of the transaction (find-hanging's StartOffset)")
+    ab.add_argument("--producer-id", type=int)
+    ab.add_argument("--producer-epoch", type=int)
+    ab.add_argument("--coordinator-epoch", type=int)
     p.set_defaults(func=run)
 
 
@@ -251,6 +266,8 @@ def _run(args: argparse.Namespace) -> int:
                  int(s.last_timestamp), int(s.current_txn_start_offset) if int(s.current_txn_start_offset) >= 0
                  else "None"] for s in pr.active_producers])
         return 0
+    if args.txn_command == "abort":
+        return _abort(args, brokers, leaders)
     # find-hanging
     if args.broker_id not in brokers:
         raise RuntimeError(f"broker {args.broker_id} is not in the cluster")
@@ -280,4 +297,49 @@ def _run(args: argparse.Namespace) -> int:
                          int(s.last_timestamp), round(age_min, 1) if age_min != float("inf") else "None"])
     _table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
             "LastTimestamp", "Duration(min)"], rows)
+    return 0
+
+
+def _abort(args: argparse.Namespace, brokers: dict[int, tuple[str, int]],
+           leaders: dict[tuple[str, int], int]) -> int:
+    """kafka-transactions.sh abort: an ABORT marker for the producer to the partition's leader."""
+    from kio.schema.write_txn_markers.v1 import request as wtm
+
+    tp = (args.topic, args.partition)
+    leader = leaders.get(tp)
+    if leader is None or leader not in brokers:
+        raise RuntimeError(f"no leader known for {args.topic}-{args.partition}")
+    by_id = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    if args.start_offset is not None:
+        if any(v is not None for v in by_id):
+            raise ValueError("give either --start-offset or --producer-id/--producer-epoch/--coordinator-epoch")
+        pr = _producers(args, brokers[leader], [tp])[tp]
+        if int(pr.error_code):
+            raise RuntimeError(f"DescribeProducers for {args.topic}-{args.partition} failed with error "
+                               f"{int(pr.error_code)}")
+        found = [s for s in pr.active_producers if int(s.current_txn_start_offset) == args.start_offset]
+        if not found:
+            raise RuntimeError(f"no open transaction starts at offset {args.start_offset} in "
+                               f"{args.topic}-{args.partition}")
+        s = found[0]
+        pid, epoch, coord_epoch = int(s.producer_id), int(s.producer_epoch), max(0, int(s.coordinator_epoch))
+    elif all(v is not None for v in by_id):
+        pid, epoch, coord_epoch = by_id
+    else:
+        raise ValueError("abort needs --start-offset, or all of --producer-id, --producer-epoch and "
+                         "--coordinator-epoch")
+    marker_cls: Any = wtm.WritableTxnMarker
+    topic_cls: Any = wtm.WritableTxnMarkerTopic
+    marker = marker_cls(producer_id=pid, producer_epoch=epoch, transaction_result=False,
+                        topics=(topic_cls(name=args.topic, partition_indexes=(args.partition,)),),
+                        coordinator_epoch=coord_epoch)
+    with _wire(brokers[leader], args.command_timeout) as w:
+        r = w.request(27, 1, markers=(marker,))
+    codes = [int(p.error_code) for m in r.markers for t in m.topics for p in t.partitions]
+    bad = [c for c in codes if c]
+    if bad or not codes:
+        raise RuntimeError(f"WriteTxnMarkers (abort of producer {pid}, epoch {epoch}) on {args.topic}-"
+                           f"{args.partition} failed with error {bad[0] if bad else 'no answer'}")
+    print(f"Aborted the transaction of producer {pid} (epoch {epoch}, coordinator epoch {coord_epoch}) "
+          f"on {args.topic}-{args.partition}")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import typing
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.serial import entity_reader
@@ -20,6 +21,15 @@ from odradek.protocol import codec, kio_guard
 from odradek.protocol.framing import FrameError
 
 MAX_RESPONSE = framer.MAX_RESPONSE
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+# (host, port, timeout) -> open streams, TLS-wrapped and authenticated as the caller's security asks
+# (odradek.client.secure_connect.connector); None: plain TCP
+Connect = Callable[[str, int, float], Awaitable[Streams]]
+
+
+async def plain_connect(host: str, port: int, timeout_s: float) -> Streams:
+    return await asyncio.wait_for(asyncio.open_connection(host, port), timeout=timeout_s)
 
 
 def build(cls: Any, fields: dict[str, Any]) -> Any:
@@ -44,8 +54,10 @@ class WireError(Exception):
 
 
 class AsyncWireClient:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
+                 connect: Connect | None = None) -> None:
         self.address = (host, port)
+        self._connect = connect or plain_connect
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -58,9 +70,7 @@ class AsyncWireClient:
 
     async def connect(self) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.address), timeout=self.timeout_s
-            )
+            self._reader, self._writer = await self._connect(*self.address, self.timeout_s)
         except (OSError, TimeoutError) as e:
             raise WireError(f"cannot connect to {self.address[0]}:{self.address[1]}: {e}") from None
 

@@ -7,12 +7,20 @@ Carried over: ``security.protocol``; ``sasl.mechanism`` with the user name and p
 ``ssl.certificate.location`` + ``ssl.key.location``, ``ssl.key.password``;
 ``ssl.endpoint.identification.algorithm`` (empty turns host name checking off). Other names are
 passed through as they are (librdkafka names work too).
+
+The same file gives Odradek's own blocking client (:class:`~odradek.client.wire.WireClient`, for the
+requests confluent-kafka cannot send) its :class:`~odradek.security.inter_broker.ClientSecurity`
+(:func:`client_security`): TLS with the trust store (else the system's CAs) and the key store as
+client certificate, SASL PLAIN / SCRAM with the JAAS username and password.
 """
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
+from odradek.config import ConfigError
+from odradek.security.inter_broker import ClientSecurity
 from odradek.security.jaas import parse_jaas
 
 
@@ -57,3 +65,28 @@ def admin_config(bootstrap: str, command_config: str | None) -> dict[str, str]:
     if command_config:
         conf.update(librdkafka_settings(read_properties(command_config)))
     return conf
+
+
+def client_security(command_config: str | None) -> ClientSecurity | None:
+    """The security of ``--command-config FILE`` for :class:`~odradek.client.wire.WireClient`
+    (None: PLAINTEXT)."""
+    if not command_config:
+        return None
+    props = read_properties(command_config)
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    ctx: ssl.SSLContext | None = None
+    if protocol in ("SSL", "SASL_SSL"):
+        ctx = ssl.create_default_context(cafile=props.get("ssl.truststore.location") or None)
+        if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+            ctx.check_hostname = False
+        keystore = props.get("ssl.keystore.location")
+        if keystore:
+            ctx.load_cert_chain(keystore, password=props.get("ssl.key.password") or None)
+    if not protocol.startswith("SASL_"):
+        return ClientSecurity(protocol, ctx)
+    options = parse_jaas(props["sasl.jaas.config"]).options if props.get("sasl.jaas.config") else {}
+    user = options.get("username") or props.get("sasl.username")
+    password = options.get("password") or props.get("sasl.password")
+    if not user or password is None:
+        raise ConfigError(f"{command_config}: SASL needs sasl.jaas.config with username and password")
+    return ClientSecurity(protocol, ctx, props.get("sasl.mechanism", "GSSAPI").strip().upper(), user, password)

@@ -2,7 +2,10 @@
 confluent-kafka cannot express (e.g. the cluster-wide broker default, resource name "").
 
 Frames (request header v1/v2, response header v0/v1) are :mod:`odradek.client.framer`'s; the
-body is a kio entity, its counts checked by :mod:`odradek.protocol.kio_guard` before kio reads it."""
+body is a kio entity, its counts checked by :mod:`odradek.protocol.kio_guard` before kio reads it.
+With a :class:`~odradek.security.inter_broker.ClientSecurity` the socket is wrapped in TLS (SSL,
+SASL_SSL) and authenticated by :mod:`odradek.security.sasl_client` (SASL_PLAINTEXT, SASL_SSL)
+before the first request."""
 
 from __future__ import annotations
 
@@ -14,15 +17,26 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from odradek.client import framer
+from odradek.client.secure_connect import authenticate_blocking
 from odradek.protocol import codec, kio_guard
+from odradek.security.inter_broker import ClientSecurity
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "odradek-cli") -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "odradek-cli",
+                 security: ClientSecurity | None = None) -> None:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.client_id = client_id
         self.correlation_id = 0
+        try:
+            if security is not None and security.ssl_context is not None:
+                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            if security is not None and security.uses_sasl:
+                authenticate_blocking(self.sock, security, client_id)
+        except BaseException:
+            self.sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()

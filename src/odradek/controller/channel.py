@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.client import framer
+from odradek.client.async_wire import Connect, plain_connect
 from odradek.protocol import interbroker as ib
 from odradek.protocol.framing import FrameError
 
@@ -53,7 +54,7 @@ class _BrokerSender:
         backoff = 0.1
         while True:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(*self.address), timeout=self.owner.timeout_s)
+                return await self.owner.connect(*self.address, self.owner.timeout_s)
             except (TimeoutError, OSError) as e:
                 log.info("controller cannot reach broker %d at %s:%d (%s); retrying", self.broker_id, *self.address, e)
                 await asyncio.sleep(backoff)
@@ -121,9 +122,10 @@ async def interbroker_request(
 class ControllerChannel:
     """Call ``send(broker, api, body)`` from the controller; requests go out in order per broker."""
 
-    def __init__(self, controller_id: int, timeout_s: float = 30.0) -> None:
+    def __init__(self, controller_id: int, timeout_s: float = 30.0, connect: Connect | None = None) -> None:
         self.controller_id = controller_id
         self.timeout_s = timeout_s
+        self.connect: Connect = connect or plain_connect  # TLS / SASL of the listener the brokers are reached on
         self.senders: dict[int, _BrokerSender] = {}
         self.on_response: ResponseCallback | None = None
         self.closed = False

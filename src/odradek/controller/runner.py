@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from odradek.client.async_wire import Connect
 from odradek.controller.channel import ControllerChannel
 from odradek.controller.controller import Controller
 from odradek.controller.event_manager import ControllerEventManager
@@ -80,9 +81,10 @@ class ControllerRunner:
         self.stopping = False
 
     # ------------------------------------------------------------------ lifecycle
-    def open_channel(self, timeout_s: float) -> None:
-        """Cluster mode: the controller's connections to the brokers (used once it is elected)."""
-        self.channel = ControllerChannel(self.broker_id, timeout_s)
+    def open_channel(self, timeout_s: float, connect: Connect | None = None) -> None:
+        """Cluster mode: the controller's connections to the brokers (used once it is elected);
+        ``connect`` opens them with the listener's security (plain TCP when None)."""
+        self.channel = ControllerChannel(self.broker_id, timeout_s, connect)
         self.channel.on_response = self._on_broker_response
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:

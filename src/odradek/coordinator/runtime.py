@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -45,16 +44,11 @@ from odradek.coordinator.group.coordinator import (
     make_scheduler,
 )
 from odradek.coordinator.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
+from odradek.coordinator.loader import decode_or_skip, load_batches
 from odradek.log.errors import ProducerStateError
 from odradek.log.txn_marker import parse_marker
 from odradek.protocol import errors
-from odradek.protocol.records import (
-    InvalidRecordError,
-    build_batch,
-    decode_records,
-    iter_batches,
-    read_inflate_limit,
-)
+from odradek.protocol.records import build_batch, read_inflate_limit
 from odradek.replication.delayed_produce import DelayedProduce
 from odradek.server.purgatory import future_of
 
@@ -392,49 +386,25 @@ class GroupCoordinatorRuntime:
     def _replay(self, plog: Log) -> int:
         """Apply every record of one __consumer_offsets partition; returns how many."""
         count = 0
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
         limit = read_inflate_limit(plog.config.max_message_bytes)
-        while offset < end:
-            data = plog.read(offset, 1 << 20, end, True)
-            if not data.size:
-                break
-            chunk = bytearray()
-            for region in data.regions:
-                chunk += os.pread(region.file.fileno(), region.length, region.position)
-            progressed = False
-            for pos, h in iter_batches(chunk):
-                if h.is_control:
-                    try:
-                        marker = parse_marker(memoryview(chunk)[pos : pos + h.size], h)
-                    except Exception as e:  # a marker that does not parse is skipped, as any bad record
-                        log.error("skipping the control batch at offset %d of %s-%d: %s",
-                                  h.base_offset, plog.topic, plog.partition, e)
-                        marker = None
-                    if marker is not None and h.base_offset >= offset:
-                        self.complete_txn(plog.partition, h.producer_id, not marker.is_abort)
-                    offset = h.next_offset
-                    progressed = True
-                    continue
-                try:  # inflated with a bound: a bomb in the log is skipped, not inflated whole
-                    recs = decode_records(memoryview(chunk)[pos : pos + h.size], limit)
-                except InvalidRecordError as e:
-                    log.error(
-                        "skipping the batch at offset %d of %s-%d while loading groups: %s",
-                        h.base_offset, plog.topic, plog.partition, e.message,
-                    )
-                    recs = []
-                for r in recs:
-                    if r.offset >= offset:
-                        if h.is_transactional:
-                            self._replay_txn_offset(h.producer_id, r.key, r.value)
-                        else:
-                            self.coordinator.replay(r.key, r.value)
-                        count += 1
-                offset = h.next_offset
-                progressed = True
-            if not progressed:
-                break
+        for h, batch, first in load_batches(plog):
+            if h.is_control:
+                try:
+                    marker = parse_marker(batch, h)
+                except Exception as e:  # a marker that does not parse is skipped, as any bad record
+                    log.error("skipping the control batch at offset %d of %s-%d: %s",
+                              h.base_offset, plog.topic, plog.partition, e)
+                    marker = None
+                if marker is not None and h.base_offset >= first:
+                    self.complete_txn(plog.partition, h.producer_id, not marker.is_abort)
+                continue
+            for r in decode_or_skip(batch, h, limit, plog, "groups"):
+                if r.offset >= first:
+                    if h.is_transactional:
+                        self._replay_txn_offset(h.producer_id, r.key, r.value)
+                    else:
+                        self.coordinator.replay(r.key, r.value)
+                    count += 1
         return count
 
     def shutdown(self) -> None:

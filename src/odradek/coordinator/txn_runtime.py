@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.client.async_wire import Connect
 from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError
 from odradek.coordinator.group.coordinator import make_scheduler
+from odradek.coordinator.loader import decode_or_skip, load_batches
 from odradek.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
     ProducerIdUnavailable,
@@ -49,13 +50,7 @@ from odradek.coordinator.transaction.coordinator import (
 )
 from odradek.coordinator.transaction.state import TopicPartition, TransactionResult
 from odradek.protocol import errors
-from odradek.protocol.records import (
-    InvalidRecordError,
-    build_batch,
-    decode_records,
-    iter_batches,
-    read_inflate_limit,
-)
+from odradek.protocol.records import build_batch, read_inflate_limit
 from odradek.server.cluster_access import endpoint_for
 from odradek.server.txn_channel import TxnChannel
 from odradek.server.txn_markers import write_markers
@@ -88,6 +83,7 @@ class ClusterView(Protocol):
 
     embedded: bool
     live_brokers: dict[int, dict[str, Any]]
+    ib_connect: Connect  # opens a connection with the inter-broker listener's security
 
 
 class OffsetsTxnSink(Protocol):
@@ -153,7 +149,7 @@ class TransactionCoordinatorRuntime:
         )
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
         # requests to other brokers: markers, verification (cluster mode only)
-        self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of)
+        self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of, cluster.ib_connect)
 
     def set_transaction_version(self, level: int) -> None:
         """The finalized ``transaction.version`` (KIP-584): TV_1 and up write the flexible
@@ -330,34 +326,16 @@ class TransactionCoordinatorRuntime:
             log.info("no longer coordinating the %d transactional id(s) of %s-%d", n, topic, partition)
 
     def _replay(self, partition: int, plog: Log) -> int:
+        """Apply every record of one __transaction_state partition; returns how many."""
         count = 0
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
         limit = read_inflate_limit(plog.config.max_message_bytes)
-        while offset < end:
-            data = plog.read(offset, 1 << 20, end, True)
-            if not data.size:
-                break
-            chunk = bytearray()
-            for region in data.regions:
-                chunk += os.pread(region.file.fileno(), region.length, region.position)
-            progressed = False
-            for pos, h in iter_batches(chunk):
-                progressed = True
-                if not h.is_control:
-                    try:
-                        recs = decode_records(memoryview(chunk)[pos : pos + h.size], limit)
-                    except InvalidRecordError as e:
-                        log.error("skipping the batch at offset %d of %s-%d while loading: %s",
-                                  h.base_offset, plog.topic, plog.partition, e.message)
-                        recs = []
-                    for r in recs:
-                        if r.offset >= offset:
-                            self.coordinator.replay(partition, r.key, r.value)
-                            count += 1
-                offset = h.next_offset
-            if not progressed:
-                break
+        for h, batch, first in load_batches(plog):
+            if h.is_control:
+                continue
+            for r in decode_or_skip(batch, h, limit, plog, "transactional ids"):
+                if r.offset >= first:
+                    self.coordinator.replay(partition, r.key, r.value)
+                    count += 1
         return count
 
 

@@ -19,6 +19,8 @@ import struct
 import time
 from collections.abc import Callable
 
+from odradek.client.framer import recv_exact
+
 API_VERSIONS = 18
 _CORRELATION_ID = 0x0DDA
 _CLIENT_ID = b"odradek-probe"
@@ -31,23 +33,13 @@ def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
             s.sendall(struct.pack(">i", len(payload)) + payload)
-            (size,) = struct.unpack(">i", _recv_exact(s, 4))
+            (size,) = struct.unpack(">i", recv_exact(s, 4))
             if size < 6 or size > 1 << 20:
                 return False
-            corr, error = struct.unpack_from(">ih", _recv_exact(s, size), 0)
+            corr, error = struct.unpack_from(">ih", recv_exact(s, size), 0)
             return bool(corr == _CORRELATION_ID and error == 0)
     except OSError:
         return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def wait_serving(host: str, port: int, timeout: float, failed: Callable[[], str | None] = lambda: None) -> bool:

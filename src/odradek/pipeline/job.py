@@ -151,6 +151,14 @@ def format_progress(batch_id: int, stats: BatchStats, progress: Any | None) -> s
     return line
 
 
+def ods_kafka_options(cfg: PipelineConfig) -> dict[str, str]:
+    """The source's ``kafka.*`` settings: the configured ones, with ``isolation.level=read_committed``
+    unless set (the ODS must not load rows of aborted transactions)."""
+    out = {"isolation.level": "read_committed"}
+    out.update(cfg.kafka_options)
+    return out
+
+
 class Job:
     def __init__(self, cfg: PipelineConfig, master: str | None = None, available_now: bool = False,
                  out: TextIO = sys.stdout, log_level: str = "ERROR", stop_spark: bool = True) -> None:
@@ -186,7 +194,7 @@ class Job:
                       .option("subscribe", ",".join(cfg.topics))
                       .option("startingOffsets", cfg.starting_offsets)
                       .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower()))
-            for k, v in cfg.kafka_options.items():
+            for k, v in ods_kafka_options(cfg).items():
                 reader = reader.option(f"kafka.{k}", v)
             if cfg.max_offsets_per_trigger:
                 reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))

@@ -13,6 +13,9 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``;
 - ``kafka.*``: handed to the confluent-kafka client with the prefix removed; the Java client's security
   settings (``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...) become librdkafka's.
+  ``kafka.isolation.level`` (``read_uncommitted``, the default as in Spark, or ``read_committed``: no
+  aborted record, and the latest offset of a partition is its last stable offset) applies to planning
+  and reading.
 
 Offsets kept in Spark's checkpoint are JSON dicts ``{"topic:partition": next_offset}`` with keys in a
 canonical order (topic, then partition number), so equal offsets always serialise to equal JSON.
@@ -258,6 +261,9 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
             if name in _UNSUPPORTED_KAFKA:
                 raise OptionError(f"Kafka option '{name}' is not supported: {_UNSUPPORTED_KAFKA[name]}")
             out.update(_java_security_option(name, str(v)))
+    iso = out.get("isolation.level")
+    if iso is not None and iso not in ("read_committed", "read_uncommitted"):
+        raise OptionError(f"Kafka option 'isolation.level' must be read_committed or read_uncommitted, got {iso!r}")
     if not out.get("bootstrap.servers"):
         raise OptionError("option 'kafka.bootstrap.servers' must be specified")
     return out

@@ -21,6 +21,10 @@ the same ranges, so a deterministic sink sees the same rows again. Trigger.Avail
 The sink writes the rows' ``value`` (required), ``key``, ``headers`` and ``partition`` (optional) to the
 row's ``topic`` column or to the ``topic`` option (which wins, as in Spark) with an idempotent producer
 (``enable.idempotence=true``): at-least-once across task retries, no duplicates from producer retries.
+A streaming sink with ``exactlyOnce=true`` (and the ``topic`` option) writes each task of a micro-batch
+in one transaction that records the batch id, so a replayed micro-batch is fenced instead of written
+twice: exactly-once for ``read_committed`` readers (``exactly_once.py``; ``transactionalIdPrefix``
+names the transactional ids, default ``odradek-sink``).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.pipeline import kafka_client
+from odradek.pipeline import exactly_once, kafka_client
 from odradek.pipeline.kafka_client import OffsetLookup, data_loss
 from odradek.pipeline.options import (
     Offsets,
@@ -281,6 +285,18 @@ class _Producing:
         if self.topic is None and "topic" not in names:
             raise OptionError("no topic: give the 'topic' option or a 'topic' column")
         self.names = names
+        if "transactional.id" in self.kafka:
+            raise OptionError("Kafka option 'transactional.id' is not supported: set 'exactlyOnce' to 'true' and "
+                              "the sink derives one transactional id per task from the query id")
+        raw = str(options.get(lowered.get("exactlyonce", "exactlyOnce"), "false")).strip().lower()
+        if raw not in ("true", "false"):
+            raise OptionError(f"option 'exactlyOnce' must be true or false, got {raw!r}")
+        self.exactly_once = raw == "true"
+        self.prefix = str(options.get(lowered.get("transactionalidprefix", "transactionalIdPrefix"),
+                                      exactly_once.DEFAULT_PREFIX))
+        if self.exactly_once and self.topic is None:
+            raise OptionError("exactlyOnce=true needs the 'topic' option (its partition 0 carries the batch "
+                              "marker committed with each transaction)")
 
     def _conf(self) -> dict[str, Any]:
         conf: dict[str, Any] = {"enable.idempotence": True, "linger.ms": 5, "acks": "all"}
@@ -288,9 +304,35 @@ class _Producing:
         return conf
 
     def produce(self, rows: Iterator[Any]) -> int:
-        from confluent_kafka import KafkaException, Producer
+        if self.exactly_once:
+            return self._produce_exactly_once(rows)
+        from confluent_kafka import Producer
 
-        producer = Producer(self._conf())
+        return self._produce(rows, Producer(self._conf()))
+
+    def _produce_exactly_once(self, rows: Iterator[Any]) -> int:
+        """The task's rows in one transaction that also commits the batch marker; nothing when the
+        marker shows that this batch's task committed before (a replay)."""
+        from confluent_kafka import Producer
+
+        assert self.topic is not None
+        ident = exactly_once.current_task()
+        tid = ident.transactional_id(self.prefix)
+        conf = self._conf()
+        conf["transactional.id"] = tid
+        producer = Producer(conf)
+        # first: fence any earlier attempt of this task and end its transaction (committed or aborted)
+        producer.init_transactions(60)
+        if exactly_once.already_written(self.kafka, ident, self.prefix, self.topic, 60.0):
+            log.info("batch %d partition %d: already committed by %s; replay skipped", ident.batch_id,
+                     ident.partition_id, tid)
+            return 0
+        producer.begin_transaction()
+        return self._produce(rows, producer, ident)
+
+    def _produce(self, rows: Iterator[Any], producer: Any, ident: exactly_once.TaskIdentity | None = None) -> int:
+        from confluent_kafka import KafkaException
+
         errors: list[str] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:
@@ -324,9 +366,16 @@ class _Producing:
                 break
         remaining = producer.flush(60)
         if errors:
+            if ident is not None:
+                producer.abort_transaction(60)
             raise KafkaException(f"{len(errors)} record(s) not delivered; first error: {errors[0]}")
         if remaining:
             raise RuntimeError(f"{remaining} record(s) still undelivered after 60 s")
+        if ident is not None:
+            assert self.topic is not None
+            group = exactly_once.marker_group_metadata(self.kafka, ident, self.prefix)
+            producer.send_offsets_to_transaction([exactly_once.marker(ident, self.topic)], group, 60)
+            producer.commit_transaction(60)
         return n
 
 
@@ -341,6 +390,9 @@ def _to_bytes(v: Any) -> bytes | None:
 class OdradekWriter(DataSourceWriter):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.producing = _Producing(options, schema)
+        if self.producing.exactly_once:
+            raise OptionError("exactlyOnce=true is for streaming writes (writeStream): a batch write has no "
+                              "batch id to fence a replay with")
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return ProducedMessage(self.producing.produce(iterator))

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from odradek.client.async_wire import AsyncWireClient, WireError
+from odradek.client.async_wire import AsyncWireClient, Connect, WireError
 from odradek.log.errors import LogError
 from odradek.protocol import errors
 from odradek.protocol.records import InvalidRecordError, complete_batches_length, validate_batches
@@ -61,6 +61,7 @@ class FetcherConfig:
     response_max_bytes: int = 10 << 20
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    connect: Connect | None = None  # the inter-broker listener's TLS / SASL (plain TCP when None)
 
 
 class ByteQuota:
@@ -108,7 +109,8 @@ class ReplicaFetcher:
         self._rotation = 0
         self.stopped = False
         self.wake = asyncio.Event()
-        self.client = AsyncWireClient(host, port, f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0)
+        self.client = AsyncWireClient(host, port, f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0,
+                                     cfg.connect)
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, tp: TP, leader_epoch: int) -> None:

@@ -233,6 +233,7 @@ class Broker:
                 response_max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+                connect=self.cluster.ib_connect,
             ),
             self.log_manager.get_log,
             self._follower_throttled,

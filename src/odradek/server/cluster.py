@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.client.async_wire import Connect, plain_connect
+from odradek.client.secure_connect import connector
 from odradek.controller import zk_data as zd
 from odradek.controller.channel import interbroker_request
 from odradek.controller.controller import Controller
@@ -50,6 +52,7 @@ from odradek.controller.store import MetadataStore, StoreError
 from odradek.controller.zk_store import ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
+from odradek.security.inter_broker import inter_broker_security
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
@@ -124,6 +127,14 @@ class ClusterLink:
         self.ib_listener = inter_broker_listener_of(cfg) if zk is not None else inter_broker_listener
         self.control_listener = control_plane_listener(cfg) if zk is not None else None
         self.cluster_listeners = cluster_listeners(cfg) if zk is not None else frozenset()
+        # this broker's own connections to other brokers speak the inter-broker listener's
+        # protocol (TLS, SASL); the controller's those of its control plane listener when set
+        self.ib_connect: Connect = plain_connect
+        self.control_connect: Connect = plain_connect
+        if zk is not None:
+            self.ib_connect = connector(inter_broker_security(cfg, self.ib_listener), f"broker-{broker_id}")
+            self.control_connect = connector(
+                inter_broker_security(cfg, self.control_listener or self.ib_listener), f"controller-{broker_id}")
         self.guard = ControllerEpochGuard(self.store, zk.client.sync if zk is not None else None)
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen in a controller request
@@ -178,7 +189,7 @@ class ClusterLink:
             self._arm_watches()
             self.runner.start_embedded(self.loop)  # lead every partition before the listeners open
             return
-        self.runner.open_channel(int(self.config.get("controller.socket.timeout.ms")) / 1000.0)
+        self.runner.open_channel(int(self.config.get("controller.socket.timeout.ms")) / 1000.0, self.control_connect)
         self.zk.state_listeners.append(self._on_session_state)
         await self.loop.run_in_executor(None, self._register)
         brokers, controller = await self.loop.run_in_executor(None, self._read_cluster)
@@ -527,7 +538,7 @@ class ClusterLink:
 
     async def _send_controlled_shutdown(self, host: str, port: int) -> dict[str, Any]:
         timeout = int(self.config.get("controller.socket.timeout.ms")) / 1000.0
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        reader, writer = await self.ib_connect(host, port, timeout)
         try:
             body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
             return await asyncio.wait_for(

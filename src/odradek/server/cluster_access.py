@@ -4,10 +4,11 @@ Kafka lets a connection send the controller's requests (LeaderAndIsr, StopReplic
 UpdateMetadata; ControlledShutdown to the controller) and follower fetches only when its
 principal holds CLUSTER_ACTION on the cluster (KafkaApis: ``authorizeClusterOperation(request,
 CLUSTER_ACTION)`` answers CLUSTER_AUTHORIZATION_FAILED otherwise; a follower Fetch without it
-gets TOPIC_AUTHORIZATION_FAILED on every partition). Odradek has no authentication yet, so
-the listener a connection came in on stands for its principal: only the inter-broker listener
-and, when set, the control plane listener (``control.plane.listener.name``, KIP-291) hold
-CLUSTER_ACTION. Kafka itself keeps processing controller requests on data-plane listeners
+gets TOPIC_AUTHORIZATION_FAILED on every partition). Both checks apply here: the connection
+must have come in on the inter-broker listener or, when set, the control plane listener
+(``control.plane.listener.name``, KIP-291), and with an authorizer its principal must hold
+CLUSTER_ACTION (brokers authenticate on that listener with TLS or SASL,
+odradek.security.inter_broker; make them super users or grant them ClusterAction). Kafka itself keeps processing controller requests on data-plane listeners
 (KIP-291 only adds a dedicated one, and KIP-702, which would have made the control plane
 refuse data requests, was never adopted); without an authorizer that would let any client
 pose as the controller, hence the refusal here.
@@ -16,8 +17,8 @@ The inter-broker listener is Kafka's (KafkaConfig.interBrokerListenerName):
 ``inter.broker.listener.name`` if set, else the listener named after
 ``security.inter.broker.protocol`` (default PLAINTEXT); it must be one of the advertised
 listeners. When every listener is one (the default single PLAINTEXT listener), clients share
-it with brokers and can still pose as one: listener separation is the defence, until
-authentication exists.
+it with brokers and can still pose as one unless an authorizer is set: listener separation
+is the defence without one.
 
 A request naming a controller epoch this broker has not seen yet is checked against
 ZooKeeper before it counts (:class:`ControllerEpochGuard`): Kafka's broker takes the epoch of
@@ -79,6 +80,24 @@ def cluster_listeners(config: BrokerConfig) -> frozenset[str]:
     """The listeners whose connections may act as brokers (CLUSTER_ACTION)."""
     plane = control_plane_listener(config)
     return frozenset({inter_broker_listener(config)} | ({plane} if plane else set()))
+
+
+def may_write_txn_marker(listener: str | None, cluster: frozenset[str], commit: bool) -> bool:
+    """Whether a WriteTxnMarkers entry from a connection on ``listener`` may be written, on top
+    of the authorizer's CLUSTER_ACTION check (which the handler makes first).
+
+    Kafka authorizes WriteTxnMarkers with CLUSTER_ACTION only; with no authorizer configured
+    (``authorizer.class.name`` unset) it allows every request, and that is what lets
+    kafka-transactions.sh abort a hanging transaction from the admin client (KIP-664: an ABORT
+    marker with the producer id, epoch and coordinator epoch the partition leader reported in
+    DescribeProducers). Odradek follows Kafka for ABORT markers: they can only end the producer's
+    current transaction (the leader refuses an older producer epoch or coordinator epoch). A
+    COMMIT marker would make a transaction's data visible on the say of whoever connects, and no
+    tool sends one, so it is kept to the listeners that stand for brokers here (the inter-broker
+    or control plane listener), as the other inter-broker requests are."""
+    if listener is None or listener in cluster:
+        return True
+    return not commit
 
 
 def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:

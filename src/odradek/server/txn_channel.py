@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from odradek.client.async_wire import AsyncWireClient, WireError
+from odradek.client.async_wire import AsyncWireClient, Connect, WireError
 from odradek.protocol import errors
 from odradek.protocol.framing import FrameError
 
@@ -41,8 +41,10 @@ def _by_topic(parts: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 
 class TxnChannel:
-    def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+    def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 connect: Connect | None = None) -> None:
         self.node_id = node_id
+        self.connect = connect  # the inter-broker listener's TLS / SASL
         self._endpoint_of = endpoint_of
         self._clients: dict[int, tuple[tuple[str, int], AsyncWireClient]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -135,7 +137,7 @@ class TxnChannel:
             return known[1]
         if known is not None:
             known[1].close()
-        client = AsyncWireClient(endpoint[0], endpoint[1], f"txn-{self.node_id}", TIMEOUT_S)
+        client = AsyncWireClient(endpoint[0], endpoint[1], f"txn-{self.node_id}", TIMEOUT_S, self.connect)
         self._clients[broker_id] = (endpoint, client)
         return client
 

@@ -135,3 +135,16 @@ def test_guard_retries_a_store_error_before_refusing(monkeypatch: pytest.MonkeyP
     assert ControllerEpochGuard(store).check(5, 1) == errors.NONE
     failures[0] = 10**6
     assert ControllerEpochGuard(store).check(5, 1) == errors.STALE_CONTROLLER_EPOCH
+
+
+def test_who_may_write_txn_markers() -> None:
+    from odradek.server.cluster_access import may_write_txn_marker
+
+    cluster = frozenset({"BROKER"})
+    assert may_write_txn_marker("BROKER", cluster, commit=True)
+    assert may_write_txn_marker("BROKER", cluster, commit=False)
+    assert may_write_txn_marker(None, cluster, commit=True)  # the broker's own (embedded) path
+    # a client listener: ABORT as Kafka allows with no authorizer (kafka-transactions.sh abort), COMMIT refused
+    assert may_write_txn_marker("PLAINTEXT", cluster, commit=False)
+    assert not may_write_txn_marker("PLAINTEXT", cluster, commit=True)
+    assert not may_write_txn_marker("PLAINTEXT", frozenset(), commit=True)  # single-broker mode

@@ -1,8 +1,11 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to append the
 COMMIT/ABORT marker of a producer's transaction to partitions (server.txn_markers), answered
 once the markers are replicated (KafkaApis.handleWriteTxnMarkersRequest). Versions 1-2 (Kafka
-4 dropped v0). Only a connection holding CLUSTER_ACTION may send it (the inter-broker or control
-plane listener, server.cluster_access); others get CLUSTER_AUTHORIZATION_FAILED on every partition."""
+4 dropped v0). The principal needs CLUSTER_ACTION on the cluster (Kafka's rule; always granted
+without an authorizer). On top of that, a COMMIT marker is accepted only on the inter-broker or
+control plane listener; an ABORT marker on any listener, which is how kafka-transactions.sh abort
+ends a hanging transaction (server.cluster_access.may_write_txn_marker). Refused markers get
+CLUSTER_AUTHORIZATION_FAILED on every partition."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation
+from odradek.server.cluster_access import may_write_txn_marker
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_markers import write_markers
 
@@ -33,15 +37,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rm = svc.replica_manager
     per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
     required: dict[TopicPartition, int] = {}
-    allowed = ctx.listener in svc.cluster.cluster_listeners and ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
-    if not allowed:
-        log.warning("refusing WriteTxnMarkers from %s on listener %s: CLUSTER_AUTHORIZATION_FAILED", ctx.peer,
-                    ctx.listener)
+    cluster = svc.cluster.cluster_listeners
+    authorized = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)  # always true without an authorizer
     for mk in request.markers:
         parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
-        if not allowed:
+        commit = bool(mk.transaction_result)
+        if not (authorized and may_write_txn_marker(ctx.listener, cluster, commit)):
+            log.warning("refusing a%s marker of producer %d from %s (%s) on listener %s: CLUSTER_AUTHORIZATION_FAILED",
+                        " COMMIT" if commit else "n ABORT", int(mk.producer_id), ctx.peer, ctx.principal, ctx.listener)
             per_marker.append((int(mk.producer_id), dict.fromkeys(parts, errors.CLUSTER_AUTHORIZATION_FAILED)))
             continue
+        if ctx.listener not in cluster:
+            log.warning("ABORT marker of producer %d epoch %d (coordinator epoch %d) on %s requested by %s on "
+                        "listener %s (an admin abort)", int(mk.producer_id), int(mk.producer_epoch),
+                        int(mk.coordinator_epoch), ", ".join(f"{t}-{p}" for t, p in parts), ctx.peer, ctx.listener)
         codes, req = write_markers(rm, svc.log_manager, svc.topics, int(mk.producer_id), int(mk.producer_epoch),
                                    int(mk.coordinator_epoch), bool(mk.transaction_result), parts, svc.now_ms(),
                                    svc.groups.complete_txn)
