@@ -96,10 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from odradek.client.command_config import admin_config
 
     scram = _scram_keys(args)
-    # the quota requests go over odradek's own wire client, PLAINTEXT only: with --command-config a
-    # users describe shows the SCRAM credentials alone
-    quotas_too = scram is False or args.entity_type == "clients" or not args.command_config
-    if args.entity_type in ("users", "clients") and scram is not True and quotas_too:
+    if args.entity_type in ("users", "clients") and scram is not True:
         from odradek.cli.quota_configs import run_quotas
 
         rc = run_quotas(args)

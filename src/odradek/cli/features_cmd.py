@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("features", help="describe and change finalized features (kafka-features.sh, KIP-584)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     p.add_argument("--command-timeout", type=float, default=30.0)
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     ops = p.add_subparsers(dest="op", required=True)
     ops.add_parser("describe", help="supported and finalized features")
     for name, what in (("upgrade", "raise finalized levels"), ("downgrade", "lower finalized levels"),
@@ -86,16 +87,16 @@ def _controller(w: WireClient) -> tuple[str, int]:
 
 
 def update(bootstrap: str, features: dict[str, int], upgrade_type: int, dry_run: bool,
-           timeout: float) -> tuple[int, str | None]:
+           timeout: float, security: Any = None) -> tuple[int, str | None]:
     """(error code, message) of one UpdateFeatures v1 request at the controller."""
     from kio.schema.update_features.v1.request import FeatureUpdateKey
     from kio.static.primitive import i8, i16
 
-    with WireClient(bootstrap, timeout=timeout) as w:
+    with WireClient(bootstrap, timeout=timeout, security=security) as w:
         host, port = _controller(w)
     keys = tuple(FeatureUpdateKey(feature=n, max_version_level=i16(lvl), upgrade_type=i8(upgrade_type))
                  for n, lvl in features.items())
-    with WireClient(f"{host}:{port}", timeout=timeout) as c:
+    with WireClient(f"{host}:{port}", timeout=timeout, security=security) as c:
         r = c.request(57, 1, feature_updates=keys, validate_only=dry_run)
     code, message = int(r.error_code), r.error_message
     for res in r.results:
@@ -105,8 +106,11 @@ def update(bootstrap: str, features: dict[str, int], upgrade_type: int, dry_run:
 
 
 def run(args: argparse.Namespace) -> int:
+    from odradek.client.command_config import client_security
+
+    security = client_security(args.command_config)
     if args.op == "describe":
-        with WireClient(args.bootstrap_server, timeout=args.command_timeout) as w:
+        with WireClient(args.bootstrap_server, timeout=args.command_timeout, security=security) as w:
             r = w.request(18, 4, client_software_name="odradek-features", client_software_version="1")
         for line in describe_lines(r):
             print(line)
@@ -118,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     action = "upgrade" if args.op == "upgrade" else "downgrade"
     kind = UPGRADE if args.op == "upgrade" else UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE
-    code, message = update(args.bootstrap_server, features, kind, args.dry_run, args.command_timeout)
+    code, message = update(args.bootstrap_server, features, kind, args.dry_run, args.command_timeout, security)
     done = "can be" if args.dry_run else "was"
     for name, level in features.items():
         if code:

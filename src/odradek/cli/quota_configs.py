@@ -42,7 +42,10 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 def run_quotas(args: argparse.Namespace) -> int:
     try:
         parts = _entities(args)
-        with WireClient(args.bootstrap_server, timeout=args.command_timeout) as w:
+        from odradek.client.command_config import client_security
+
+        security = client_security(getattr(args, "command_config", None))
+        with WireClient(args.bootstrap_server, timeout=args.command_timeout, security=security) as w:
             return _describe(w, args, parts) if args.describe else _alter(w, args, parts)
     except ValueError as e:
         print(f"Error: {e}", file=sys.stderr)
