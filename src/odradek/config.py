@@ -201,6 +201,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("max.connections.per.ip.overrides", T_STRING, "", "per-address limits: host:n,host:n"),
     ConfigDef("connections.max.idle.ms", T_LONG, "600000", "close a connection idle this long (negative: never)"),
     ConfigDef("queued.max.request.bytes", T_LONG, "-1", "bytes of requests read but not answered (-1: unbounded)"),
+    # client quotas (Kafka's ClientQuotaManagerConfig): the sampled windows rates are measured over
+    ConfigDef("quota.window.num", T_INT, "11", "samples a client quota's rate is measured over", _ge(1)),
+    ConfigDef("quota.window.size.seconds", T_INT, "1", "length of one client quota sample", _ge(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000", "fetch sessions kept", _ge(0)),
     ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000", "age before a session may be evicted", _ge(0)),
     ConfigDef("replica.fetch.max.bytes", T_INT, "1048576", "replica fetch size", _ge(0)),

@@ -1,4 +1,12 @@
-"""``odradek configs``: kafka-configs.sh for topics, brokers and users' SCRAM credentials."""
+"""``odradek configs``: kafka-configs.sh for topics, brokers, users' SCRAM credentials and client
+quotas (users and clients; SCRAM-* keys go to the credentials, the others to quotas).
+
+``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
+its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
+
+    odradek configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \
+        --entity-type clients --entity-default --add-config producer_byte_rate=1048576
+"""
 
 from __future__ import annotations
 
@@ -15,13 +23,33 @@ _SOURCES = {
 }
 
 
+class _Entity(argparse.Action):
+    """--entity-type starts an entity; --entity-name / --entity-default complete the last one.
+    ``entity_type``/``entity_name``/``entity_default`` mirror the first entity."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        ents: list[list[Any]] = list(getattr(ns, "entities", None) or [])
+        if self.dest == "entity_type":
+            ents.append([values, None, False])
+        elif not ents:
+            parser.error(f"{option_string} must follow --entity-type")
+        elif self.dest == "entity_name":
+            ents[-1][1] = values
+        else:
+            ents[-1][2] = True
+        ns.entities = ents
+        ns.entity_type, ns.entity_name, ns.entity_default = ents[0]
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe and alter topic and broker configs")
+    p = sub.add_parser("configs", help="describe and alter topic, broker and client quota configs")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users"])
-    p.add_argument("--entity-name", help="topic name, broker id or user name")
-    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
+    p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
+    p.add_argument("--entity-default", nargs=0, action=_Entity,
+                   help="the cluster-wide broker default, or the default user / client id")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -67,6 +95,13 @@ def run(args: argparse.Namespace) -> int:
 
     from odradek.client.command_config import admin_config
 
+    scram = _scram_keys(args)
+    if args.entity_type in ("users", "clients") and scram is not True:
+        from odradek.cli.quota_configs import run_quotas
+
+        rc = run_quotas(args)
+        if rc or scram is False or len(args.entities) > 1 or args.entity_type != "users":
+            return rc
     conf: dict[str, Any] = admin_config(args.bootstrap_server, args.command_config)
     admin = AdminClient(conf)
     timeout = args.command_timeout
@@ -168,6 +203,21 @@ def _broker_default(args: argparse.Namespace) -> int:
             return 1
         print("Completed updating default config for brokers in the cluster.")
         return 0
+
+
+def _scram_keys(args: argparse.Namespace) -> bool | None:
+    """True: an alteration of SCRAM credentials only; False: of quotas only; None: a describe
+    (users: both kinds are shown, as kafka-configs.sh does)."""
+    keys = list(parse_add_config(args.add_config)) if args.add_config else []
+    keys += [k.strip() for k in args.delete_config.split(",")] if args.delete_config else []
+    if args.describe or not keys:
+        return None
+    scram = [k.upper().startswith("SCRAM-") for k in keys]
+    if all(scram):
+        return True
+    if any(scram):
+        raise SystemExit("Error: SCRAM credentials and quotas cannot be altered in one command")
+    return False
 
 
 def _users(args: argparse.Namespace, admin: Any) -> int:

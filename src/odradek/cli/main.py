@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
         configs_cmd,
         dev_cluster_cmd,
         elect_leaders_cmd,
+        features_cmd,
         groups_cmd,
         perf_cmd,
         pipeline_cmd,
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     reassign_cmd.add_parser(sub)
     acls_cmd.add_parser(sub)
     transactions_cmd.add_parser(sub)
+    features_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

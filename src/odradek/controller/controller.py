@@ -36,6 +36,7 @@ from typing import Any
 from odradek.controller import election
 from odradek.controller import reassignment as ra
 from odradek.controller import zk_data as zd
+from odradek.controller.features import FeatureUpdate, default_finalized
 from odradek.controller.states import (
     IllegalTransition,
     PartitionState,
@@ -127,7 +128,7 @@ class Controller:
         if not self.active:
             if ev.kind == "ControlledShutdown":
                 ev.args["reply"](errors_not_controller(), [])
-            elif ev.kind in ("ElectLeaders", "AlterReassignments", "ListReassignments"):
+            elif ev.kind in ("ElectLeaders", "AlterReassignments", "ListReassignments", "UpdateFeatures"):
                 ev.args["reply"](None)
             return
         handler = getattr(self, f"_on_{ev.kind}", None)
@@ -150,6 +151,7 @@ class Controller:
         self.ctx = ControllerContext(epoch=claim.epoch, epoch_zk_version=claim.epoch_zk_version)
         self.active = True
         log.info("broker %d became the controller with epoch %d", self.broker_id, claim.epoch)
+        zd.ensure_feature_znode(self.store, default_finalized())
         self._load()
         self._elect_for(self._partitions_needing_leaders())
         self._send_metadata_to(set(self.ctx.brokers))
@@ -550,6 +552,10 @@ class Controller:
         reply(results)
 
     # ------------------------------------------------------------------ log dir failures
+    def _on_UpdateFeatures(self, updates: list[FeatureUpdate], validate_only: bool, reply: Callable[..., None]) -> None:
+        """KIP-584's UpdateFeatures: the finalized set in /feature (controller.features validates)."""
+        reply(zd.update_features(self.store, updates, validate_only))
+
     def _on_LogDirEventNotification(self) -> None:
         """/log_dir_event_notification: ask each notifying broker about all its replicas; the
         ones in a failed log dir answer KAFKA_STORAGE_ERROR (handled below)."""

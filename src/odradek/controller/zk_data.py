@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.controller.store import MetadataStore, NodeExistsError, NoNodeError, Op
+from odradek.controller import features as ft
+from odradek.controller.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, Op
+from odradek.protocol import errors
 
 BROKER_IDS = "/brokers/ids"
 CONTROLLER = "/controller"
@@ -263,3 +265,38 @@ def read_admin_partitions(store: MetadataStore, path: str) -> list[dict[str, Any
     except NoNodeError:
         return []
     return list(json.loads(data).get("partitions", []))
+
+
+# -- features (KIP-584; payload in controller.features)
+def ensure_feature_znode(store: MetadataStore, default: dict[str, int]) -> None:
+    """Kafka's controller enabling feature versioning: a cluster without /feature gets ``default``."""
+    if store.exists(ft.FEATURE_ZNODE) is None:
+        with contextlib.suppress(NodeExistsError):
+            store.create(ft.FEATURE_ZNODE, ft.encode_znode(default))
+
+
+def update_features(
+    store: MetadataStore, updates: list[Any], validate_only: bool
+) -> tuple[int, str | None, dict[str, int], int]:
+    """UpdateFeatures on the controller: (error, message, finalized, epoch) after the update.
+    The znode is written with its read version, so a concurrent writer fails it (retried by the client)."""
+    try:
+        data, version = store.get(ft.FEATURE_ZNODE)
+        current = ft.decode_znode(data)
+    except NoNodeError:
+        data, version, current = b"", -1, {}
+    except ValueError as e:
+        return errors.FEATURE_UPDATE_FAILED, str(e), {}, -1
+    result = ft.apply_updates(updates, current)
+    if result.error_code != errors.NONE or validate_only or result.finalized == current:
+        return result.error_code, result.error_message, result.finalized, version
+    payload = ft.encode_znode(result.finalized)
+    try:
+        if version < 0:
+            store.create(ft.FEATURE_ZNODE, payload)
+            version = 0
+        else:
+            version = store.set(ft.FEATURE_ZNODE, payload, version)
+    except (BadVersionError, NodeExistsError) as e:
+        return errors.FEATURE_UPDATE_FAILED, f"The finalized features changed concurrently: {e}", current, version
+    return errors.NONE, None, result.finalized, version

@@ -151,6 +151,11 @@ class TransactionCoordinatorRuntime:
         # requests to other brokers: markers, verification (cluster mode only)
         self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of, cluster.ib_connect)
 
+    def set_transaction_version(self, level: int) -> None:
+        """The finalized ``transaction.version`` (KIP-584): TV_1 and up write the flexible
+        TransactionLogValue version 1, TV_0 version 0."""
+        self.coordinator.config.log_value_version = 1 if level >= 1 else 0
+
     def start(self) -> None:
         self.coordinator.start()
 

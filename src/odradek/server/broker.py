@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
+from odradek.controller import features as ft
 from odradek.controller.store import (
     LocalStore,
     MetadataStore,
@@ -63,7 +64,10 @@ from odradek.server.connection_quotas import (
     parse_ip_overrides,
 )
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
+from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.manager import QuotaConfig
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
 
@@ -149,6 +153,9 @@ class Broker:
             int(config.get("min.incremental.fetch.session.eviction.ms")),
         )
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
+        self.features = FinalizedFeatureCache()  # KIP-584: read from /feature once the controller made it
+        self.quotas = ClientQuotas(QuotaConfig(int(config.get("quota.window.num")),
+                                               int(config.get("quota.window.size.seconds"))))
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
         self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
@@ -244,6 +251,7 @@ class Broker:
         try:
             self._load_dynamic_broker_configs()
             self.topics.reload_configs()
+            self.quotas.reload(self.store)
         except Exception:
             log.exception("reloading configs from the metadata store failed")
             return
@@ -367,6 +375,7 @@ class Broker:
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         self._write_meta_properties()
         self._load_dynamic_broker_configs()
+        self.quotas.reload(self.store)
         loop = asyncio.get_running_loop()
         start_security(self.security, loop.call_soon_threadsafe)  # ACLs loaded before any client is served
         self.log_manager.startup()
@@ -408,8 +417,11 @@ class Broker:
             admin=self,
             advertised_endpoint=self.advertised_endpoint,
             now_ms=self.now_ms,
+            features=self.features,
+            quotas=self.quotas,
             security=self.security,
         )
+        self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(
             services=self.services,
             max_request_bytes=int(self.config.get("socket.request.max.bytes")),
@@ -422,6 +434,7 @@ class Broker:
         self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
+            self._load_features()
             await self._start_listeners()
         else:
             # the registration names the bound port; connections wait in the backlog until this
@@ -429,6 +442,7 @@ class Broker:
             # enables request processing at the end of start-up too)
             await self._start_listeners(accept=False)
             await self.cluster.start()
+            await asyncio.get_running_loop().run_in_executor(None, self._load_features)
             self._accept_connections()
         self._schedule_periodic()
         txn.start()
@@ -441,6 +455,28 @@ class Broker:
             time.monotonic() - t0,
             ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
         )
+
+    def _load_features(self) -> None:
+        """Read the finalized features and follow /feature (Kafka's FinalizedFeatureChangeListener);
+        a broker that cannot support what is finalized refuses to start, as Kafka's does."""
+        features, store, loop = self.features, self.store, self.cluster.loop
+
+        def changed(_path: str) -> None:
+            read = FinalizedFeatureCache.read(store)  # the watcher's thread (kazoo's in cluster mode)
+            if read is None:
+                return
+            if self.cluster.embedded or loop is None:
+                features.update(*read)
+            else:
+                loop.call_soon_threadsafe(features.update, *read)
+
+        store.watch(ft.FEATURE_ZNODE, changed)
+        read = FinalizedFeatureCache.read(store)
+        if read is not None:
+            bad = ft.incompatibilities(read[0], features.supported)
+            if bad:
+                raise ConfigError("The finalized features are incompatible with this broker: " + "; ".join(bad))
+            features.update(*read)
 
     async def _start_listeners(self, accept: bool = True) -> None:
         for name, host, port in self.config.listeners:

@@ -57,6 +57,7 @@ from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class Connection:
         self.held = 0  # bytes this connection holds in the request memory pool
         self._frame_mem = 0  # the frame being handled: its reservation, taken by its slot
         self.memory_muted = False
+        self.throttled_until = 0.0  # monotonic time a quota mute ends (KIP-219); 0: not muted
         self.last_active = time.monotonic()
         self._scratch = _recv_scratch()
         self.pending: deque[_Slot] = deque()
@@ -267,8 +269,23 @@ class Connection:
             and self.out_bytes < _MAX_OUT_BYTES
             and len(self.pending) < _MAX_PENDING
             and not self.memory_muted
+            and not self.throttled_until
         ):
             self._resume_reading()
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: a client over its quota is not read from for ``ms`` (its response still goes out)."""
+        until = time.monotonic() + ms / 1000.0
+        if ms <= 0 or self.closed or until <= self.throttled_until:
+            return
+        self.throttled_until = until
+        self._pause_reading()
+        self.loop.call_later(ms / 1000.0, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        if self.throttled_until and time.monotonic() + 0.001 >= self.throttled_until:
+            self.throttled_until = 0.0
+            self._maybe_resume()
 
     # -- request memory (queued.max.request.bytes)
     def _reserve(self, n: int) -> bool:
@@ -500,7 +517,9 @@ class Connection:
         slot = self._slot(correlation_id, flexible)
         ctx = RequestContext(self.services, self, api_key, api_version, correlation_id, header.client_id)
         try:
+            started = time.perf_counter_ns()
             result = handler.handle(ctx, request)
+            result = request_time.charge(ctx, time.perf_counter_ns() - started, result)  # request_percentage
         except HandlerError as e:
             log.warning("invalid request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from odradek.security.sasl import SaslServer
     from odradek.server.cluster import ClusterLink
     from odradek.server.fetch_session import FetchSessionCache
+    from odradek.server.finalized_features import FinalizedFeatureCache
+    from odradek.server.quota.client_quotas import ClientQuotas
     from odradek.server.replica_manager import ReplicaManager
 
 
@@ -60,6 +62,8 @@ class ConnectionHandle(Protocol):
     def park(self, fut: asyncio.Future[Any], cancel: Callable[[], None]) -> None: ...
 
     def close(self, reason: str | None = None) -> None: ...
+
+    def throttle(self, ms: int) -> None: ...
 
 
 class TopicAdmin(Protocol):
@@ -113,6 +117,8 @@ class BrokerServices:
     admin: TopicAdmin
     advertised_endpoint: Callable[[str], tuple[str, int]]  # listener name -> (host, port)
     now_ms: Callable[[], int]
+    features: FinalizedFeatureCache  # the finalized features (KIP-584) gates read
+    quotas: ClientQuotas  # client quotas (KIP-546) and their rates
     security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
 
 
@@ -185,3 +191,14 @@ class RequestContext:
 
     def close_connection(self, reason: str) -> None:
         self.connection.close(reason)
+
+    @property
+    def quota_user(self) -> str:
+        """The user client quotas are looked up for: the principal's name (Kafka's quota user is
+        KafkaPrincipal.getName: ``alice`` for ``User:alice``, ``ANONYMOUS`` without authentication)."""
+        return self.connection.principal.partition(":")[2] or self.connection.principal
+
+    def throttle(self, ms: int) -> None:
+        """Mute the connection for ``ms`` after a quota violation (KIP-219)."""
+        if ms > 0:
+            self.connection.throttle(ms)

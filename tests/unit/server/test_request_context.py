@@ -29,6 +29,9 @@ class FakeConnection:
     def close(self, reason: str | None = None) -> None:
         self.closed.append(reason)
 
+    def throttle(self, ms: int) -> None:
+        self.throttled = ms
+
 
 class FakeProducerIds:
     def __init__(self, *ids: int | Exception) -> None:
@@ -60,6 +63,7 @@ def services(**overrides: Any) -> BrokerServices:
         node_id=3, cluster_id="c-1", rack="r1", config=UNUSED, topics=UNUSED, cluster=UNUSED,
         replica_manager=UNUSED, log_manager=UNUSED, groups=UNUSED, txn=UNUSED, fetch_sessions=UNUSED,
         producer_ids=UNUSED, admin=UNUSED, advertised_endpoint=UNUSED, now_ms=lambda: 1000,
+        features=UNUSED, quotas=UNUSED,
     )
     fields.update(overrides)
     return BrokerServices(**fields)

@@ -107,6 +107,9 @@ _MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "update_features",
+    "describe_client_quotas",
+    "alter_client_quotas",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

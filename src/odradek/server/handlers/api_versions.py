@@ -1,4 +1,5 @@
-"""ApiVersions (18): advertises exactly the versions the handlers implement."""
+"""ApiVersions (18): advertises exactly the versions the handlers implement; v3+ also the
+supported features, the finalized features and their epoch (KIP-584, tagged fields)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,29 @@ def unsupported_version_response() -> bytes:
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in _versions())
+    if ctx.api_version < 3:
+        return make(m.ApiVersionsResponse, error_code=errors.NONE, api_keys=keys, throttle_time=0)
+    features = ctx.services.features
+    finalized, epoch = features.snapshot()
+    # KIP-1022: a supported range starting at 0 is shown from 1 below v4 (clients before it reject
+    # 0), and a feature supported only at 0 is left out there; finalized levels show as [level, level]
+    alter_v0 = ctx.api_version < 4
+    supported = tuple(
+        make(m.SupportedFeatureKey, name=n, min_version=max(lo, 1) if alter_v0 else lo, max_version=hi)
+        for n, (lo, hi) in sorted(features.supported.items())
+        if not (alter_v0 and hi == 0)
+    )
+    final = tuple(
+        make(m.FinalizedFeatureKey, name=n, min_version_level=lvl, max_version_level=lvl)
+        for n, lvl in sorted(finalized.items())
+    )
     return make(
         m.ApiVersionsResponse,
         error_code=errors.NONE,
         api_keys=keys,
         throttle_time=0,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
+        supported_features=supported,
+        finalized_features_epoch=epoch,
+        finalized_features=final,
         zk_migration_ready=False,
     )

@@ -1,5 +1,6 @@
 """ConsumerGroupDescribe (69): consumer-protocol groups with epochs, assignor, and each member's
-current and target assignment. Groups unknown here (or classic ones) get GROUP_ID_NOT_FOUND."""
+current and target assignment. Groups unknown here (or classic ones) get GROUP_ID_NOT_FOUND.
+Every group gets UNSUPPORTED_VERSION while ``group.version`` < 1 is finalized (KIP-584)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.handlers.consumer_group_heartbeat import UNSUPPORTED_MESSAGE, consumer_protocol_enabled
 from odradek.server.request_context import RequestContext
 
 API_KEY = 69
@@ -29,16 +31,18 @@ def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) ->
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     consumer = ctx.services.groups.consumer
+    enabled = consumer_protocol_enabled(ctx)
     out = []
     for gid in request.group_ids:
-        not_here = ctx.services.groups.coordinator_error(gid)
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+        not_here = ctx.services.groups.coordinator_error(gid) if enabled else errors.UNSUPPORTED_VERSION
+        if enabled and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
             not_here = errors.GROUP_AUTHORIZATION_FAILED
         g = consumer.describe(gid) if gid and not not_here else None
         if g is None:
             code = not_here or (errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND)
+            message = UNSUPPORTED_MESSAGE if not enabled else f"Group {gid} not found." if gid else None
             out.append(
-                make(m.DescribedGroup, error_code=code, error_message=f"Group {gid} not found." if gid else None,
+                make(m.DescribedGroup, error_code=code, error_message=message,
                      group_id=gid, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
                      members=(), authorized_operations=_NO_OPS)
             )

@@ -1,11 +1,15 @@
 """ConsumerGroupHeartbeat (68): the consumer group protocol of KIP-848 (v0: the coordinator may
-assign the member id; v1: the client generates it and may subscribe with a regex)."""
+assign the member id; v1: the client generates it and may subscribe with a regex).
+
+Gated by the finalized ``group.version`` (KIP-584): below 1 the request is answered
+UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis does when the consumer protocol is not enabled."""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
+from odradek.controller.features import GROUP_VERSION
 from odradek.coordinator.group.consumer_group import HeartbeatRequest
 from odradek.protocol import errors
 from odradek.protocol.codec import make
@@ -16,9 +20,20 @@ API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
+UNSUPPORTED_MESSAGE = "The version of API is not supported."
+
+
+def consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """Kafka's isConsumerGroupProtocolEnabled: group.version >= 1 (GV_1) is finalized."""
+    return ctx.services.features.level(GROUP_VERSION) >= 1
+
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
+    if not consumer_protocol_enabled(ctx):
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=errors.UNSUPPORTED_VERSION,
+                    error_message=UNSUPPORTED_MESSAGE, member_id=None, member_epoch=0,
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
     rebalance = request.rebalance_timeout
     owned = request.topic_partitions
     names = request.subscribed_topic_names

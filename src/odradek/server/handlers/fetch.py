@@ -92,17 +92,43 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
     return RawResponse(parts, size)
 
 
+def _fetch_throttle_ms(ctx: RequestContext, read_bytes: int) -> int:
+    """consumer_byte_rate: record the bytes read; over the quota, take them back (the response
+    will carry none), mute the connection and return the throttle time (KIP-219)."""
+    quota = ctx.services.quotas.fetch
+    now = ctx.services.now_ms()
+    user, client = ctx.quota_user, ctx.client_id or ""
+    throttle = quota.record_and_get_throttle_time_ms(user, client, read_bytes, now)
+    if throttle:
+        quota.unrecord(user, client, read_bytes, now)
+        ctx.throttle(throttle)
+    return throttle
+
+
+def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
+    """The request's max bytes, for a consumer with a consumer_byte_rate quota at most what it may
+    take at once (Kafka's getMaxValueInQuotaWindow)."""
+    max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    quota = ctx.services.quotas.fetch
+    if quota.quotas and replica_id < 0:
+        window = quota.max_value_in_window(ctx.quota_user, ctx.client_id or "")
+        if window is not None:
+            max_bytes = min(max_bytes, max(int(window), 1))
+    return max_bytes
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     svc = ctx.services
     reg = svc.topics
     requested, forgotten = _requested(version, request, reg)
     replica_state = getattr(request, "replica_state", None)
+    replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
     params = FetchParams(  # positional: half the cost of keywords, per request
-        int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)),
+        replica_id,
         int(request.max_wait.total_seconds() * 1000),  # max_wait_ms
         max(int(request.min_bytes), 0),  # min_bytes
-        int(getattr(request, "max_bytes", 0x7FFFFFFF)),  # max_bytes
+        _max_bytes(ctx, request, replica_id),  # max_bytes
         getattr(request, "isolation_level", 0) == 1,  # read_committed
         version >= 13,  # topic_ids
     )
@@ -134,7 +160,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         parts, size = encode_fetch_response(version, [], error_code=fetch_context.error_code, session_id=0)
         return RawResponse(parts, size)
 
+    consumer = params.replica_id < 0
+
     def respond(read: LogReadResult) -> RawResponse:
+        if consumer and svc.quotas.fetch.quotas:
+            throttle = _fetch_throttle_ms(ctx, read.bytes)
+            if throttle:  # Kafka's getThrottledResponse: nothing read is sent, the session stays as it was
+                session_id = fetch_context.response_session_id if fetch_context.incremental else 0
+                parts, size = encode_fetch_response(version, [], throttle_time_ms=throttle, session_id=session_id)
+                return RawResponse(parts, size)
         topics: list[TopicResult] = []
         by_name: dict[str, TopicResult] = {}
         for (name, _p), cp, pr in fetch_context.update_and_generate(read.partitions):

@@ -7,6 +7,10 @@ coordinator confirms the partition is in the producer's transaction (server.txn_
 KIP-890 part 1). Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
 with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 
+Client quotas (``producer_byte_rate``): the request's record bytes are recorded against the
+client's quota (Kafka's ClientQuotaManager for produce); a violation sets ``throttle_time_ms``
+in the response and mutes the connection for that long (KIP-219).
+
 In cluster mode acks=-1 waits (without blocking the loop) until the high watermark of
 each partition passes what was appended, up to the request's timeout: a DelayedProduce
 in the replica manager's produce purgatory (replication.delayed_produce)."""
@@ -46,6 +50,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     wait = acks == -1
     required: dict[tuple[str, int], int] = {}
     topics_out: list[tuple[str, list[PartitionResult]]] = []
+    size = sum(len(pd.records or b"") for td in request.topic_data for pd in td.partition_data)
+    throttle_ms = svc.quotas.produce.record_and_get_throttle_time_ms(ctx.quota_user, ctx.client_id or "", size,
+                                                                      now_ms)
+    ctx.throttle(throttle_ms)
     # transactional partitions whose coordinator is on another broker: appended once it answers
     deferred: list[tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck]] = []
 
@@ -89,7 +97,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 parts_out.append(append(name, pd.index, pd.records))
         topics_out.append((name, parts_out))
     if not deferred:
-        return _answer(ctx, request, topics_out, required)
+        return _answer(ctx, request, topics_out, required, throttle_ms)
     loop_fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     left = [len(deferred)]
     channel = svc.txn.channel
@@ -103,7 +111,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         parts_out[slot] = append(name, index, records) if code == errors.NONE else (index, code, -1, -1, -1, msg, ())
         left[0] -= 1
         if left[0] == 0 and not loop_fut.done():
-            out = _answer(ctx, request, topics_out, required)
+            out = _answer(ctx, request, topics_out, required, throttle_ms)
             if isinstance(out, asyncio.Future):
                 out.add_done_callback(relay)
             else:
@@ -127,7 +135,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[PartitionResult]]],
-            required: dict[tuple[str, int], int]) -> Any:
+            required: dict[tuple[str, int], int], throttle_ms: int = 0) -> Any:
     acks = request.acks
     version = ctx.api_version
     rm = ctx.services.replica_manager
@@ -138,11 +146,11 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
             ctx.close_connection("acks=0 produce failed")
         return NO_RESPONSE
     if not required:
-        return encode_produce_response(version, topics_out)
+        return encode_produce_response(version, topics_out, throttle_ms)
 
     def respond(results: dict[tuple[str, int], int]) -> Any:
         if not any(results.values()):
-            return encode_produce_response(version, topics_out)
+            return encode_produce_response(version, topics_out, throttle_ms)
         out: list[tuple[str, list[PartitionResult]]] = []
         for name, parts in topics_out:
             fixed: list[PartitionResult] = []
@@ -153,7 +161,7 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
                 else:
                     fixed.append((pr[0], code, -1, -1, pr[4], None))
             out.append((name, fixed))
-        return encode_produce_response(version, out)
+        return encode_produce_response(version, out, throttle_ms)
 
     outcome = rm.wait_for_replication(required, request.timeout_ms)
     if isinstance(outcome, dict):  # a lone leader, or followers already past it: no purgatory
