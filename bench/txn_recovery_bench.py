@@ -2,12 +2,14 @@
 amount of non-transactional data, in one run (not a test): prints figures.
 
     python bench/txn_recovery_bench.py [--mb 64] [--size 1024] [--per-txn 1000] [--abort-every 4] [--repeat 3]
+        [--batch-bytes 1000000]
 
 Two fresh brokers, one per kind of data, each with a one-partition topic whose ``--mb`` MB of
 ``--size``-byte records all sit in the active segment (``segment.bytes`` 1 GiB, nothing flushed:
 the recovery point stays at 0):
 
-- non-transactional: an idempotent producer (acks=all);
+- non-transactional: an idempotent producer (acks=all, ``batch.size`` ``--batch-bytes``: the number
+  of batches, which the scan and the producer state replay pay per item, follows from it);
 - transactional: transactions of ``--per-txn`` records, every ``--abort-every``-th aborted, and a
   last one left open (``transaction.timeout.ms`` longer than the run) holding half a transaction.
 
@@ -68,16 +70,17 @@ def _produce(p: Producer, n: int, value: bytes) -> None:
             p.poll(0)
 
 
-def write_plain(bootstrap: str, n: int, value: bytes) -> None:
+def write_plain(bootstrap: str, n: int, value: bytes, batch_bytes: int) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
-                  "batch.size": 1 << 20})
+                  "batch.size": batch_bytes})
     _produce(p, n, value)
     assert p.flush(60) == 0
 
 
-def write_transactional(bootstrap: str, n: int, value: bytes, per_txn: int, abort_every: int) -> Producer:
+def write_transactional(bootstrap: str, n: int, value: bytes, per_txn: int, abort_every: int,
+                        batch_bytes: int) -> Producer:
     """Writes ``n`` records in transactions; returns the producer whose last transaction is open."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20,
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": batch_bytes,
                   "transactional.id": f"recovery-{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 900_000})
     p.init_transactions(60)
     open_n = per_txn // 2
@@ -118,6 +121,15 @@ def active_producers(w: WireClient) -> list[tuple[int, int, int]]:
                   for s in part.active_producers)
 
 
+def _count_batches(data: bytes) -> int:
+    """Batches in a segment: base offset int64, batch length int32 (bytes after that field)."""
+    pos, n = 0, 0
+    while pos + 12 <= len(data):
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        n += 1
+    return n
+
+
 def snapshot(b: OdradekBroker) -> dict[str, Any]:
     """What recovery has to give back: LEO, LSO, the producers, the transaction index bytes."""
     with WireClient(b.bootstrap) as w:
@@ -126,11 +138,13 @@ def snapshot(b: OdradekBroker) -> dict[str, Any]:
     state["txnindex"] = b"".join(f.read_bytes() for f in sorted(d.glob("*.txnindex")))
     state["log_bytes"] = sum(f.stat().st_size for f in d.glob("*.log"))
     state["segments"] = len(list(d.glob("*.log")))
+    state["batches"] = sum(_count_batches(f.read_bytes()) for f in d.glob("*.log"))
     return state
 
 
-def restart(b: OdradekBroker, expect: dict[str, Any]) -> tuple[float, float]:
-    """kill -9, start; (seconds to ApiVersions, seconds to ListOffsets answering LEO and LSO)."""
+def restart(b: OdradekBroker, expect: dict[str, Any]) -> tuple[float, float, float]:
+    """kill -9, start; (seconds to ApiVersions, seconds to ListOffsets answering LEO and LSO, the
+    broker's own start-up figure: from its entry point to serving, without the interpreter's start)."""
     b.kill()
     log_before = b.log_path.stat().st_size
     t0 = time.monotonic()
@@ -148,10 +162,13 @@ def restart(b: OdradekBroker, expect: dict[str, Any]) -> tuple[float, float]:
         f.seek(log_before)
         text = f.read().decode(errors="replace")
     assert f"Recovered partition {TOPIC}-0" in text, "the partition was not recovered"
+    if not expect.get("shown"):  # the broker's line, once per kind
+        print("  " + next(ln for ln in text.splitlines() if f"Recovered partition {TOPIC}-0" in ln).strip())
+        expect["shown"] = True
     got = snapshot(b)
     for k in ("leo", "lso", "producers", "txnindex"):
         assert got[k] == expect[k], (k, got[k], expect[k])
-    return serving, ready
+    return serving, ready, b.reported_start_s() or -1.0
 
 
 def main() -> None:
@@ -161,6 +178,7 @@ def main() -> None:
     ap.add_argument("--per-txn", type=int, default=1000)
     ap.add_argument("--abort-every", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--batch-bytes", type=int, default=1_000_000)
     args = ap.parse_args()
     value = b"x" * args.size
     n = args.mb * 1_000_000 // args.size
@@ -173,13 +191,14 @@ def main() -> None:
         keep: list[Producer] = []
         try:
             for kind, b in brokers.items():
-                b.start()
+                empty_start = b.start()
                 _topic(b.bootstrap)
                 t0 = time.monotonic()
                 if kind == "transactional":
-                    keep.append(write_transactional(b.bootstrap, n, value, args.per_txn, args.abort_every))
+                    keep.append(write_transactional(b.bootstrap, n, value, args.per_txn, args.abort_every,
+                                                     args.batch_bytes))
                 else:
-                    write_plain(b.bootstrap, n, value)
+                    write_plain(b.bootstrap, n, value, args.batch_bytes)
                 write_s = time.monotonic() - t0
                 expect[kind] = snapshot(b)
                 e = expect[kind]
@@ -189,10 +208,11 @@ def main() -> None:
                     assert any(start == e["lso"] for _, _, start in e["producers"])
                 else:
                     assert e["lso"] == e["leo"] and not e["txnindex"]
-                print(f"{kind}: wrote {n} records ({e['log_bytes'] / 1e6:.1f} MB in the segment) in {write_s:.1f} s; "
-                      f"LEO {e['leo']}, LSO {e['lso']}, {len(e['txnindex']) // 34} aborted transactions indexed",
+                print(f"{kind}: wrote {n} records ({e['log_bytes'] / 1e6:.1f} MB in the segment, {e['batches']} batches) in {write_s:.1f} s; "
+                      f"LEO {e['leo']}, LSO {e['lso']}, {len(e['txnindex']) // 34} aborted transactions indexed; "
+                      f"start with an empty log dir {empty_start:.2f} s",
                       flush=True)
-            runs: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+            runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
             for _ in range(args.repeat):
                 for kind, b in brokers.items():
                     runs[kind].append(restart(b, expect[kind]))
@@ -202,11 +222,13 @@ def main() -> None:
     print(f"recovery after kill -9, {args.mb} MB in the active segment, {args.repeat} restarts each (median, runs):")
     med: dict[str, float] = {}
     for kind in kinds:
-        serving = [s for s, _ in runs[kind]]
-        ready = [r for _, r in runs[kind]]
+        serving = [s for s, _, _ in runs[kind]]
+        ready = [r for _, r, _ in runs[kind]]
+        own = [o for _, _, o in runs[kind]]
         med[kind] = statistics.median(ready)
         print(f"  {kind:18s} serving {statistics.median(serving):6.2f} s   LEO+LSO answered "
-              f"{med[kind]:6.2f} s   runs {[round(r, 2) for r in ready]}")
+              f"{med[kind]:6.2f} s   runs {[round(r, 2) for r in ready]}   broker's own start-up "
+              f"{statistics.median(own):5.2f} s")
     print(f"  ratio transactional / non-transactional: {med['transactional'] / med['non-transactional']:.2f}")
 
 
