@@ -201,3 +201,57 @@ def test_coordinator_killed_mid_commit_the_new_one_completes_it(tmp_path: Path, 
         assert "; 1 to complete" in taken_over  # the new coordinator found the PrepareCommit
     finally:
         c.stop()
+
+
+@pytest.mark.timeout(300)
+def test_partition_leader_killed_mid_transaction(cluster: Cluster) -> None:
+    """The broker leading one of a transaction's partitions (not the coordinator's broker) is killed
+    -9 between the transaction's writes: the producer's later writes go to the partition's new
+    leader, the commit completes (its marker is written by the new leader, so read_committed gets
+    past it), a following transaction aborts cleanly with that broker still down, and
+    read_committed holds every committed record exactly once. The killed broker, started again,
+    rejoins the partition's ISR: it has copied the markers."""
+    from waiting import wait_until
+
+    c = cluster
+    topic = "txk"
+    create(c, topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    tid = "leader-killed"
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "linger.ms": 5,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    p.init_transactions(60)
+    coord = _coordinator(c, tid)
+    part = next(i for i in range(PARTITIONS) if c.leader(topic, i) != coord)
+    victim = c.leader(topic, part)
+
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, value=f"k1-{i}".encode(), partition=i % PARTITIONS)
+    assert p.flush(60) == 0  # on the victim (acks=all: on the followers too)
+    c.kill(victim)
+    wait_until(lambda: c.leader(topic, part) not in (-1, victim), 30, "a new leader")
+    new_leader = c.leader(topic, part)
+    for i in range(30, 60):
+        p.produce(topic, value=f"k1-{i}".encode(), partition=i % PARTITIONS)
+    p.commit_transaction(90)
+    assert _coordinator(c, tid) == coord  # the coordinator did not move
+
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, value=f"a-{i}".encode(), partition=i % PARTITIONS)
+    assert p.flush(60) == 0
+    p.abort_transaction(90)
+    p.begin_transaction()
+    for i in range(9):
+        p.produce(topic, value=f"k2-{i}".encode(), partition=i % PARTITIONS)
+    p.commit_transaction(90)
+
+    expected = sorted([f"k1-{i}" for i in range(60)] + [f"k2-{i}" for i in range(9)])
+    assert _read(c, topic, "read_committed", len(expected)) == expected
+    uncommitted = _read(c, topic, "read_uncommitted", len(expected) + 30)
+    assert uncommitted == sorted(expected + [f"a-{i}" for i in range(30)])
+    assert c.leader(topic, part) == new_leader
+
+    c.brokers[victim].start()
+    wait_until(lambda: victim in c.state(topic, part).get("isr", []), 60, "the killed broker back in the ISR")
+    assert _read(c, topic, "read_committed", len(expected)) == expected
