@@ -41,8 +41,9 @@ def test_unimplemented_and_unknown_settings_are_named(make_broker: BrokerFactory
           "sasl.enabled.mechanisms": "PLAIN"}, "ssl.keystore.location"),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN"},
          "plain.sasl.jaas.config"),
+        # an inter-broker protocol no listener has (Kafka's KafkaConfig check)
         ({"zookeeper.connect": "127.0.0.1:1", "broker.id": "1", "security.inter.broker.protocol": "SSL"},
-         "inter-broker listener"),
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
         ({"authorizer.class.name": "com.example.MyAuthorizer"}, "authorizer.class.name"),
     ],
     ids=["ssl-without-keystore", "sasl-without-mechanism", "mapped-listener", "plain-without-users", "inter-broker",
