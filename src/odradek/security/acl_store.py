@@ -17,8 +17,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
+from odradek.controller.store import MetadataStore
 from odradek.security.acl import (
     OPERATION_NAMES,
     PERMISSION_NAMES,
@@ -42,17 +42,6 @@ EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 _TYPES = {v: k for k, v in RESOURCE_NAMES.items()}
 _OPS = {v: k for k, v in OPERATION_NAMES.items()}
 _PERMS = {v: k for k, v in PERMISSION_NAMES.items()}
-
-
-class _Store(Protocol):
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False,
-               sequential: bool = False) -> str: ...
-    def get(self, path: str) -> tuple[bytes, int]: ...
-    def set(self, path: str, data: bytes, version: int = -1) -> int: ...
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
-    def exists(self, path: str) -> int | None: ...
-    def children(self, path: str) -> list[str]: ...
-    def watch(self, path: str, callback: Callable[[str], None]) -> None: ...
 
 
 def _path(p: ResourcePattern) -> str:
@@ -82,7 +71,7 @@ def decode_entries(data: bytes) -> set[AccessControlEntry]:
 class AclStore:
     """Reads and writes the authorizer's ACLs in the metadata store."""
 
-    def __init__(self, store: _Store, authorizer: AclAuthorizer) -> None:
+    def __init__(self, store: MetadataStore, authorizer: AclAuthorizer) -> None:
         self._store = store
         self.authorizer = authorizer
 

@@ -9,25 +9,15 @@ AlterUserScramCredentials (KIP-554) and ``odradek configs --entity-type users``.
 from __future__ import annotations
 
 import json
-from typing import Protocol
 
+from odradek.controller.store import MetadataStore
 from odradek.security.scram import MECHANISMS, ScramCredential
 
 USERS_PATH = "/config/users"
 
 
-class _Store(Protocol):
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False,
-               sequential: bool = False) -> str: ...
-    def get(self, path: str) -> tuple[bytes, int]: ...
-    def set(self, path: str, data: bytes, version: int = -1) -> int: ...
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
-    def exists(self, path: str) -> int | None: ...
-    def children(self, path: str) -> list[str]: ...
-
-
 class ScramCredentialStore:
-    def __init__(self, store: _Store) -> None:
+    def __init__(self, store: MetadataStore) -> None:
         self._store = store
 
     def _configs(self, user: str) -> dict[str, str]:

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.controller.store import MetadataStore
 from odradek.security.acl import AclAuthorizer, AclOperation, ResourceType, parse_super_users
-from odradek.security.acl_store import AclStore, _Store
+from odradek.security.acl_store import AclStore
 from odradek.security.credentials import ScramCredentialStore
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class SecurityServices:
 OPEN = SecurityServices()
 
 
-def build_security(config: BrokerConfig, store: _Store) -> SecurityServices:
+def build_security(config: BrokerConfig, store: MetadataStore) -> SecurityServices:
     """The credential store, and the authorizer when ``authorizer.class.name`` names one."""
     credentials = ScramCredentialStore(store)
     if not (config.raw("authorizer.class.name")[0] or "").strip():
