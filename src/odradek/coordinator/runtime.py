@@ -175,40 +175,16 @@ class GroupCoordinatorRuntime:
     def ensure_topic(self) -> bool:
         """Create __consumer_offsets if missing; True when it exists afterwards (in cluster
         mode: once the controller has made it known)."""
-        if self.topics.get(OFFSETS_TOPIC) is not None:
-            return True
         cfg = self.config
-        rf = int(cfg.get("offsets.topic.replication.factor"))
-        try:
-            live = len(self.topics.live_brokers())
-        except StoreError as e:
-            log.warning("cannot create %s now: %s", OFFSETS_TOPIC, e)
-            return False
-        if rf > live:
-            log.warning(
-                "offsets.topic.replication.factor=%d exceeds the %d live broker(s); creating %s with replication factor %d",
-                rf, live, OFFSETS_TOPIC, live,
-            )
-            rf = live
-        try:
-            self.admin.create_topic(
-                OFFSETS_TOPIC,
-                self.num_partitions,
-                rf,
-                configs={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
-                },
-            )
-        except TopicError as e:
-            if e.error_code != errors.TOPIC_ALREADY_EXISTS:
-                log.error("could not create %s: %s", OFFSETS_TOPIC, e.message)
-                return False
-        except StoreError as e:
-            log.error("could not create %s: %s", OFFSETS_TOPIC, e)
-            return False
-        return self.topics.get(OFFSETS_TOPIC) is not None
+        return ensure_internal_topic(
+            self.topics, self.admin, OFFSETS_TOPIC, self.num_partitions, "offsets.topic.replication.factor",
+            int(cfg.get("offsets.topic.replication.factor")),
+            lambda _rf: {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+            },
+        )
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         meta = self.topics.get(topic)
@@ -410,6 +386,37 @@ class GroupCoordinatorRuntime:
     def shutdown(self) -> None:
         self.coordinator.unload()
         self.consumer.unload()
+
+
+
+def ensure_internal_topic(
+    topics: TopicRegistry, admin: TopicCreator, name: str, num_partitions: int, rf_config: str, rf: int,
+    configs: Callable[[int], Mapping[str, str | None]],
+) -> bool:
+    """Create the internal topic ``name`` if missing; True when it exists afterwards. Its replication factor
+    (the setting ``rf_config``) is capped at the live brokers, with a warning (Kafka would refuse; a
+    one-broker deployment is expected to set it to 1); ``configs(rf)`` gives its topic configs."""
+    if topics.get(name) is not None:
+        return True
+    try:
+        live = len(topics.live_brokers())
+    except StoreError as e:
+        log.warning("cannot create %s now: %s", name, e)
+        return False
+    if rf > live:
+        log.warning("%s=%d exceeds the %d live broker(s); creating %s with replication factor %d",
+                    rf_config, rf, live, name, live)
+        rf = live
+    try:
+        admin.create_topic(name, num_partitions, rf, configs=configs(rf))
+    except TopicError as e:
+        if e.error_code != errors.TOPIC_ALREADY_EXISTS:
+            log.error("could not create %s: %s", name, e.message)
+            return False
+    except StoreError as e:
+        log.error("could not create %s: %s", name, e)
+        return False
+    return topics.get(name) is not None
 
 
 def write_outcome(codes: dict[tuple[str, int], int]) -> int:

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.async_wire import Connect
 from odradek.controller.store import StoreError
-from odradek.controller.topics import TopicError
 from odradek.coordinator.group.coordinator import make_scheduler
 from odradek.coordinator.loader import decode_or_skip, load_batches
+from odradek.coordinator.runtime import ensure_internal_topic
 from odradek.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
     ProducerIdUnavailable,
@@ -170,37 +170,13 @@ class TransactionCoordinatorRuntime:
     # -- topic
     def ensure_topic(self) -> bool:
         """Create __transaction_state if missing; True when it exists afterwards."""
-        if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
-            return True
         cfg = self.config
-        rf = int(cfg.get("transaction.state.log.replication.factor"))
-        try:
-            live = len(self.topics.live_brokers())
-        except StoreError as e:
-            log.warning("cannot create %s now: %s", TRANSACTION_STATE_TOPIC, e)
-            return False
-        if rf > live:
-            log.warning(
-                "transaction.state.log.replication.factor=%d exceeds the %d live broker(s); creating %s with "
-                "replication factor %d", rf, live, TRANSACTION_STATE_TOPIC, live,
-            )
-            rf = live
-        min_isr = min(int(cfg.get("transaction.state.log.min.isr")), rf)
-        try:
-            self.admin.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.coordinator.config.num_partitions,
-                rf,
-                configs=transaction_topic_configs(min_isr, int(cfg.get("transaction.state.log.segment.bytes"))),
-            )
-        except TopicError as e:
-            if e.error_code != errors.TOPIC_ALREADY_EXISTS:
-                log.error("could not create %s: %s", TRANSACTION_STATE_TOPIC, e.message)
-                return False
-        except StoreError as e:
-            log.error("could not create %s: %s", TRANSACTION_STATE_TOPIC, e)
-            return False
-        return self.topics.get(TRANSACTION_STATE_TOPIC) is not None
+        return ensure_internal_topic(
+            self.topics, self.admin, TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions,
+            "transaction.state.log.replication.factor", int(cfg.get("transaction.state.log.replication.factor")),
+            lambda rf: transaction_topic_configs(min(int(cfg.get("transaction.state.log.min.isr")), rf),
+                                                 int(cfg.get("transaction.state.log.segment.bytes"))),
+        )
 
     # -- the core's edges
     def _next_producer_id(self) -> int:
