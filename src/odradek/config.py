@@ -256,6 +256,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("java.security.auth.login.config", T_STRING, None,
               "JAAS file whose Client section logs the broker in to ZooKeeper (DigestLoginModule)"),
     ConfigDef("zookeeper.sasl.client", T_BOOLEAN, "true", "log in to ZooKeeper with SASL when a JAAS file is given"),
+    ConfigDef("odradek.change.notification.expiration.ms", T_LONG, "900000",
+              "change notifications (/kafka-acl-changes, /config/changes) older than this are deleted by the "
+              "brokers that read them (Kafka's ZkNodeChangeNotificationListener: 15 minutes)", _ge(1)),
     ConfigDef("zookeeper.sasl.clientconfig", T_STRING, "Client", "the JAAS file's section for ZooKeeper"),
     # cluster mode (replication, controller)
     ConfigDef("inter.broker.listener.name", T_STRING, None, "listener brokers use between themselves"),

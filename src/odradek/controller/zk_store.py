@@ -240,6 +240,12 @@ class ZkStore:
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), stat
 
+    def ctime_ms(self, path: str) -> int | None:
+        """The znode's creation time (ZooKeeper's ctime, ms since the epoch); None if absent."""
+        self._check(path)
+        stat = self._wait(self.client.exists_async(path), path)
+        return None if stat is None else int(stat.ctime)
+
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         self._check(path)
         stat = self._wait(self.client.set_async(path, data, version), path)

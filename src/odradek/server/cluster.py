@@ -46,6 +46,7 @@ from odradek.client.async_wire import Connect, plain_connect
 from odradek.client.secure_connect import connector
 from odradek.config import ConfigError
 from odradek.controller import zk_data as zd
+from odradek.controller.change_notifications import purge_obsolete
 from odradek.controller.channel import interbroker_request
 from odradek.controller.controller import Controller
 from odradek.controller.runner import ControllerRunner
@@ -518,6 +519,15 @@ class ClusterLink:
     def _on_config_change(self) -> None:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.reload_configs)
+            # then delete the notifications older than 15 minutes (ZkNodeChangeNotificationListener)
+            self.loop.call_soon_threadsafe(self.loop.run_in_executor, None, self._purge_config_changes)
+
+    def _purge_config_changes(self) -> None:
+        try:
+            purge_obsolete(self.store, "/config/changes", int(time.time() * 1000),
+                           int(self.config.get("odradek.change.notification.expiration.ms")))
+        except Exception:
+            log.exception("purging /config/changes notifications failed")
 
     def notify_config_change(self, entity_path: str) -> None:
         if self.zk is None:
