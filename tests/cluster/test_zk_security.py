@@ -10,6 +10,9 @@ the reason.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from integration.broker import Broker, BrokerError
+from integration.broker import Broker, BrokerError, free_port
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from waiting import wait_until
@@ -174,3 +177,79 @@ def test_set_acl_without_a_login_is_refused(tmp_path: Path, sasl_zookeeper: Ense
         b.start(timeout=60)
     assert b.exit_codes == [2]
     assert "zookeeper.set.acl is true, but the ZooKeeper client has no SASL login" in str(e.value)
+
+
+def _configs(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", "configs", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env})
+
+
+def test_scram_inter_broker_cluster_bootstrapped_with_configs_zookeeper(tmp_path: Path,
+                                                                         sasl_zookeeper: Ensemble) -> None:
+    """kafka-configs --zookeeper's job: the brokers' and a user's SCRAM credentials written in a SASL
+    ZooKeeper (the CLI logs in from KAFKA_OPTS' JAAS file, as the brokers do) before any broker runs;
+    then two brokers whose inter-broker listener is SASL SCRAM-SHA-512 replicate, and alice
+    (SCRAM-SHA-256) produces and consumes."""
+    jaas = _jaas(tmp_path / "jaas.conf", KAFKA_PASSWORD)
+    env = {"KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
+    c = Cluster(tmp_path, sasl_zookeeper, n=2, overrides={
+        "zookeeper.set.acl": "true",
+        "java.security.auth.login.config": str(jaas),
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+            'password="broker-secret";',
+        "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:broker;User:alice",
+    }, zk_client_options=_sasl("kafka", KAFKA_PASSWORD))
+    for broker in c.brokers.values():
+        broker.overrides["listeners"] = f"CLIENT://127.0.0.1:{broker.port},INTERNAL://127.0.0.1:{free_port()}"
+    c.ensure_chroot()
+    for user, spec in (("broker", "SCRAM-SHA-512=[iterations=8192,password=broker-secret]"),
+                       ("alice", "SCRAM-SHA-256=[password=alice-secret]")):
+        r = _configs("--zookeeper", c.connect, "--alter", "--entity-type", "users", "--entity-name", user,
+                     "--add-config", spec, env=env)
+        assert r.returncode == 0, r.stderr
+        assert f"Completed updating config for user {user}." in r.stdout
+    r = _configs("--zookeeper", c.connect, "--describe", "--entity-type", "users", "--entity-name", "broker", env=env)
+    assert r.stdout.strip() == "SCRAM credential configs for user-principal 'broker' are SCRAM-SHA-512=iterations=8192"
+    # written as the brokers' identity, not world-readable
+    acl = {(a.perms, a.id.scheme, a.id.id) for a in c.zkc.get_acls("/config/users/broker")[0]}
+    assert acl == {(31, "sasl", "kafka")}
+    # only SCRAM credentials go this way; a wrong ZooKeeper password is refused
+    r = _configs("--zookeeper", c.connect, "--alter", "--entity-type", "topics", "--entity-name", "t",
+                 "--add-config", "retention.ms=1", env=env)
+    assert r.returncode == 1 and "only describes or alters users' SCRAM credentials" in r.stderr
+    bad = _jaas(tmp_path / "bad.conf", "wrong")
+    r = _configs("--zookeeper", c.connect, "--describe", "--entity-type", "users",
+                 env={"KAFKA_OPTS": f"-Djava.security.auth.login.config={bad}"})
+    assert r.returncode == 1 and "ZooKeeper refused the SASL login of user 'kafka'" in r.stderr
+
+    c.start()
+    try:
+        client = {"bootstrap.servers": c.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "alice-secret"}
+        admin = AdminClient(client)
+        admin.create_topics([NewTopic(TOPIC, 2, 2)])[TOPIC].result(30)
+        wait_until(lambda: all(len(c.state(TOPIC, p).get("isr", [])) == 2 for p in range(2)), 30, "ISR of 2")
+        p = Producer({**client, "acks": "all", "message.timeout.ms": 30000})
+        for i in range(10):
+            p.produce(TOPIC, f"v{i}".encode(), partition=i % 2)
+        assert p.flush(30) == 0
+        cons = Consumer({**client, "group.id": "g", "auto.offset.reset": "earliest"})
+        cons.subscribe([TOPIC])
+        got: list[bytes] = []
+        wait_until(lambda: got.extend(m.value() for m in cons.consume(10, 0.5) if not m.error()) or len(got) >= 10,
+                   30, "10 records")
+        cons.close()
+        # the followers caught up over the SCRAM inter-broker listener
+        for b in c.brokers.values():
+            for part in range(2):
+                wait_until(lambda b=b, part=part: sum(f.stat().st_size for f in b.segment_files(TOPIC, part)) > 0,
+                           20, f"records of partition {part} on {b.name}")
+    finally:
+        c.stop()

@@ -141,7 +141,14 @@ class ZkStore:
         self._sasl_error = None
         if self._sasl:
             self._record_sasl_errors()
-        self.client.start(timeout=self._connect_timeout)
+        try:
+            self.client.start(timeout=self._connect_timeout)
+        except Exception as e:
+            self.close()
+            if self._sasl_error is not None:  # the session closed before start() saw it connected
+                raise ZkAuthFailedError(
+                    f"ZooKeeper refused the SASL authentication ({type(self._sasl_error).__name__})") from e
+            raise _translate(e, "/") from e
         # a first answered request: the SASL exchange (done after CONNECTED is reported) is over
         probe = self.client.exists_async("/")
         deadline = time.monotonic() + self._connect_timeout
