@@ -1,7 +1,8 @@
 """``--command-config FILE`` on the tools that go past confluent-kafka's AdminClient: transactions
 (its WireClient requests and the hand-written DescribeTransactions), reassign (AdminClient plus the
 controller connection for ListPartitionReassignments) and elect-leaders (``--admin.config``, also
-spelled ``--command-config``, with Java client names). Each runs against the SASL_SSL listener
+spelled ``--command-config``, with Java client names) and perf (``--command-config``, alias
+``--producer.config`` / ``--consumer.config``). Each runs against the SASL_SSL listener
 only, with SCRAM-SHA-512 credentials from the file; a wrong password makes each fail."""
 
 from __future__ import annotations
@@ -101,3 +102,17 @@ def test_elect_leaders_with_command_config(sb: SecureBroker, tmp_path: Path, opt
     r = _odradek("elect-leaders", "--bootstrap-server", sb.sasl_ssl, option, str(bad), "--election-type",
                  "preferred", "--topic", TOPIC, "--command-timeout", "10")
     assert r.returncode == 1 and any(line.startswith("Error:") for line in r.stderr.splitlines()), r.stderr[-2000:]
+
+
+def test_perf_with_command_config(sb: SecureBroker, tmp_path: Path) -> None:
+    import json
+
+    props = _props(sb, tmp_path / "c.properties")
+    r = _odradek("perf", "produce", "--bootstrap-server", sb.sasl_ssl, "--producer.config", str(props),
+                 "--topic", "cc-perf", "--num-records", "500", "--record-size", "100", "--json", "--timeout", "60")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["records"] == 500
+    r = _odradek("perf", "consume", "--bootstrap-server", sb.sasl_ssl, "--command-config", str(props),
+                 "--topic", "cc-perf", "--num-records", "500", "--json", "--timeout", "60")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["records"] == 500
