@@ -46,8 +46,9 @@ def open_store(args: argparse.Namespace) -> Iterator[MetadataStore]:
         finally:
             local.close()
         return
+    from odradek.controller.zk_data import default_acls
     from odradek.controller.zk_store import ZkAuthFailedError, ZkStore
-    from odradek.security.zk_client import default_acls, zk_client_security
+    from odradek.security.zk_client import zk_client_security
 
     security = zk_client_security({})
     zk = ZkStore(args.zookeeper, session_timeout_ms=30000,

@@ -52,7 +52,7 @@ from odradek.controller.store import (
     StoreError,
     Watcher,
 )
-from odradek.security.zk_client import AclSpec
+from odradek.controller.zk_data import AclSpec
 
 log = logging.getLogger("odradek.zookeeper")
 

@@ -17,11 +17,9 @@ ZooKeeper's SASLAuthenticationProvider checks against its own ``Server`` section
 Kerberos (``Krb5LoginModule``, SASL GSSAPI) is not built: such a section is refused at start-up.
 
 ACLs: with ``zookeeper.set.acl=true`` every znode the broker creates gets Kafka's
-``ZkData.defaultAcls``: ALL for the creator (the ``auth`` scheme: ZooKeeper records the identity
-the session authenticated as, ``sasl:<username>``), and READ for everyone (``world:anyone``) unless
-the path is sensitive (``ZkData.SensitiveRootPaths``: ``/config/users`` — SCRAM credentials —,
-``/config/brokers`` and ``/delegation_token``). Kafka refuses ``zookeeper.set.acl=true`` without a
-secure ZooKeeper client (KafkaServer.initZkClient): so does this module.
+``ZkData.defaultAcls`` (odradek.controller.zk_data.default_acls). Kafka refuses
+``zookeeper.set.acl=true`` without a secure ZooKeeper client (KafkaServer.initZkClient): so does
+this module.
 """
 
 from __future__ import annotations
@@ -41,42 +39,6 @@ SASL_CLIENT = "zookeeper.sasl.client"
 SASL_CLIENT_CONFIG = "zookeeper.sasl.clientconfig"
 DEFAULT_CLIENT_SECTION = "Client"
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
-
-# ZooKeeper's permission bits (ZooDefs.Perms)
-PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN = 1, 2, 4, 8, 16
-PERM_ALL = 31
-
-# ZkData.SensitiveRootPaths: never world-readable
-SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
-# the old consumers' path stays open (ZkData.defaultAcls: ConsumerPathZNode)
-CONSUMERS_PATH = "/consumers"
-
-
-@dataclass(frozen=True)
-class AclSpec:
-    """One ZooKeeper ACL entry: permission bits, scheme and id."""
-
-    perms: int
-    scheme: str
-    id: str
-
-
-CREATOR_ALL = AclSpec(PERM_ALL, "auth", "")
-WORLD_READ = AclSpec(PERM_READ, "world", "anyone")
-WORLD_ALL = AclSpec(PERM_ALL, "world", "anyone")
-
-
-def sensitive_path(path: str) -> bool:
-    """ZkData.sensitivePath: a path at or under a sensitive root."""
-    return any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOT_PATHS)
-
-
-def default_acls(path: str, secure: bool) -> tuple[AclSpec, ...]:
-    """ZkData.defaultAcls: what a znode the broker creates at ``path`` carries."""
-    if not secure or path == CONSUMERS_PATH:
-        return (WORLD_ALL,)
-    return (CREATOR_ALL,) if sensitive_path(path) else (CREATOR_ALL, WORLD_READ)
-
 
 # -- JAAS files
 

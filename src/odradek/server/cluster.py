@@ -60,7 +60,6 @@ from odradek.security.zk_client import (
     SASL_CLIENT,
     SASL_CLIENT_CONFIG,
     ZkClientSecurity,
-    default_acls,
     zk_client_security,
 )
 from odradek.server.cluster_access import (
@@ -136,7 +135,7 @@ class ClusterLink:
                 session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
                 connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
                 sasl_options=zk_security.sasl_options(),
-                acls_for=(lambda path: default_acls(path, True)) if zk_security.set_acl else None,
+                acls_for=(lambda path: zd.default_acls(path, True)) if zk_security.set_acl else None,
             )
             self.store = self.zk
         zk = self.zk

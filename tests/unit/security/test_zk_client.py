@@ -7,16 +7,8 @@ from pathlib import Path
 import pytest
 
 from odradek.config import ConfigError
-from odradek.security.zk_client import (
-    CREATOR_ALL,
-    WORLD_ALL,
-    WORLD_READ,
-    default_acls,
-    parse_jaas_file,
-    sensitive_path,
-    system_properties,
-    zk_client_security,
-)
+from odradek.controller.zk_data import CREATOR_ALL, WORLD_ALL, WORLD_READ, default_acls, sensitive_path
+from odradek.security.zk_client import parse_jaas_file, system_properties, zk_client_security
 
 JAAS = """
 /* brokers' logins */
