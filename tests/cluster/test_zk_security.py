@@ -253,3 +253,53 @@ def test_scram_inter_broker_cluster_bootstrapped_with_configs_zookeeper(tmp_path
                            20, f"records of partition {part} on {b.name}")
     finally:
         c.stop()
+
+
+def test_zookeeper_security_migration(tmp_path: Path, sasl_zookeeper: Ensemble) -> None:
+    """A tree written without zookeeper.set.acl gets Kafka's ACLs from the migration tool, and open
+    ACLs back with --zookeeper.acl unsecure; znodes outside Kafka's paths are left alone."""
+    jaas = _jaas(tmp_path / "jaas.conf", KAFKA_PASSWORD)
+    env = {"KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
+    chroot = "/migrate-" + tmp_path.name[-8:]
+    zk = KazooClient(hosts=sasl_zookeeper.connect, **_sasl("kafka", KAFKA_PASSWORD))
+    zk.start(timeout=10)
+    try:
+        for path in ("/brokers/topics/t", "/config/users/alice", "/kafka-acl/Topic/t", "/controller_epoch",
+                     "/unrelated/x"):
+            zk.create(chroot + path, b"{}", makepath=True)  # open ACLs, as a broker without set.acl writes
+
+        def acl(path: str) -> set[tuple[int, str, str]]:
+            return {(a.perms, a.id.scheme, a.id.id) for a in zk.get_acls(chroot + path)[0]}
+
+        def migrate(mode: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "odradek", "zookeeper-security-migration",
+                                   "--zookeeper.acl", mode, "--zookeeper.connect", sasl_zookeeper.connect + chroot],
+                                  capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+
+        opened = {(31, "world", "anyone")}
+        r = migrate("secure", {"KAFKA_OPTS": ""})
+        assert r.returncode == 1 and "zookeeper.set.acl is true, but the ZooKeeper client has no SASL login" in r.stderr
+        r = migrate("secure", env)
+        assert r.returncode == 0, r.stderr
+        secure = {(31, "sasl", "kafka"), (1, "world", "anyone")}
+        for path in ("/brokers", "/brokers/topics", "/brokers/topics/t", "/kafka-acl/Topic/t", "/controller_epoch",
+                     "/config"):
+            assert acl(path) == secure, path
+        assert acl("/config/users") == acl("/config/users/alice") == {(31, "sasl", "kafka")}
+        assert acl("/unrelated/x") == opened
+        other = KazooClient(hosts=sasl_zookeeper.connect + chroot, **_sasl("other", OTHER_PASSWORD))
+        other.start(timeout=10)
+        try:
+            with pytest.raises(NoAuthError):
+                other.set("/brokers/topics/t", b"x")
+            with pytest.raises(NoAuthError):
+                other.get("/config/users/alice")
+        finally:
+            other.stop()
+            other.close()
+        r = migrate("unsecure", env)
+        assert r.returncode == 0, r.stderr
+        assert acl("/brokers/topics/t") == acl("/config/users/alice") == opened
+    finally:
+        zk.stop()
+        zk.close()

@@ -342,3 +342,10 @@ def default_acls(path: str, secure: bool) -> tuple[AclSpec, ...]:
     if not secure or path == CONSUMERS_PATH:
         return (WORLD_ALL,)
     return (CREATOR_ALL,) if sensitive_path(path) else (CREATOR_ALL, WORLD_READ)
+
+# ZkData.SecureRootPaths: the trees zookeeper-security-migration sets ACLs on
+SECURE_ROOT_PATHS = (
+    "/admin", "/brokers", "/cluster", "/config", CONTROLLER, CONTROLLER_EPOCH, ISR_CHANGE,
+    "/latest_producer_id_block", LOG_DIR_EVENT, "/delegation_token", "/kafka-acl-extended", "/kafka-acl",
+    "/kafka-acl-changes", "/kafka-acl-extended-changes", "/feature",
+)

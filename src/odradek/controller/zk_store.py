@@ -247,6 +247,13 @@ class ZkStore:
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), stat
 
+    def set_acls(self, path: str, acls: tuple[AclSpec, ...]) -> None:
+        """Replace the znode's ACL (zookeeper-security-migration)."""
+        from kazoo.security import ACL, Id
+
+        self._check(path)
+        self._wait(self.client.set_acls_async(path, [ACL(a.perms, Id(a.scheme, a.id)) for a in acls]), path)
+
     def ctime_ms(self, path: str) -> int | None:
         """The znode's creation time (ZooKeeper's ctime, ms since the epoch); None if absent."""
         self._check(path)
