@@ -17,6 +17,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
     ResourcePatternType,
@@ -47,8 +49,10 @@ def _acl(topic: str) -> AclBinding:
 
 
 def _alter_retention(admin: AdminClient, ms: int) -> None:
-    res = ConfigResource(ResourceType.TOPIC, TOPIC, set_config={"retention.ms": str(ms)})
-    for f in admin.alter_configs([res]).values():
+    res = ConfigResource(ResourceType.TOPIC, TOPIC,
+                         incremental_configs=[ConfigEntry("retention.ms", str(ms),
+                                                          incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
         f.result(30)
 
 
