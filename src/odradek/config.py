@@ -249,6 +249,17 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("zookeeper.connect", T_STRING, None, "ZooKeeper connection string (cluster mode)"),
     ConfigDef("zookeeper.session.timeout.ms", T_INT, "18000", "ZooKeeper session timeout"),
     ConfigDef("zookeeper.connection.timeout.ms", T_INT, None, "ZooKeeper connection timeout"),
+    # ZooKeeper SASL and znode ACLs (odradek.security.zk_client); the last three are the JVM system
+    # properties Kafka's ZooKeeper client reads, also taken as -D words of KAFKA_OPTS
+    ConfigDef("zookeeper.set.acl", T_BOOLEAN, "false",
+              "znodes the broker creates get Kafka's secure ACLs (creator ALL, world READ unless sensitive)"),
+    ConfigDef("java.security.auth.login.config", T_STRING, None,
+              "JAAS file whose Client section logs the broker in to ZooKeeper (DigestLoginModule)"),
+    ConfigDef("zookeeper.sasl.client", T_BOOLEAN, "true", "log in to ZooKeeper with SASL when a JAAS file is given"),
+    ConfigDef("odradek.change.notification.expiration.ms", T_LONG, "900000",
+              "change notifications (/kafka-acl-changes, /config/changes) older than this are deleted by the "
+              "brokers that read them (Kafka's ZkNodeChangeNotificationListener: 15 minutes)", _ge(1)),
+    ConfigDef("zookeeper.sasl.clientconfig", T_STRING, "Client", "the JAAS file's section for ZooKeeper"),
     # cluster mode (replication, controller)
     ConfigDef("inter.broker.listener.name", T_STRING, None, "listener brokers use between themselves"),
     ConfigDef("replica.lag.time.max.ms", T_LONG, "30000", "a follower not caught up for this long leaves the ISR",

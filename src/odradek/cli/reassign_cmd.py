@@ -72,6 +72,7 @@ class ReassignError(Exception):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("reassign", help="move partition replicas between brokers (kafka-reassign-partitions.sh)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--generate", action="store_true", help="propose an assignment of topics over brokers")
     action.add_argument("--execute", action="store_true", help="start the reassignment of a JSON file")
@@ -315,12 +316,15 @@ class Cluster(Protocol):
 class LiveCluster:
     """confluent-kafka's AdminClient, plus kio requests to the controller for APIs 45 and 46."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, command_config: str | None = None) -> None:
         from confluent_kafka.admin import AdminClient
+
+        from odradek.client.command_config import admin_config, client_security
 
         self.bootstrap = bootstrap
         self.timeout = timeout
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient(dict[str, str | int | float | bool](admin_config(bootstrap, command_config)))
+        self.security = client_security(command_config)  # the controller connection's TLS / SASL
         self._wire: Any = None
 
     def close(self) -> None:
@@ -361,7 +365,7 @@ class LiveCluster:
                 if ctrl is None:
                     raise ReassignError("the cluster has no controller")
                 self._wire = WireClient(f"{ctrl.host}:{ctrl.port}", timeout=self.timeout + 5,
-                                        client_id="odradek-reassign")
+                                        client_id="odradek-reassign", security=self.security)
             try:
                 resp = self._wire.request(api_key, 0, **fields)
             except (OSError, ConnectionError):
@@ -475,7 +479,7 @@ def _check_top_level(resp: Any, what: str) -> None:
 
 
 def connect(args: argparse.Namespace) -> Cluster:
-    return LiveCluster(args.bootstrap_server, args.command_timeout)
+    return LiveCluster(args.bootstrap_server, args.command_timeout, getattr(args, "command_config", None))
 
 
 # ---------------------------------------------------------------------------- actions
@@ -642,7 +646,7 @@ def run(args: argparse.Namespace) -> int:
         err = e.args[0] if e.args else e
         print(f"Error: {err.str() if hasattr(err, 'str') else err}", file=sys.stderr)
         return 1
-    except (OSError, TimeoutError) as e:
+    except (OSError, TimeoutError, ValueError) as e:  # ValueError: ConfigError of --command-config
         print(f"Error: {e or type(e).__name__}", file=sys.stderr)
         return 1
     finally:

@@ -35,6 +35,8 @@ class PerfOptions:
     throughput: float = -1.0
     acks: str = "1"
     partitions: int | None = None
+    # --command-config: the client's security settings, for every client of the run (admin, producer, consumer)
+    client_props: dict[str, str] = field(default_factory=dict)
     producer_props: dict[str, str] = field(default_factory=dict)
     consumer_props: dict[str, str] = field(default_factory=dict)
     json: bool = False
@@ -183,7 +185,7 @@ def librdkafka_logger(verbose: bool) -> logging.Logger:
 
 
 def base_config(opts: PerfOptions) -> dict[str, Any]:
-    return {"bootstrap.servers": opts.bootstrap, "logger": librdkafka_logger(opts.verbose)}
+    return {**opts.client_props, "bootstrap.servers": opts.bootstrap, "logger": librdkafka_logger(opts.verbose)}
 
 
 def _endpoints(bootstrap: str) -> list[tuple[str, int]]:
