@@ -206,6 +206,17 @@ class ClientQuotaManager:
             throttle = min(throttle, self.window_ms)  # ClientRequestQuotaManager's maxThrottleTimeMs
         return int(throttle)
 
+    def bucket(self, user: str, client_id: str, now_ms: int) -> TokenBucket | None:
+        """The token bucket (user, client id) shares, None without a quota (controller mutations)."""
+        if self.kind != CONTROLLER_MUTATION or not self.quotas:
+            return None
+        hit = self._resolve(user, client_id)
+        if hit is None:
+            return None
+        r = self._rate(hit[1], self.quotas[hit[0]], now_ms)
+        assert isinstance(r, TokenBucket)
+        return r
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take a recorded value back (a throttled Fetch returns no data: Kafka's unrecordQuotaSensor)."""
         hit = self._resolve(user, client_id)
