@@ -456,6 +456,11 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("follower.replication.throttled.rate", T_LONG, str(LONG_MAX),
               "The bytes per second a follower fetches for replicas listed in "
               "follower.replication.throttled.replicas (KIP-73).", _ge(1), dynamic=CLUSTER_WIDE),
+    # replication quotas' sampled rate (Kafka's ReplicationQuotaManagerConfig)
+    ConfigDef("replication.quota.window.num", T_INT, "11",
+              "The number of samples the replication quotas' byte rates are measured over.", _ge(1)),
+    ConfigDef("replication.quota.window.size.seconds", T_INT, "1",
+              "The length of one sample of the replication quotas' byte rates.", _ge(1)),
     ConfigDef("auto.leader.rebalance.enable", T_BOOLEAN, "true",
               "Move partition leadership back to the preferred replica (the first of the assignment) when the "
               "imbalance is too large."),

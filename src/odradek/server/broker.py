@@ -68,6 +68,7 @@ from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.manager import QuotaConfig
+from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
 
@@ -146,6 +147,7 @@ class Broker:
             isr_writer=isr_writer,
             live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
             on_dir_offline=cluster.notify_log_dir_failure,
+            leader_quota=self._replication_quota("leader"),
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
@@ -238,6 +240,21 @@ class Broker:
             self.log_manager.get_log,
             self._follower_throttled,
             lambda: int(self.config.get("follower.replication.throttled.rate")),
+        )
+
+    def _replication_quota(self, side: str) -> ReplicationQuotaManager:
+        """KIP-73: ``<side>.replication.throttled.rate`` over the partitions listed in the topics'
+        ``<side>.replication.throttled.replicas`` with this broker's id."""
+        cfg, topics, name = self.config, self.topics, f"{side}.replication.throttled.replicas"
+
+        def throttled_config(topic: str) -> str:
+            meta = topics.get(topic)
+            return meta.configs.get(name, "") if meta is not None else ""
+
+        return ReplicationQuotaManager(
+            self.node_id, lambda: int(cfg.get(f"{side}.replication.throttled.rate")), throttled_config,
+            self.now_ms, int(cfg.get("replication.quota.window.num")),
+            int(cfg.get("replication.quota.window.size.seconds")),
         )
 
     def _follower_throttled(self, tp: tuple[str, int]) -> bool:
