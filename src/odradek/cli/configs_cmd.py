@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter topic, broker and client quota configs")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients", "ips"], action=_Entity)
     p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
     p.add_argument("--entity-default", nargs=0, action=_Entity,
                    help="the cluster-wide broker default, or the default user / client id")
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from odradek.client.command_config import admin_config
 
     scram = _scram_keys(args)
-    if args.entity_type in ("users", "clients") and scram is not True:
+    if args.entity_type in ("users", "clients", "ips") and scram is not True:
         from odradek.cli.quota_configs import run_quotas
 
         rc = run_quotas(args)

@@ -67,6 +67,7 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.connection_rate import ConnectionRateQuotas
 from odradek.server.quota.manager import QuotaConfig
 from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.replica_manager import ReplicaManager
@@ -169,6 +170,13 @@ class Broker:
             int(config.get("max.connections.per.ip")),
             parse_ip_overrides(config.get("max.connections.per.ip.overrides") or ""),
         )
+        # KIP-612: max.connection.creation.rate and the ip entities' connection_creation_rate
+        self.conn_rates = ConnectionRateQuotas(
+            lambda: int(self.config.get("max.connection.creation.rate")), lambda: self.quotas.ip_rates,
+            int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
+        )
+        self._held: set[socket.socket] = set()  # accepted sockets a connection rate holds or will close
+        self._rate_hold: asyncio.TimerHandle | None = None  # the broker-wide rate holds the accept loop
         queued = int(config.get("queued.max.request.bytes"))
         self.request_memory: RequestMemoryPool | None = (
             RequestMemoryPool(queued, lambda fn: asyncio.get_running_loop().call_soon(fn)) if queued > 0 else None
@@ -564,23 +572,55 @@ class Broker:
                 return
             self._accept_backoff_s = 0.0
             ip = normalise_ip(str(addr[0])) if addr else ""
-            limit = quotas.inc(ip)
-            if limit is not None:
-                quotas.dec(ip)
-                log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                         ip, limit)
-                with contextlib.suppress(OSError):
-                    sock.close()
-                continue
-            try:
-                conn = Connection(self._connection_edges, sock, addr, listener)
-            except BaseException:
-                quotas.dec(ip)
-                sock.close()
-                raise
-            conn.quota_ip = ip
-            self.connections.add(conn)
-            conn.start()
+            exempt = listener == self.inter_broker_listener and len(self._servers) > 1  # Kafka's protectedListener
+            hold_ms = 0 if exempt else self.conn_rates.record_broker(self.now_ms())
+            if hold_ms > 0:  # max.connection.creation.rate: this one waits, and nothing else is accepted
+                self._held.add(sock)
+                self._set_accepting(False)
+                self._rate_hold = asyncio.get_running_loop().call_later(
+                    hold_ms / 1000, self._release_held, sock, addr, listener, ip)
+                return
+            self._admit(sock, addr, listener, ip)
+
+    def _release_held(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        self._rate_hold = None
+        self._held.discard(sock)
+        self._admit(sock, addr, listener, ip)
+        self._maybe_resume_accepting()
+
+    def _close_held(self, sock: socket.socket) -> None:
+        self._held.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _admit(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        """An accepted connection past the broker-wide rate: the address's rate and count, then served."""
+        if self._stopping is not None and self._stopping.is_set():
+            self._close_held(sock)
+            return
+        close_ms = self.conn_rates.record_ip(ip, self.now_ms())
+        if close_ms > 0:  # Kafka's ConnectionThrottledException: closed once the throttle time passed
+            log.info("Connection from %s throttled for %d ms by its connection_creation_rate quota", ip, close_ms)
+            self._held.add(sock)
+            asyncio.get_running_loop().call_later(close_ms / 1000, self._close_held, sock)
+            return
+        quotas = self.conn_quotas
+        limit = quotas.inc(ip)
+        if limit is not None:
+            quotas.dec(ip)
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     ip, limit)
+            self._close_held(sock)
+            return
+        try:
+            conn = Connection(self._connection_edges, sock, addr, listener)
+        except BaseException:
+            quotas.dec(ip)
+            sock.close()
+            raise
+        conn.quota_ip = ip
+        self.connections.add(conn)
+        conn.start()
 
     def _back_off_accepting(self, listener: str, error: OSError) -> None:
         """accept() failed for want of descriptors or memory (or for a reason it will fail for again):
@@ -606,6 +646,7 @@ class Broker:
             self._accept_enabled
             and not self._accepting
             and self._accept_backoff_timer is None
+            and self._rate_hold is None
             and (self._stopping is None or not self._stopping.is_set())
             and self.conn_quotas.slot_available()
         ):
@@ -789,6 +830,10 @@ class Broker:
             self._retention_timer.cancel()
         if self._accept_backoff_timer is not None:
             self._accept_backoff_timer.cancel()
+        if self._rate_hold is not None:
+            self._rate_hold.cancel()
+        for held in list(self._held):
+            self._close_held(held)
         self._set_accepting(False)
         self._accept_enabled = False
         for sock, _ in self._servers:
