@@ -101,8 +101,9 @@ def test_a_throttled_reassignment_moves_at_the_set_rate(cluster: Cluster, tmp_pa
     assert _configs(admin, ResourceType.TOPIC, "slow")["leader.replication.throttled.replicas"] == "0:1,0:2"
     assert _configs(admin, ResourceType.TOPIC, "slow")["follower.replication.throttled.replicas"] == "0:3"
     assert _configs(admin, ResourceType.BROKER, "1")["leader.replication.throttled.rate"] == str(MB)
-    res = _reassign(c, tmp_path, "slow", "--verify")
+    res = _reassign(c, tmp_path, "slow", "--verify", "--wait", "30", "--progress")
     assert res.returncode == 0 and "Clearing topic-level throttles on topic slow" in res.stdout, res.stdout + res.stderr
+    assert "reassignment: 1/1 (100%)" in res.stderr and "1/1 (100%)" not in res.stdout  # progress: stderr only
     assert _configs(admin, ResourceType.TOPIC, "slow")["leader.replication.throttled.replicas"] == ""
     assert _configs(admin, ResourceType.BROKER, "1")["leader.replication.throttled.rate"] != str(MB)
 
