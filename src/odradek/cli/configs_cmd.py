@@ -1,5 +1,5 @@
 """``odradek configs``: kafka-configs.sh for topics, brokers, users' SCRAM credentials and client
-quotas (users and clients; SCRAM-* keys go to the credentials, the others to quotas).
+quotas (users, clients and ips; SCRAM-* keys go to the credentials, the others to quotas).
 
 ``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
 its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
