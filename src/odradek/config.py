@@ -331,7 +331,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("max.connection.creation.rate", T_INT, str(2**31 - 1),
               "The most new connections per second the broker accepts over all listeners (KIP-612); past it a "
               "new connection waits before it is served. The inter-broker listener is exempt when there are "
-              "others.", _ge(0), dynamic=CLUSTER_WIDE),
+              "others; listener.name.<listener>.max.connection.creation.rate bounds one listener.", _ge(0),
+              dynamic=CLUSTER_WIDE),
     ConfigDef("connections.max.idle.ms", T_LONG, "600000",
               "Close a connection that sent nothing for this long (a negative value never closes idle "
               "connections)."),

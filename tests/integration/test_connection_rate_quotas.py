@@ -78,3 +78,13 @@ def test_broker_wide_rate_delays_connections(make_broker: BrokerFactory) -> None
     t0 = time.monotonic()
     assert all(ok for ok, _ in (_served(_connect(b, "127.0.0.2")) for _ in range(20)))
     assert time.monotonic() - t0 < 1.0
+
+
+def test_a_listeners_own_rate_delays_its_connections(make_broker: BrokerFactory) -> None:
+    b = make_broker({"quota.window.num": "2", "listener.name.plaintext.max.connection.creation.rate": "5"})
+    assert "not implemented" not in b.log_tail()  # a per-listener override of an implemented setting
+    t0 = time.monotonic()
+    results = [_served(_connect(b, "127.0.0.2")) for _ in range(20)]
+    took = time.monotonic() - t0
+    assert all(ok for ok, _ in results), results
+    assert 1.5 <= took <= 8.0, took

@@ -572,8 +572,7 @@ class Broker:
                 return
             self._accept_backoff_s = 0.0
             ip = normalise_ip(str(addr[0])) if addr else ""
-            exempt = listener == self.inter_broker_listener and len(self._servers) > 1  # Kafka's protectedListener
-            hold_ms = 0 if exempt else self.conn_rates.record_broker(self.now_ms())
+            hold_ms = self._connection_rate_hold(listener)
             if hold_ms > 0:  # max.connection.creation.rate: this one waits, and nothing else is accepted
                 self._held.add(sock)
                 self._set_accepting(False)
@@ -581,6 +580,17 @@ class Broker:
                     hold_ms / 1000, self._release_held, sock, addr, listener, ip)
                 return
             self._admit(sock, addr, listener, ip)
+
+    def _connection_rate_hold(self, listener: str) -> int:
+        """KIP-612: the ms a new connection on ``listener`` waits for the listener's and the
+        broker-wide max.connection.creation.rate (the inter-broker listener is exempt from the
+        broker-wide one when there are others, Kafka's protectedListener)."""
+        rates, now = self.conn_rates, self.now_ms()
+        raw = self.config.raw(f"listener.name.{listener.lower()}.max.connection.creation.rate")[0]
+        hold = rates.record_listener(listener, int(raw), now) if raw and raw.strip().isdigit() else 0
+        if not (listener == self.inter_broker_listener and len(self._servers) > 1):
+            hold = max(hold, rates.record_broker(now))
+        return hold
 
     def _release_held(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
         self._rate_hold = None

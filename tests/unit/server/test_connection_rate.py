@@ -29,3 +29,11 @@ def test_ip_rate_closes_connections_over_it_and_does_not_count_them() -> None:
     assert q.record_ip("10.0.0.2", T0) == 0
     assert q.record_ip("10.0.0.2", T0) > 0
     assert q.ip_quota("10.0.0.1") == 2.0 and q.ip_quota("10.9.9.9") == 1.0
+
+
+def test_a_listeners_own_rate() -> None:
+    q = ConnectionRateQuotas(lambda: INT_MAX, dict, samples=2, window_s=1)
+    assert [q.record_listener("EXTERNAL", 2, T0) for _ in range(2)] == [0, 0]
+    assert q.record_listener("EXTERNAL", 2, T0) == 500
+    assert q.record_listener("INTERNAL", 2, T0) == 0  # each listener has its own rate
+    assert q.record_listener("EXTERNAL", INT_MAX, T0) == 0  # unbounded

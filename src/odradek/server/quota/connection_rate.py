@@ -5,6 +5,8 @@ the clock passed in.
   accepted connection is recorded; over the rate the acceptor holds the new connection (and
   accepts nothing else) for the throttle time before it is served. The inter-broker listener is
   exempt when the broker has other listeners (Kafka's protectedListener).
+- Per listener, ``listener.name.<listener>.max.connection.creation.rate``: the same, for that
+  listener's connections (the inter-broker listener included); the longer hold of the two applies.
 - Per address, the ``connection_creation_rate`` quota of an ``ip`` entity or of the default ip
   entity (``odradek configs --entity-type ips``): a connection over the address's rate is not
   counted and is closed once the throttle time has passed (Kafka's ConnectionThrottledException
@@ -32,6 +34,7 @@ class ConnectionRateQuotas:
         self.samples = samples
         self.window_ms = window_s * 1000
         self._broker = SampledRate(samples, self.window_ms)
+        self._listeners: dict[str, SampledRate] = {}
         self._ips: dict[str, tuple[float, SampledRate]] = {}
 
     def _throttle_ms(self, rate: SampledRate, bound: float, now_ms: int) -> int:
@@ -49,6 +52,16 @@ class ConnectionRateQuotas:
             return 0
         self._broker.record(1.0, now_ms)
         return self._throttle_ms(self._broker, float(bound), now_ms)
+
+    def record_listener(self, listener: str, bound: int, now_ms: int) -> int:
+        """Record a new connection on ``listener`` against its own rate ``bound``; the ms to hold it."""
+        if bound >= INT_MAX:
+            return 0
+        rate = self._listeners.get(listener)
+        if rate is None:
+            rate = self._listeners[listener] = SampledRate(self.samples, self.window_ms)
+        rate.record(1.0, now_ms)
+        return self._throttle_ms(rate, float(bound), now_ms)
 
     def ip_quota(self, ip: str) -> float | None:
         rates = self.ip_rates()
