@@ -129,3 +129,41 @@ def test_the_leader_side_alone_holds_a_copy(cluster: Cluster) -> None:
     rate = SIZE / took["lead"]
     print(f"leader-throttled: {SIZE / MB:.0f} MB in {took['lead']:.1f}s = {rate / MB:.2f} MB/s")
     assert 0.6 * MB <= rate <= 1.6 * MB, took
+
+
+def test_in_sync_followers_are_not_held(cluster: Cluster) -> None:
+    """A throttle on every replica of a topic (``*``, 10 KB/s on both sides) holds no follower that is
+    caught up: acks=all produce of 6 MB to a partition whose follower is in the ISR is not slowed
+    to the throttle (Kafka's shouldLeaderThrottle / shouldFollowerThrottle), and the ISR stays whole."""
+    c = cluster
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("insync", 1, replica_assignment=[[1, 2]])])["insync"].result(30)
+    wait_until(lambda: sorted(c.state("insync", 0)["isr"]) == [1, 2], 30, "both replicas in the ISR")
+    resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry(k, "10000", incremental_operation=AlterConfigOpType.SET)
+        for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]) for b in (1, 2)]
+    resources.append(ConfigResource(ResourceType.TOPIC, "insync", incremental_configs=[
+        ConfigEntry(k, "*", incremental_operation=AlterConfigOpType.SET)
+        for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")]))
+    for r in resources:  # one broker resource per call (librdkafka's rule)
+        for f in admin.incremental_alter_configs([r]).values():
+            f.result(30)
+    time.sleep(1.0)  # the config change notices reach both brokers
+    t0 = time.monotonic()
+    _fill_existing(c, "insync")
+    took = time.monotonic() - t0
+    assert took < 20.0, f"6 MB acks=all took {took:.1f}s: the in-sync follower was throttled to 10 KB/s"
+    assert sorted(c.state("insync", 0)["isr"]) == [1, 2]
+
+
+def _fill_existing(c: Cluster, topic: str) -> None:
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 200_000})
+    payload = b"x" * RECORD
+    for _ in range(SIZE // RECORD):
+        while True:
+            try:
+                p.produce(topic, payload, partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
