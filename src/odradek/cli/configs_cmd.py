@@ -1,5 +1,5 @@
 """``odradek configs``: kafka-configs.sh for topics, brokers, users' SCRAM credentials and client
-quotas (users and clients; SCRAM-* keys go to the credentials, the others to quotas).
+quotas (users, clients and ips; SCRAM-* keys go to the credentials, the others to quotas).
 
 ``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
 its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--log-dir", metavar="DIR",
                        help="users' SCRAM credentials written in a stopped embedded broker's store (its log.dirs)")
     p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients", "ips"], action=_Entity)
     p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
     p.add_argument("--entity-default", nargs=0, action=_Entity,
                    help="the cluster-wide broker default, or the default user / client id")
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_direct(args)
     scram = _scram_keys(args)
-    if args.entity_type in ("users", "clients") and scram is not True:
+    if args.entity_type in ("users", "clients", "ips") and scram is not True:
         from odradek.cli.quota_configs import run_quotas
 
         rc = run_quotas(args)

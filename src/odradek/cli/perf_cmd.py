@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from odradek.progress import add_progress_argument
+
 MODES = {
     "produce": "producer throughput and per-record delivery latency (kafka-producer-perf-test.sh)",
     "consume": "consumer throughput and fetch statistics (kafka-consumer-perf-test.sh)",
@@ -50,6 +52,7 @@ def add_parser(sub: Any) -> None:
         m.add_argument("--reporting-interval", type=float, default=5.0, metavar="SECONDS",
                        help="seconds between progress lines (default 5)")
         m.add_argument("--verbose", action="store_true", help="show librdkafka's log")
+        add_progress_argument(m)
         m.set_defaults(func=run)
 
 
@@ -84,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             group=args.group,
             report_interval=args.reporting_interval,
             verbose=args.verbose,
+            progress=args.progress,
         )
         if args.perf_mode == "produce":
             from odradek.perf.produce import run_produce as runner

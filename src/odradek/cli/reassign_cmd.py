@@ -11,9 +11,11 @@ Actions, as in Kafka's tool:
   configs ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` on every
   broker and the topic configs ``leader.replication.throttled.replicas`` (partition:broker of the
   current replicas) / ``follower.replication.throttled.replicas`` (of the replicas being added).
-- ``--verify --reassignment-json-file F``: the state of each listed partition; once all are done
-  (none listed by ListPartitionReassignments, API 46, and the metadata's replicas equal the
-  targets) it removes those throttles (unless ``--preserve-throttles``).
+- ``--verify --reassignment-json-file F [--wait SECONDS] [--progress]``: the state of each listed
+  partition; once all are done (none listed by ListPartitionReassignments, API 46, and the
+  metadata's replicas equal the targets) it removes those throttles (unless
+  ``--preserve-throttles``). ``--wait`` (odradek's) checks every second until they are done, with
+  a progress line on stderr (a terminal, or ``--progress``).
 - ``--list``: the reassignments in progress.
 - ``--cancel --reassignment-json-file F``: cancels those in progress (replicas = null), then
   removes the throttles (unless ``--preserve-throttles``).
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from odradek.controller.assignment import AssignmentError, assign_rack_unaware
+from odradek.progress import Progress, add_progress_argument
 
 TP = tuple[str, int]
 Assignment = dict[TP, list[int]]
@@ -87,6 +90,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--additional", action="store_true",
                    help="with --execute: allow it while other reassignments are in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="with --verify/--cancel: keep the throttles")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="with --verify: check every second until the reassignments are done or SECONDS passed")
+    add_progress_argument(p)
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="with --generate: accepted for compatibility (proposals are rack-unaware)")
     p.add_argument("--command-timeout", type=float, default=30.0, help="seconds per request (default 30)")
@@ -107,6 +113,10 @@ def validate_args(args: argparse.Namespace) -> str | None:
         return "--throttle must be a positive number of bytes per second"
     if args.additional and action != "execute":
         return "--additional can only be used with --execute"
+    if args.wait and action != "verify":
+        return "--wait can only be used with --verify"
+    if args.wait < 0:
+        return "--wait must not be negative"
     if args.preserve_throttles and action not in ("verify", "cancel"):
         return "--preserve-throttles can only be used with --verify or --cancel"
     if action != "generate" and (args.topics_to_move_json_file or args.broker_list):
@@ -572,12 +582,25 @@ def clear_throttles(cluster: Cluster, topics: Iterable[str]) -> list[str]:
     return lines
 
 
-def verify(cluster: Cluster, reassignment_json: str, preserve_throttles: bool = False) -> list[str]:
+def verify(cluster: Cluster, reassignment_json: str, preserve_throttles: bool = False, wait_s: float = 0.0,
+           progress: Progress | None = None) -> list[str]:
+    """Kafka's --verify; with ``wait_s`` checked every second until complete or that time passed,
+    the partitions done shown on ``progress`` (stderr)."""
     parts = parse_reassignment(reassignment_json)
     targets = dict(parts)
-    ongoing = cluster.list_reassignments(list(targets))
-    current = cluster.assignment(sorted({t for t, _ in targets}))
-    lines, complete = verify_states(targets, ongoing, current)
+    deadline = time.monotonic() + wait_s
+    while True:
+        ongoing = cluster.list_reassignments(list(targets))
+        current = cluster.assignment(sorted({t for t, _ in targets}))
+        lines, complete = verify_states(targets, ongoing, current)
+        if progress is not None:
+            done = sum(1 for tp, r in targets.items() if tp not in ongoing and list(current.get(tp, [])) == list(r))
+            progress.update(done, f"{len(ongoing)} in progress")
+        if complete or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    if progress is not None:
+        progress.done()
     if complete and not preserve_throttles:
         lines += clear_throttles(cluster, (t for t, _ in targets))
     return lines
@@ -634,7 +657,9 @@ def run(args: argparse.Namespace) -> int:
             execute(cluster, Path(args.reassignment_json_file).read_text(), args.throttle, args.additional)
             lines = []
         elif args.verify:
-            lines = verify(cluster, Path(args.reassignment_json_file).read_text(), args.preserve_throttles)
+            text = Path(args.reassignment_json_file).read_text()
+            progress = Progress.for_args(args, "reassignment", total=len(parse_reassignment(text)))
+            lines = verify(cluster, text, args.preserve_throttles, args.wait, progress)
         elif args.list:
             lines = list_reassignments(cluster)
         else:

@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from odradek.progress import Progress
+from odradek.progress import enabled as progress_enabled
+
 MB = 1024.0 * 1024.0
 REPORT_INTERVAL = 5.0
 METADATA_TIMEOUT = 5.0
@@ -45,6 +48,10 @@ class PerfOptions:
     group: str | None = None
     report_interval: float = REPORT_INTERVAL
     verbose: bool = False
+    progress: bool | None = None  # a progress line on stderr: None = when stderr is a terminal
+
+    def progress_line(self, label: str) -> Progress:
+        return Progress(label, self.num_records, show=progress_enabled(self.progress, sys.stderr))
 
     @property
     def out(self) -> TextIO:
