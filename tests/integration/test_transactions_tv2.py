@@ -77,15 +77,18 @@ class Tv2Producer:
         self.pid, self.epoch = int(init.producer_id), int(init.producer_epoch)
         self.seq: dict[tuple[str, int], int] = {}
 
-    def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None) -> int:
-        """Produce v12; the error code of the partition."""
+    def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None,
+                via: WireClient | None = None) -> int:
+        """Produce v12 (to the partition's leader ``via``, else the coordinator's connection);
+        the error code of the partition."""
+        w = via or self.w
         epoch = self.epoch if epoch is None else epoch
         seq = self.seq.get((topic, partition), 0)
         batch = build_batch([(None, v) for v in values], timestamp=int(time.time() * 1000), producer_id=self.pid,
                             producer_epoch=epoch, base_sequence=seq, transactional=True)
 
         def send() -> Any:
-            return self.w.request(0, 12, transactional_id=self.tid, acks=-1, timeout=datetime.timedelta(seconds=30),
+            return w.request(0, 12, transactional_id=self.tid, acks=-1, timeout=datetime.timedelta(seconds=30),
                                   topic_data=(preq.TopicProduceData(name=topic, partition_data=(
                                       preq.PartitionProduceData(index=partition, records=bytes(batch)),)),))
 
@@ -96,8 +99,10 @@ class Tv2Producer:
             self.seq[(topic, partition)] = seq + len(values)
         return code
 
-    def commit_offsets(self, group: str, topic: str, offset: int) -> int:
-        resp = _retry(lambda: self.w.request(
+    def commit_offsets(self, group: str, topic: str, offset: int, via: WireClient | None = None) -> int:
+        """TxnOffsetCommit v5 (to the group's coordinator ``via``, else the coordinator's connection)."""
+        w = via or self.w
+        resp = _retry(lambda: w.request(
             28, 5, transactional_id=self.tid, group_id=group, producer_id=self.pid, producer_epoch=self.epoch,
             generation_id=-1, member_id="", group_instance_id=None,
             topics=(toc.TxnOffsetCommitRequestTopic(name=topic, partitions=(toc.TxnOffsetCommitRequestPartition(
