@@ -23,9 +23,10 @@ def _versions() -> list[tuple[int, int, int]]:
     return sorted((k, h.min_version, h.max_version) for k, h in registry.items())
 
 
-def unsupported_version_response() -> bytes:
-    """v0 body with UNSUPPORTED_VERSION: clients retry at a version listed here."""
-    vs = _versions()
+def unsupported_version_response(transaction_version_level: int) -> bytes:
+    """v0 body with UNSUPPORTED_VERSION: clients retry at a version listed here (the same list
+    as a successful ApiVersions under the finalized transaction.version)."""
+    vs = advertised(_versions(), transaction_version_level)
     out = bytearray(struct.pack(">hi", errors.UNSUPPORTED_VERSION, len(vs)))
     for k, lo, hi in vs:
         out += struct.pack(">hhh", k, lo, hi)
