@@ -164,6 +164,7 @@ class TransactionConfig:
     retry_backoff_ms: int = 100  # between marker / completion retries
     log_value_version: int = 1  # TransactionLogValue version written (Kafka: 1 with transaction.version >= 1)
     offsets_num_partitions: int = 50  # offsets.topic.num.partitions, for AddOffsetsToTxn
+    transaction_version: int = 1  # the finalized transaction.version: the coordinator's own aborts follow it
 
 
 # ------------------------------------------------------------------------------ results
@@ -520,7 +521,7 @@ class TransactionCoordinator:
         """AddPartitionsToTxn (and AddOffsetsToTxn): the partitions join the transaction, which
         starts (Ongoing) if it was not running. ``client_transaction_version`` 2 comes from a
         partition leader adding a partition for a Produce v12 / TxnOffsetCommit v5 (KIP-890
-        part 2); a transaction keeps the version it started with."""
+        part 2); it is written with the transaction (Kafka's prepareAddPartitions)."""
         parts = frozenset(partitions)
         if not transactional_id:
             respond(errors.INVALID_REQUEST)
@@ -539,8 +540,7 @@ class TransactionCoordinator:
         elif md.state == S.ONGOING and parts <= md.topic_partitions:
             respond(errors.NONE)  # already in the transaction: nothing to write
         else:
-            tv = client_transaction_version if md.state != S.ONGOING else None
-            transit = md.prepare_add_partitions(parts, self.scheduler.now_ms(), tv)
+            transit = md.prepare_add_partitions(parts, self.scheduler.now_ms(), client_transaction_version)
             self._append(transactional_id, cache.coordinator_epoch, transit, respond)
 
     def add_offsets(
@@ -602,8 +602,8 @@ class TransactionCoordinator:
         client_transaction_version: int | None = None,
     ) -> None:
         """Kafka's TransactionCoordinator.endTransaction. ``client_transaction_version`` is
-        the request's (EndTxn v5: 2); None for the coordinator's own aborts, which take the
-        version the transaction was started with."""
+        the request's (EndTxn v5: 2); None for the coordinator's own aborts (timeout, fence),
+        which take the finalized transaction.version, as Kafka's do."""
         if not transactional_id:
             respond(EndTxnResult(errors.INVALID_REQUEST))
             return
@@ -615,7 +615,7 @@ class TransactionCoordinator:
         if md is None:
             respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
             return
-        tv = md.client_transaction_version if client_transaction_version is None else client_transaction_version
+        tv = self.config.transaction_version if client_transaction_version is None else client_transaction_version
         if supports_epoch_bump(tv):
             self._end_transaction_v2(transactional_id, cache.coordinator_epoch, md, producer_id, producer_epoch,
                                      result, from_client, tv, respond)
@@ -659,7 +659,7 @@ class TransactionCoordinator:
             md.pending_state = None
             md.producer_epoch = producer_epoch
             md.last_producer_epoch = NO_PRODUCER_EPOCH
-        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms())
+        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), tv)
 
         def after_prepare(error: int) -> None:
             if error != errors.NONE:
@@ -703,21 +703,29 @@ class TransactionCoordinator:
                              and is_epoch_exhausted(producer_epoch))
         retry_on_bump = not fencing and md.producer_id == producer_id and md.producer_epoch == producer_epoch + 1
         is_retry = retry_on_bump or retry_on_overflow
+        state = md.state
+        # the epoch a request may carry depends on the state: the current one while a transaction
+        # runs or none does, the one before the bump while the markers are written, either once done
+        if fencing:
+            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid_epoch = producer_epoch == md.producer_epoch
         if md.producer_id != producer_id and not retry_on_overflow:
             respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
             return
-        if not (fencing or producer_epoch == md.producer_epoch or is_retry):
+        if not valid_epoch:
             respond(EndTxnResult(errors.PRODUCER_FENCED))
             return
         if md.pending_transition_in_progress and not fencing:
             respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS))
             return
-        state = md.state
         no_partition_added = False
         if state == S.ONGOING:
-            if is_retry:  # the epoch moved on while this transaction runs: a zombie's request
-                respond(EndTxnResult(errors.PRODUCER_FENCED))
-                return
+            pass
         elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             same = commit == (state == S.COMPLETE_COMMIT)
             if same and is_retry:
@@ -728,7 +736,7 @@ class TransactionCoordinator:
                 return
             no_partition_added = True  # an abort with no transaction running
         elif state == S.EMPTY:
-            if commit or is_retry:
+            if commit:
                 respond(EndTxnResult(errors.INVALID_TXN_STATE))
                 return
             no_partition_added = True

@@ -121,8 +121,10 @@ def test_tv2_commit_returns_the_bumped_epoch_and_markers_carry_it() -> None:
     env.markers.auto = False
     assert end2(env, 1000, 0, commit=True) == EndTxnResult(errors.NONE, 1000, 1)
     assert env.markers.sent == [(1000, 1, TransactionResult.COMMIT, frozenset(PARTS), 1)]
-    # a retry while the markers are written (the client did not hear the answer): still busy
+    # a retry while the markers are written (the client did not hear the answer): still busy;
+    # the bumped epoch is not one a client can have yet
     assert end2(env, 1000, 0, commit=True) == EndTxnResult(errors.CONCURRENT_TRANSACTIONS)
+    assert end2(env, 1000, 1, commit=True) == EndTxnResult(errors.PRODUCER_FENCED)
     env.markers.ack()
     env.markers.auto = True
     assert env.log.states() == [("Empty", 1000, 0), ("Ongoing", 1000, 0), ("PrepareCommit", 1000, 1),
@@ -135,6 +137,7 @@ def test_tv2_commit_returns_the_bumped_epoch_and_markers_carry_it() -> None:
     assert add2(env, 1000, 0) == errors.PRODUCER_FENCED
     assert add2(env, 1000, 1) == errors.NONE
     assert end2(env, 1000, 0, commit=True) == EndTxnResult(errors.PRODUCER_FENCED)  # a zombie's late retry
+    assert end2(env, 1000, 2, commit=True) == EndTxnResult(errors.PRODUCER_FENCED)  # an epoch never given out
     assert end2(env, 1000, 1, commit=False) == EndTxnResult(errors.NONE, 1000, 2)
     assert env.log.states()[-2:] == [("PrepareAbort", 1000, 2), ("CompleteAbort", 1000, 2)]
     assert end2(env, 1000, 1, commit=False) == EndTxnResult(errors.NONE, 1000, 2)  # retried abort
@@ -195,8 +198,9 @@ def test_tv2_rotation_is_reloaded_from_the_log() -> None:
     assert md.next_producer_id == NO_PRODUCER_ID
 
 
-def test_tv2_timed_out_transaction_aborted_with_its_own_version() -> None:
+def test_tv2_timed_out_transaction_aborted_under_the_finalized_version() -> None:
     env = Env()
+    env.coord.config.transaction_version = TV2  # Kafka: "not from client, use server TV"
     r = env.init(timeout=5000)
     add2(env, r.producer_id, r.producer_epoch)
     env.clock.advance(11.0)
@@ -207,8 +211,17 @@ def test_tv2_timed_out_transaction_aborted_with_its_own_version() -> None:
     assert env.init(pid=1000, epoch=2, timeout=5000) == InitProducerIdResult(errors.NONE, 1000, 3)
 
 
+def test_timed_out_tv2_transaction_under_tv1_is_aborted_without_the_bump() -> None:
+    env = Env()  # transaction.version 1 finalized (downgraded while the transaction ran)
+    r = env.init(timeout=5000)
+    add2(env, r.producer_id, r.producer_epoch)
+    env.clock.advance(11.0)
+    assert env.log.states()[-2:] == [("PrepareAbort", 1000, 1), ("CompleteAbort", 1000, 1)]
+
+
 def test_tv2_init_producer_id_fences_an_open_tv2_transaction() -> None:
     env = Env()
+    env.coord.config.transaction_version = TV2
     env.init()
     add2(env, 1000, 0)
     assert env.init() == InitProducerIdResult(errors.CONCURRENT_TRANSACTIONS)
@@ -221,8 +234,8 @@ def test_tv1_transaction_open_across_an_upgrade_ends_the_tv1_way() -> None:
     env.init()
     assert env.add(1000, 0, PARTS) == errors.NONE  # a TV1 client's AddPartitionsToTxn v3
     assert env.md().client_transaction_version == 0
-    # the leader's implicit add (TV2) of a partition to a running TV1 transaction keeps its version
+    # an EndTxn v4 ends it the TV1 way whatever the version written with its partitions
     assert add2(env, 1000, 0, [("audit", 0)]) == errors.NONE
-    assert env.md().client_transaction_version == 0
+    assert env.md().client_transaction_version == TV2
     assert env.end(1000, 0, commit=True) == EndTxnResult(errors.NONE, 1000, 0)
     assert env.log.states()[-1] == ("CompleteCommit", 1000, 0)
