@@ -30,8 +30,9 @@ pending. A client at transaction version 2 (EndTxn v5, AddPartitionsToTxn v5 fro
 leader: KIP-890 part 2) gets the epoch bumped by every EndTxn and is answered the producer id
 and epoch to go on with; its retries (the epoch before the bump) are recognised, and it may
 abort when no transaction is running. The timeout sweep and InitProducerId's fence end a
-transaction with the client transaction version it was started with. Error codes are the newest ones (PRODUCER_FENCED, KIP-588); :func:`error_for_version`
-maps them down for older request versions as Kafka's KafkaApis does.
+transaction under the finalized transaction.version (Kafka: "not from client, use server TV").
+Error codes are the newest ones (PRODUCER_FENCED, KIP-588); :func:`error_for_version` maps them
+down for older request versions as Kafka's KafkaApis does.
 """
 
 from __future__ import annotations
