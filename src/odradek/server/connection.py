@@ -59,6 +59,7 @@ from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, regi
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_version import transaction_version
 
 if TYPE_CHECKING:
     from odradek.security.listeners import ListenerSecurity
@@ -493,7 +494,7 @@ class Connection:
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == 18:
                 slot = self._slot(correlation_id, False)
-                self._complete(slot, unsupported_version_response())
+                self._complete(slot, unsupported_version_response(transaction_version(self.services.features)))
                 return
             log.warning(
                 "unsupported version %d of api %d from %s (supported %d-%d); closing",
