@@ -182,6 +182,8 @@ _UNIT = {
 _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("listeners", T_STRING, "PLAINTEXT://127.0.0.1:9092", "listener URIs"),
     ConfigDef("advertised.listeners", T_STRING, None, "listeners published to clients"),
+    ConfigDef("http.listeners", T_STRING, "http://127.0.0.1:9644",
+              "HTTP endpoint serving /metrics (Prometheus); empty disables it, port 0 binds a free port"),
     ConfigDef("log.dirs", T_STRING, None, "log directories (comma separated)"),
     ConfigDef("log.dir", T_STRING, "./odradek-data", "log directory when log.dirs is unset"),
     ConfigDef("node.id", T_INT, "-1", "this broker's id"),
