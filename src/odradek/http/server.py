@@ -21,7 +21,6 @@ the Kafka listener or the broker's state except through a handler.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -90,8 +89,11 @@ def parse_listener(url: str) -> tuple[str, int]:
 
 
 class HttpServer:
-    def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.host = host
+        self.header_timeout_s = header_timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.port = port
         self.max_connections = max_connections
         self.routes: dict[str, Handler] = {}
@@ -99,7 +101,7 @@ class HttpServer:
         self.requests_served = 0
         self.refused = 0  # requests or connections refused (limits, malformed input)
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
+        self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     def register(self, prefix: str, handler: Handler) -> None:
         """Serve paths starting with ``prefix`` (``/metrics``, ``/``) with ``handler``."""
@@ -128,11 +130,11 @@ class HttpServer:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for t in list(self._conns):
+        for t, w in list(self._conns.items()):
+            w.transport.abort()
             t.cancel()
-        for t in list(self._conns):
-            with contextlib.suppress(BaseException):
-                await t
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=2.0)
 
     # -- connections
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -142,19 +144,20 @@ class HttpServer:
             writer.close()
             return
         assert task is not None
-        self._conns.add(task)
+        self._conns[task] = writer
         peer = writer.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         try:
             while True:
                 try:
-                    first = await asyncio.wait_for(reader.read(1), IDLE_TIMEOUT_S)
+                    first = await asyncio.wait_for(reader.read(1), self.idle_timeout_s)
                 except TimeoutError:
                     return
                 if not first:
                     return
                 try:
-                    request = await asyncio.wait_for(self._read_request(first, reader, peer_s), HEADER_TIMEOUT_S)
+                    request = await asyncio.wait_for(self._read_request(first, reader, peer_s),
+                                                     self.header_timeout_s)
                 except TimeoutError:
                     self.refused += 1
                     await self._send(writer, HttpResponse(408, b"request not received in time\n"), False, True)
@@ -169,13 +172,13 @@ class HttpServer:
                 self.requests_served += 1
                 if not keep:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, OSError):
+        except (ConnectionError, asyncio.IncompleteReadError, OSError, RuntimeError, TimeoutError):
+            return
+        except asyncio.CancelledError:  # stop(): the server is going away, the connection with it
             return
         finally:
-            self._conns.discard(task)
+            self._conns.pop(task, None)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 
     async def _read_request(self, first: bytes, reader: asyncio.StreamReader, peer: str) -> HttpRequest:
         try:
