@@ -165,7 +165,7 @@ class KafkaCollector(Collector):
                 h = hs[i]
                 for label, value in h.percentiles_ms():
                     gauge.add_metric([request, label], value)
-                count.add_metric([request], h.count)
+                count.add_metric([request], rs.measured.get(key, 0))
             yield gauge
             yield count
 

@@ -47,6 +47,7 @@ class TopicCounters:
 class BrokerTopicStats:
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
+        self.removed = TopicCounters()  # what deleted topics counted (the all-topics sums keep it)
 
     def topic(self, name: str) -> TopicCounters:
         c = self.topics.get(name)
@@ -58,16 +59,8 @@ class BrokerTopicStats:
         """A deleted topic's metrics go (Kafka's BrokerTopicStats.removeMetrics); the all-topics sums keep them."""
         c = self.topics.pop(name, None)
         if c is not None:
-            gone = self.removed
             for k in TopicCounters.__slots__:
-                setattr(gone, k, getattr(gone, k) + getattr(c, k))
-
-    @property
-    def removed(self) -> TopicCounters:
-        r: TopicCounters | None = getattr(self, "_removed", None)
-        if r is None:
-            r = self._removed = TopicCounters()
-        return r
+                setattr(self.removed, k, getattr(self.removed, k) + getattr(c, k))
 
     def all_topics(self) -> TopicCounters:
         total = TopicCounters()
@@ -80,7 +73,7 @@ class BrokerTopicStats:
 def bucket_of(us: int) -> int:
     """Bucket index of a duration in microseconds (log scale, ``_SUB`` buckets per octave)."""
     if us < _SUB * 2:
-        return us if us > 0 else 0
+        return max(us, 0)
     b = us.bit_length()
     i = b * _SUB + ((us >> (b - 3)) & 3) - 2 * _SUB
     return i if i < _NBUCKETS else _NBUCKETS - 1
@@ -95,17 +88,20 @@ def bucket_upper_us(i: int) -> float:
     return float((1 << (b - 1)) + (frac + 1) * (1 << (b - 3)) - 1)
 
 
+_TABLE_US = 1 << 14  # bucket_of for durations below 16 ms, precomputed (most phases of most requests)
+_TABLE = [bucket_of(us) for us in range(_TABLE_US)]
+
+
 class LatencyHistogram:
     """Durations in log-scale buckets: percentiles within 25 % (a bucket's width), for the requests
     of the current and the previous window (:meth:`rotate` is called every ``WINDOW_S``; Kafka's
     histograms are biased to the last five minutes the same way)."""
 
-    __slots__ = ("current", "previous", "count")
+    __slots__ = ("current", "previous")
 
     def __init__(self) -> None:
         self.current = [0] * _NBUCKETS
         self.previous = [0] * _NBUCKETS
-        self.count = 0  # every duration ever recorded
 
     def rotate(self) -> None:
         self.previous = self.current
@@ -141,18 +137,32 @@ class RequestStats:
         self.requests: dict[int, int] = {}  # (key << 8 | version) -> count; key: api key or FETCH_*
         # key -> six histograms in PHASES order
         self.latency: dict[int, tuple[LatencyHistogram, ...]] = {}
+        self.measured: dict[int, int] = {}  # key -> requests measured (each phase's Count)
 
     def record(self, key: int, version: int, received: int, started: int, local_done: int, completed: int,
                queued: int, sent: int) -> None:
         rv = key << 8 | version
-        self.requests[rv] = self.requests.get(rv, 0) + 1
+        requests = self.requests
+        requests[rv] = requests.get(rv, 0) + 1
         hs = self.latency.get(key)
         if hs is None:
             hs = self.latency[key] = tuple(LatencyHistogram() for _ in PHASES)
-        for h, ns in zip(hs, (started - received, local_done - started, completed - local_done, queued - completed,
-                              sent - queued, sent - received), strict=True):
-            h.current[bucket_of(ns // 1000)] += 1
-            h.count += 1
+            self.measured[key] = 0
+        self.measured[key] += 1
+        table = _TABLE
+        # unrolled over the six phases: this runs once per request
+        us = (started - received) // 1000
+        hs[0].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
+        us = (local_done - started) // 1000
+        hs[1].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
+        us = (completed - local_done) // 1000
+        hs[2].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
+        us = (queued - completed) // 1000
+        hs[3].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
+        us = (sent - queued) // 1000
+        hs[4].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
+        us = (sent - received) // 1000
+        hs[5].current[table[us] if 0 <= us < _TABLE_US else bucket_of(us)] += 1
 
     def rotate(self) -> None:
         for hs in self.latency.values():
