@@ -70,7 +70,9 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.connection_rate import ConnectionRateQuotas
 from odradek.server.quota.manager import QuotaConfig
+from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
 
@@ -157,6 +159,7 @@ class Broker:
             live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
             on_dir_offline=cluster.notify_log_dir_failure,
             topic_stats=self.topic_stats,
+            leader_quota=self._replication_quota("leader"),
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
@@ -178,6 +181,13 @@ class Broker:
             int(config.get("max.connections.per.ip")),
             parse_ip_overrides(config.get("max.connections.per.ip.overrides") or ""),
         )
+        # KIP-612: max.connection.creation.rate and the ip entities' connection_creation_rate
+        self.conn_rates = ConnectionRateQuotas(
+            lambda: int(self.config.get("max.connection.creation.rate")), lambda: self.quotas.ip_rates,
+            int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
+        )
+        self._held: set[socket.socket] = set()  # accepted sockets a connection rate holds or will close
+        self._rate_hold: asyncio.TimerHandle | None = None  # the broker-wide rate holds the accept loop
         queued = int(config.get("queued.max.request.bytes"))
         self.request_memory: RequestMemoryPool | None = (
             RequestMemoryPool(queued, lambda fn: asyncio.get_running_loop().call_soon(fn)) if queued > 0 else None
@@ -249,6 +259,21 @@ class Broker:
             self.log_manager.get_log,
             self._follower_throttled,
             lambda: int(self.config.get("follower.replication.throttled.rate")),
+        )
+
+    def _replication_quota(self, side: str) -> ReplicationQuotaManager:
+        """KIP-73: ``<side>.replication.throttled.rate`` over the partitions listed in the topics'
+        ``<side>.replication.throttled.replicas`` with this broker's id."""
+        cfg, topics, name = self.config, self.topics, f"{side}.replication.throttled.replicas"
+
+        def throttled_config(topic: str) -> str:
+            meta = topics.get(topic)
+            return meta.configs.get(name, "") if meta is not None else ""
+
+        return ReplicationQuotaManager(
+            self.node_id, lambda: int(cfg.get(f"{side}.replication.throttled.rate")), throttled_config,
+            self.now_ms, int(cfg.get("replication.quota.window.num")),
+            int(cfg.get("replication.quota.window.size.seconds")),
         )
 
     def _follower_throttled(self, tp: tuple[str, int]) -> bool:
@@ -595,23 +620,65 @@ class Broker:
                 return
             self._accept_backoff_s = 0.0
             ip = normalise_ip(str(addr[0])) if addr else ""
-            limit = quotas.inc(ip)
-            if limit is not None:
-                quotas.dec(ip)
-                log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                         ip, limit)
-                with contextlib.suppress(OSError):
-                    sock.close()
-                continue
-            try:
-                conn = Connection(self._connection_edges, sock, addr, listener)
-            except BaseException:
-                quotas.dec(ip)
-                sock.close()
-                raise
-            conn.quota_ip = ip
-            self.connections.add(conn)
-            conn.start()
+            hold_ms = self._connection_rate_hold(listener)
+            if hold_ms > 0:  # max.connection.creation.rate: this one waits, and nothing else is accepted
+                self._held.add(sock)
+                self._set_accepting(False)
+                self._rate_hold = asyncio.get_running_loop().call_later(
+                    hold_ms / 1000, self._release_held, sock, addr, listener, ip)
+                return
+            self._admit(sock, addr, listener, ip)
+
+    def _connection_rate_hold(self, listener: str) -> int:
+        """KIP-612: the ms a new connection on ``listener`` waits for the listener's and the
+        broker-wide max.connection.creation.rate (the inter-broker listener is exempt from the
+        broker-wide one when there are others, Kafka's protectedListener)."""
+        rates, now = self.conn_rates, self.now_ms()
+        raw = self.config.raw(f"listener.name.{listener.lower()}.max.connection.creation.rate")[0]
+        hold = rates.record_listener(listener, int(raw), now) if raw and raw.strip().isdigit() else 0
+        if not (listener == self.inter_broker_listener and len(self._servers) > 1):
+            hold = max(hold, rates.record_broker(now))
+        return hold
+
+    def _release_held(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        self._rate_hold = None
+        self._held.discard(sock)
+        self._admit(sock, addr, listener, ip)
+        self._maybe_resume_accepting()
+
+    def _close_held(self, sock: socket.socket) -> None:
+        self._held.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _admit(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        """An accepted connection past the broker-wide rate: the address's rate and count, then served."""
+        if self._stopping is not None and self._stopping.is_set():
+            self._close_held(sock)
+            return
+        close_ms = self.conn_rates.record_ip(ip, self.now_ms())
+        if close_ms > 0:  # Kafka's ConnectionThrottledException: closed once the throttle time passed
+            log.info("Connection from %s throttled for %d ms by its connection_creation_rate quota", ip, close_ms)
+            self._held.add(sock)
+            asyncio.get_running_loop().call_later(close_ms / 1000, self._close_held, sock)
+            return
+        quotas = self.conn_quotas
+        limit = quotas.inc(ip)
+        if limit is not None:
+            quotas.dec(ip)
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     ip, limit)
+            self._close_held(sock)
+            return
+        try:
+            conn = Connection(self._connection_edges, sock, addr, listener)
+        except BaseException:
+            quotas.dec(ip)
+            sock.close()
+            raise
+        conn.quota_ip = ip
+        self.connections.add(conn)
+        conn.start()
 
     def _back_off_accepting(self, listener: str, error: OSError) -> None:
         """accept() failed for want of descriptors or memory (or for a reason it will fail for again):
@@ -637,6 +704,7 @@ class Broker:
             self._accept_enabled
             and not self._accepting
             and self._accept_backoff_timer is None
+            and self._rate_hold is None
             and (self._stopping is None or not self._stopping.is_set())
             and self.conn_quotas.slot_available()
         ):
@@ -822,6 +890,10 @@ class Broker:
             self._retention_timer.cancel()
         if self._accept_backoff_timer is not None:
             self._accept_backoff_timer.cancel()
+        if self._rate_hold is not None:
+            self._rate_hold.cancel()
+        for held in list(self._held):
+            self._close_held(held)
         self._set_accepting(False)
         self._accept_enabled = False
         for sock, _ in self._servers:

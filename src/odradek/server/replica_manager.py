@@ -126,6 +126,16 @@ class IsrWriter(Protocol):
 LeadershipListener = Callable[[str, int, bool], None]
 
 
+class ReplicationQuota(Protocol):
+    """The leader side of replication quotas (server.quota.replication.ReplicationQuotaManager)."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -141,8 +151,10 @@ class ReplicaManager:
         on_dir_offline: Callable[[], None] = lambda: None,
         halt: Callable[[int], None] = os._exit,
         topic_stats: BrokerTopicStats | None = None,
+        leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self.node_id = node_id
+        self.leader_quota = leader_quota  # KIP-73: what leaders send to throttled followers
         self.log_manager = logs
         self.topics = topics
         self.now_ms = now_ms
@@ -313,8 +325,12 @@ class ReplicaManager:
                     has_error = True
                     continue
             limit = max(min(cp.max_bytes, remaining), 0)
+            held = follower and self._leader_throttles(key, replica_id)
+            if held:  # read (the follower's state moves) but send nothing: Kafka's shouldLeaderThrottle
+                limit = 0
             code, plog, data = self.read(
-                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0), replica_id=replica_id
+                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0 and not held),
+                replica_id=replica_id,
             )
             pr.error_code = code
             if update_follower and code == errors.NONE:
@@ -339,6 +355,23 @@ class ReplicaManager:
                 total += data.size
                 remaining -= data.size
         return _new_read_result(LogReadResult, (out, total, has_error))  # LogReadResult(...) at a quarter of the cost
+
+    def _leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """A throttled partition's follower outside the ISR while the leader quota is exceeded."""
+        quota = self.leader_quota
+        if quota is None or not quota.is_throttled(tp):
+            return False
+        part = self.partitions.get(tp)
+        return (part is None or replica_id not in part.isr) and quota.is_quota_exceeded()
+
+    def record_leader_replication(self, read: LogReadResult) -> None:
+        """Count a follower fetch response's bytes of throttled partitions against the leader
+        quota (KafkaApis.sizeOfThrottledPartitions), once per response."""
+        quota = self.leader_quota
+        if quota is None:
+            return
+        size = sum(pr.records_size for tp, _cp, pr in read.partitions if pr.records_size and quota.is_throttled(tp))
+        quota.record(size)
 
     def read(
         self,

@@ -13,7 +13,9 @@ high watermark. As in KafkaApis.handleFetchRequest it needs CLUSTER_ACTION, whic
 inter-broker and control plane listeners hold (server.cluster_access); elsewhere every
 partition is answered TOPIC_AUTHORIZATION_FAILED. A replica id the partition's assignment
 does not name gets Partition.followerReplicaOrThrow's error (UNKNOWN_LEADER_EPOCH when the
-request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing.
+request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing. A follower's
+response counts its bytes of throttled partitions against the leader replication quota (KIP-73,
+server.quota.replication; the ReplicaManager holds back followers outside the ISR over it).
 """
 
 from __future__ import annotations
@@ -190,7 +192,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     def respond(read: LogReadResult) -> RawResponse:
         _count(svc.replica_manager.topic_stats, read, consumer)
-        if consumer and svc.quotas.fetch.quotas:
+        if not consumer:
+            svc.replica_manager.record_leader_replication(read)  # KIP-73 leader side
+        elif svc.quotas.fetch.quotas:
             throttle = _fetch_throttle_ms(ctx, read.bytes)
             if throttle:  # Kafka's getThrottledResponse: nothing read is sent, the session stays as it was
                 session_id = fetch_context.response_session_id if fetch_context.incremental else 0
