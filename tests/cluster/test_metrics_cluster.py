@@ -3,7 +3,6 @@ stops fetching and comes back, the controller's gauges on the active controller 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,21 +56,24 @@ def test_isr_shrink_and_expand_and_controller_gauges(cluster: Cluster) -> None:
             assert value(scrape(b), "kafka_controller_kafkacontroller_globalpartitioncount") == 0
 
     follower = next(b for b in cluster.brokers if b != leader)
-    before = scrape(lb)
-    shrinks0 = value(before, "kafka_server_replicamanager_isrshrinks_total")
-    expands0 = value(before, "kafka_server_replicamanager_isrexpands_total")
+    # on a loaded machine a follower may fall behind for a moment on its own: compare with what the
+    # counters say just before the pause, and wait for the state the pause must bring
+    shrinks0 = value(scrape(lb), "kafka_server_replicamanager_isrshrinks_total")
     cluster.pause(follower)
     try:
-        wait_until(lambda: value(scrape(lb), "kafka_server_replicamanager_isrshrinks_total") == shrinks0 + 1, 10,
-                   "an ISR shrink")
+        def shrunk() -> bool:
+            m = scrape(lb)
+            return (value(m, "kafka_server_replicamanager_isrshrinks_total") > shrinks0
+                    and value(m, "kafka_server_replicamanager_underreplicatedpartitions") >= 1
+                    and follower not in cluster.state(topic, 0)["isr"])
+
+        wait_until(shrunk, 15, "an ISR shrink without the paused follower")
         m = scrape(lb)
-        assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") >= 1
         assert value(m, "kafka_server_replicamanager_atminisrpartitioncount") >= 1
-        assert follower not in cluster.state(topic, 0)["isr"]
+        expands0 = value(m, "kafka_server_replicamanager_isrexpands_total")
     finally:
         cluster.resume(follower)
-    wait_until(lambda: value(scrape(lb), "kafka_server_replicamanager_isrexpands_total") >= expands0 + 1, 30,
+    wait_until(lambda: value(scrape(lb), "kafka_server_replicamanager_isrexpands_total") > expands0, 30,
                "an ISR expansion")
-    time.sleep(0.5)
     wait_until(lambda: value(scrape(lb), "kafka_server_replicamanager_underreplicatedpartitions") == 0, 30,
                "no under-replicated partition")
