@@ -288,6 +288,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("advertised.listeners", T_STRING, None,
               "The addresses published to clients and other brokers in metadata, when they differ from "
               "listeners (behind NAT, in containers); unset means listeners."),
+    ConfigDef("http.listeners", T_STRING, "http://127.0.0.1:9644",
+              "The HTTP endpoint serving /metrics in Prometheus' text format, as one http://host:port; a port "
+              "of 0 binds a free one (logged), empty disables the endpoint and the request-latency metrics."),
     ConfigDef("log.dirs", T_STRING, None,
               "The directories the broker keeps partition logs in, separated by commas; a new partition goes to"
               " the directory holding the fewest."),

@@ -76,6 +76,7 @@ class Broker:
         self.name = name
         self.host = HOST
         self.port = port if port is not None else free_port()
+        self.http_port = free_port()  # http.listeners (/metrics); an override replaces it
         self.overrides: dict[str, str] = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -113,7 +114,8 @@ class Broker:
 
     def command(self) -> list[str]:
         override_args: list[str] = []
-        merged = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.logdir)}
+        merged = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.logdir),
+                  "http.listeners": f"http://{self.host}:{self.http_port}"}
         merged.update(self.overrides)
         for k, v in merged.items():
             override_args += ["--override", f"{k}={v}"]

@@ -43,6 +43,9 @@ from odradek.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
+from odradek.metrics import broker_metrics
+from odradek.metrics.collector import MetricsSources
+from odradek.metrics.stats import BrokerTopicStats, RequestStats
 from odradek.protocol import errors
 from odradek.replication.alter_partition import (
     AlterPartitionManager,
@@ -142,12 +145,20 @@ class Broker:
             inline_then_soon if self.cluster.embedded else in_worker_thread,
         )
         cluster = self.cluster
+        # metrics (odradek.metrics): topic counters always (they are a few int additions); request
+        # latencies only when http.listeners serves them
+        self.topic_stats = BrokerTopicStats()
+        self.request_stats: RequestStats | None = (
+            RequestStats() if broker_metrics.http_listener(config) is not None else None
+        )
+        self.http: broker_metrics.HttpServer | None = None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.topics, self.now_ms,
             validate_records=self.validate_records,
             isr_writer=isr_writer,
             live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
             on_dir_offline=cluster.notify_log_dir_failure,
+            topic_stats=self.topic_stats,
             leader_quota=self._replication_quota("leader"),
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
@@ -381,6 +392,7 @@ class Broker:
                      topic_id_to_str(meta.topic_id))
         elif event == "deleted":
             log.info("topic %s deleted", meta.name)
+            self.topic_stats.remove(meta.name)
         elif event == "config":
             cfg = self.log_config_for(meta.name)
             for p in meta.partitions:
@@ -455,6 +467,7 @@ class Broker:
             on_read=self._count_read,
             inter_broker=None if self.cluster.embedded else self.cluster,
             listener_security=self.listener_security,
+            request_stats=self.request_stats,
         )
         self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
@@ -469,6 +482,7 @@ class Broker:
             await self.cluster.start()
             await asyncio.get_running_loop().run_in_executor(None, self._load_features)
             self._accept_connections()
+        self.http = await broker_metrics.start_http(self.config, self._metrics_sources())
         self._schedule_periodic()
         txn.start()
         self._warm_up_schemas()
@@ -478,7 +492,8 @@ class Broker:
             self.cluster_id,
             sum(1 for _ in self.log_manager.logs()),
             time.monotonic() - t0,
-            ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
+            ", ".join([f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()]
+                      + [f"http://{h}:{p}" for h, p in [self.http_bound] if p]),
         )
 
     def _load_features(self) -> None:
@@ -516,6 +531,39 @@ class Broker:
             self._servers.append((sock, name))
         if accept:
             self._accept_connections()
+
+    @property
+    def http_bound(self) -> tuple[str, int]:
+        """The address ``http.listeners`` is bound to; ("", 0) when there is none."""
+        return self.http.bound or ("", 0) if self.http is not None else ("", 0)
+
+    def _metrics_sources(self) -> MetricsSources:
+        rm, cluster, node = self.replica_manager, self.cluster, self.node_id
+
+        def connections() -> dict[str, int]:
+            out = dict.fromkeys(self.bound, 0)
+            for c in self.connections:
+                out[c.listener] = out.get(c.listener, 0) + 1
+            return out
+
+        return MetricsSources(
+            node_id=node,
+            topic_stats=self.topic_stats,
+            request_stats=self.request_stats,
+            api_names=broker_metrics.api_names(),
+            partitions=lambda: list(rm.partitions.values()),
+            isr_changes=lambda: (rm.isr_shrinks, rm.isr_expands),
+            offline_replicas=lambda: len(self.log_manager.offline_partitions),
+            min_isr=lambda topic: self.log_config_for(topic).min_insync_replicas,
+            logs=lambda: list(self.log_manager.logs()),
+            is_controller=lambda: bool(cluster.controller.active),
+            topics=lambda: list(self.topics.topics.values()),
+            live_brokers=lambda: {node} | set(cluster.live_brokers) if cluster.embedded else set(cluster.live_brokers),
+            committed_offsets=lambda: broker_metrics.committed_offsets(self.groups),
+            connections=connections,
+            quotas={"Produce": self.quotas.produce, "Fetch": self.quotas.fetch, "Request": self.quotas.request},
+            now_ms=self.now_ms,
+        )
 
     # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
     def _accept_connections(self) -> None:
@@ -715,6 +763,8 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        if self.request_stats is not None:
+            self._every(int(RequestStats.WINDOW_S * 1000), self.request_stats.rotate, "request-metrics-window")
         # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
         self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms")))
         self._every(
@@ -850,6 +900,8 @@ class Broker:
             loop.remove_reader(sock.fileno())
             sock.close()
         self._servers.clear()
+        if self.http is not None:
+            await self.http.stop()
         self.replica_manager.cancel_waiters()
         for conn in list(self.connections):
             conn.close()

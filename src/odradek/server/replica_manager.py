@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.topics import topic_id_from_str
 from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
 from odradek.protocol.records import InvalidRecordError, validate_batches
@@ -68,6 +69,11 @@ log = logging.getLogger("odradek.replica")
 
 TopicPartition = tuple[str, int]
 _new_read_result = tuple.__new__
+# produce errors Kafka's ReplicaManager.appendToLocalLog does not count as FailedProduceRequests
+_NOT_FAILED_PRODUCE = frozenset({
+    errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.MESSAGE_TOO_LARGE,
+    errors.RECORD_LIST_TOO_LARGE, errors.CORRUPT_MESSAGE, errors.KAFKA_STORAGE_ERROR,
+})
 
 
 @dataclass(slots=True)
@@ -144,6 +150,7 @@ class ReplicaManager:
         live_broker: Callable[[int], Mapping[str, Any] | None] = lambda broker_id: None,
         on_dir_offline: Callable[[], None] = lambda: None,
         halt: Callable[[int], None] = os._exit,
+        topic_stats: BrokerTopicStats | None = None,
         leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self.node_id = node_id
@@ -169,6 +176,10 @@ class ReplicaManager:
         # the follower side (replica fetchers); None before start-up and once shut down
         self.fetchers: ReplicaFetcherManager | None = None
         self._leadership_listeners: dict[str, list[LeadershipListener]] = {}
+        # Kafka's BrokerTopicMetrics (odradek.metrics) and ReplicaManager's IsrShrinks/IsrExpands
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- lookup
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -191,6 +202,21 @@ class ReplicaManager:
         meta = self.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             return AppendResult(errors.UNKNOWN_TOPIC_OR_PARTITION)
+        stats = self.topic_stats.topic(topic)
+        stats.total_produce += 1
+        result = self._append(topic, partition, records, now_ms, acks, transactional)
+        code = result.error_code
+        if code == errors.NONE:
+            if result.last_offset >= 0 and records is not None:
+                stats.messages_in += result.last_offset - result.base_offset + 1
+                stats.bytes_in += len(records)
+        elif code not in _NOT_FAILED_PRODUCE:
+            stats.failed_produce += 1
+        return result
+
+    def _append(
+        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool
+    ) -> AppendResult:
         plog = self.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
@@ -503,6 +529,10 @@ class ReplicaManager:
             isr, zk_version, leader_epoch = result
             if leader_epoch != part.leader_epoch:
                 return
+            if len(isr) < len(part.isr):
+                self.isr_shrinks += 1
+            elif len(isr) > len(part.isr):
+                self.isr_expands += 1
             part.isr, part.zk_version = list(isr), zk_version
             ls.isr = list(isr)
             log.info("ISR of %s-%d is now %s", part.topic, part.index, isr)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
@@ -39,6 +40,12 @@ MAX_VERSION = _ENC_MAX
 
 Key = tuple[str, int]
 log = logging.getLogger("odradek.cluster")
+_UNKNOWN = frozenset({errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID})
+# fetch errors Kafka's ReplicaManager.readFromLog does not count as FailedFetchRequests
+_NOT_FAILED_FETCH = frozenset({
+    errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE, errors.FENCED_LEADER_EPOCH,
+    errors.UNKNOWN_LEADER_EPOCH, errors.KAFKA_STORAGE_ERROR, errors.TOPIC_AUTHORIZATION_FAILED,
+})
 
 
 def _unknown_name(topic_id: Any) -> str:
@@ -119,6 +126,25 @@ def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
     return max_bytes
 
 
+def _count(stats: BrokerTopicStats, read: LogReadResult, consumer: bool) -> None:
+    """Kafka's BrokerTopicMetrics of a fetch, per partition: TotalFetchRequests, FailedFetchRequests
+    (errors other than the ones clients recover from), BytesOut (consumers) or ReplicationBytesOut."""
+    for (name, _p), _cp, pr in read.partitions:
+        code = pr.error_code
+        if code in _UNKNOWN:
+            continue
+        c = stats.topic(name)
+        c.total_fetch += 1
+        if code and code not in _NOT_FAILED_FETCH:
+            c.failed_fetch += 1
+        size = pr.records_size
+        if size:
+            if consumer:
+                c.bytes_out += size
+            else:
+                c.replication_bytes_out += size
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     svc = ctx.services
@@ -165,6 +191,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     consumer = params.replica_id < 0
 
     def respond(read: LogReadResult) -> RawResponse:
+        _count(svc.replica_manager.topic_stats, read, consumer)
         if not consumer:
             svc.replica_manager.record_leader_replication(read)  # KIP-73 leader side
         elif svc.quotas.fetch.quotas:

@@ -155,6 +155,8 @@ class ClientQuotaManager:
         self._rates: dict[tuple[str, str], SampledRate | TokenBucket] = {}
         # (user, client id) -> its resolution; cleared whenever a bound changes
         self._resolved: dict[tuple[str, str], tuple[QuotaEntity, tuple[str, str]] | None] = {}
+        # (user, client id) -> (sum, count) of its throttle times: Kafka's throttle-time sensor
+        self.throttle_times: dict[tuple[str, str], tuple[SampledRate, SampledRate]] = {}
 
     @property
     def window_ms(self) -> int:
@@ -201,6 +203,31 @@ class ClientQuotaManager:
         hit = self._resolve(user, client_id)
         if hit is None:
             return 0
+        throttle = self._record(hit, value, now_ms)
+        self._note_throttle(hit[1], throttle, now_ms)
+        return throttle
+
+    def _note_throttle(self, tags: tuple[str, str], throttle_ms: int, now_ms: int) -> None:
+        """Kafka's throttle-time sensor of the (user, client id): every throttle time, zero or not,
+        of a client a quota applies to, averaged over the quota window (read by odradek.metrics)."""
+        pair = self.throttle_times.get(tags)
+        if pair is None:
+            if len(self.throttle_times) > 10_000:
+                self.throttle_times.clear()
+            pair = self.throttle_times[tags] = (SampledRate(self.config.samples, self.window_ms),
+                                                SampledRate(self.config.samples, self.window_ms))
+        pair[0].record(throttle_ms, now_ms)
+        pair[1].record(1, now_ms)
+
+    def throttle_time_avg_ms(self, now_ms: int) -> dict[tuple[str, str], float]:
+        """(user, client id) -> average throttle time (ms) over the quota window."""
+        out: dict[tuple[str, str], float] = {}
+        for tags, (total, count) in self.throttle_times.items():
+            n = count.total(now_ms)
+            out[tags] = total.total(now_ms) / n if n > 0 else 0.0
+        return out
+
+    def _record(self, hit: tuple[QuotaEntity, tuple[str, str]], value: float, now_ms: int) -> int:
         e, tags = hit
         bound = self.quotas[e]
         r = self._rate(tags, bound, now_ms)
