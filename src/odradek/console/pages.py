@@ -37,8 +37,8 @@ def layout(title: str, body: str, principal: str, *, script: bool = False) -> by
     js = '<script src="/static/console.js"></script>' if script else ""
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{esc(title)} · Odradek</title>"
             f'<link rel="stylesheet" href="/static/console.css"></head><body>'
-            f"<header><strong>Odradek</strong>{nav}<span class=\"who\" id=\"principal\">{esc(principal)}"
-            f' · <a href="/login">log in</a></span></header>'
+            f"<header><strong>Odradek</strong>{nav}<span class=\"who\"><span id=\"principal\">{esc(principal)}"
+            f'</span> · <a href="/login">log in</a></span></header>'
             f"<main><h1>{esc(title)}</h1>{body}</main>{js}</body></html>").encode()
 
 
