@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,6 +50,8 @@ RESOURCE_TOPIC = 2
 OP_SET, OP_DELETE = 0, 1
 EARLIEST, LATEST = -2, -1
 MAX_RECORDS = 500
+VERIFIED_TTL_S = 10.0
+FAILED_AUTHENTICATION_DELAY_S = 0.1
 
 Stats = Callable[[], Mapping[str, Any]]
 
@@ -73,7 +76,7 @@ class ConsoleApp:
         self.credentials = credentials
         self.stats = stats
         self._secret = secret or secrets.token_bytes(32)
-        self._verified: dict[tuple[str, str], bool] = {}
+        self._verified: dict[bytes, tuple[bool, float]] = {}  # digest -> (ok, until)
 
     # -- entry point
     async def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -119,17 +122,26 @@ class ConsoleApp:
         if header is None:
             return ANONYMOUS
         creds = parse_basic(header)
-        if creds is None:
-            raise _Unauthenticated()
-        ok = self._verified.get(creds)
-        if ok is None:
-            ok = await asyncio.get_running_loop().run_in_executor(None, self.credentials.verify, *creds)
-            if len(self._verified) > 1024:
-                self._verified.clear()
-            self._verified[creds] = ok
-        if not ok:
+        if creds is None or not await self._verify(*creds):
+            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)  # as connection.failed.authentication.delay.ms
             raise _Unauthenticated()
         return f"User:{creds[0]}"
+
+    async def _verify(self, user: str, password: str) -> bool:
+        """The password check (PBKDF2 for SCRAM: costly), remembered for ``VERIFIED_TTL_S`` under a
+        keyed digest of the pair (no password kept), so a changed or deleted credential applies soon."""
+        key = hmac.new(self._secret, f"{user}\0{password}".encode(), hashlib.sha256).digest()
+        now = time.monotonic()
+        hit = self._verified.get(key)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        ok = await asyncio.get_running_loop().run_in_executor(None, self.credentials.verify, user, password)
+        if len(self._verified) >= 1024:
+            self._verified = {k: v for k, v in self._verified.items() if v[1] > now}
+            if len(self._verified) >= 1024:
+                self._verified.clear()
+        self._verified[key] = (ok, now + VERIFIED_TTL_S)
+        return ok
 
     def token(self, principal: str) -> str:
         return hmac.new(self._secret, principal.encode(), hashlib.sha256).hexdigest()
