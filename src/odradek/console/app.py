@@ -206,8 +206,11 @@ class ConsoleApp:
             bounds = self.records.bounds(principal, host, topic, partition)
             if timestamp and offset is None:
                 ts = parse_timestamp(timestamp)
-                found = model.list_offsets(await self._offsets(principal, host, [(topic, partition)], ts))
-                offset = found.get((topic, partition), -1)
+                lo = await self._offsets(principal, host, [(topic, partition)], ts)
+                refused = model.list_offsets_errors(lo)
+                if refused:
+                    raise model.FormError("; ".join(refused))
+                offset = model.list_offsets(lo).get((topic, partition), -1)
                 if offset < 0:
                     offset = bounds[1]
                     error = f"no record at or after timestamp {timestamp}"
