@@ -185,12 +185,14 @@ def group_page(g: GroupDetail, lag_error: str | None, token: str) -> str:
     opts = "".join(f'<option value="{t}">{t}</option>' for t in RESET_TARGETS)
     topics = sorted({r.topic for r in g.lag})
     topic_opts = "".join(f'<option value="{esc(t)}">{esc(t)}</option>' for t in topics)
+    # the topics the group has offsets for; a group without any may be given one by name
+    topic_field = f'<select name="topic">{topic_opts}</select>' if topics else '<input name="topic" required>'
     form = (f'<form class="inline" method="post" action="/actions/reset-offsets" id="reset-offsets">'
             f'{csrf_field(token)}<input type="hidden" name="group" value="{esc(g.group_id)}">'
-            f'<b>Reset offsets</b> (only while the group is inactive)<br>Topic <select name="topic">{topic_opts}'
-            '</select> Partition <input name="partition" size="3" placeholder="all"> To <select name="to">'
+            f'<b>Reset offsets</b> (only while the group is inactive)<br>Topic {topic_field}'
+            ' Partition <input name="partition" size="3" placeholder="all"> To <select name="to">'
             f'{opts}</select> Offset <input name="offset" size="8"> <button type="submit">Reset</button></form>')
-    return (f"<p>State <strong id=\"group-state\">{esc(g.state)}</strong>, protocol {esc(g.protocol)}, "
+    return (f"<p>State <strong id=\"group-state\">{esc(g.state)}</strong>, protocol {esc(g.protocol or '–')}, "
             f"{len(g.members)} members, total lag <strong id=\"total-lag\">{g.total_lag}</strong>.</p>"
             "<h2>Members</h2>" + members + "<h2>Lag per partition</h2>"
             + (error_box(lag_error, "lag-error") if lag_error else lag) + form)
