@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
+from odradek.console.app import ConsoleApp
+from odradek.console.wiring import build_console
 from odradek.controller import features as ft
 from odradek.controller.store import (
     LocalStore,
@@ -482,7 +484,7 @@ class Broker:
             await self.cluster.start()
             await asyncio.get_running_loop().run_in_executor(None, self._load_features)
             self._accept_connections()
-        self.http = await broker_metrics.start_http(self.config, self._metrics_sources())
+        self.http = await broker_metrics.start_http(self.config, self._metrics_sources(), {"/": self._console()})
         self._schedule_periodic()
         txn.start()
         self._warm_up_schemas()
@@ -536,6 +538,11 @@ class Broker:
     def http_bound(self) -> tuple[str, int]:
         """The address ``http.listeners`` is bound to; ("", 0) when there is none."""
         return self.http.bound or ("", 0) if self.http is not None else ("", 0)
+
+    def _console(self) -> ConsoleApp:
+        """The web console at / of http.listeners (odradek.console): Kafka requests as its users."""
+        return build_console(self.config, lambda: self.services, self.config.listeners[0][0], self.log_manager,
+                             self.security, self.topic_stats, self.request_stats)
 
     def _metrics_sources(self) -> MetricsSources:
         rm, cluster, node = self.replica_manager, self.cluster, self.node_id
