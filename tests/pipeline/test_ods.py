@@ -32,7 +32,7 @@ PAYMENT_COLUMNS = {"payment_id": "Int64", "customer_id": "Int64", "amount": "Dec
 CITIES = [None, "Lyon", "Porto", "Kraków", "Osaka", "Recife"]
 
 
-def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int, payments: str | None = None) -> str:
+def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int) -> str:
     def cols(d: dict[str, str]) -> str:
         return "\n".join(f'{k} = "{v}"' for k, v in d.items())
 
@@ -73,21 +73,7 @@ name = "sales_by_status"
 history = "order_history"
 key = {{ status = "status" }}
 sums = {{ orders = "sign", revenue = "amount * sign" }}
-""" + ("" if payments is None else f"""
-[[ods]]
-table = "payments"
-topics = ["{payments}"]
-key = ["payment_id"]
-version = "source.lsn"
-[ods.columns]
-{cols(PAYMENT_COLUMNS)}
-
-[[dw.aggregating]]
-name = "daily_payments"
-ods = "payments"
-key = {{ day = "day" }}
-aggregates = {{ customers = "uniq(customer_id)", amount_q = "quantiles(0.5, 0.9, 0.99)(amount)", n = "count()" }}
-""")
+"""
 
 
 Event = tuple[bytes | None, bytes | None]  # (key, value)
@@ -247,6 +233,35 @@ def generate_facts(rnd: random.Random, feed: Feed, topic: str, stream: CdcStream
         feed.send(topic, ev)
 
 
+def payments_config(bootstrap: str, topic: str, max_per_trigger: int) -> str:
+    cols = "\n".join(f'{k} = "{v}"' for k, v in PAYMENT_COLUMNS.items())
+    return f"""
+[broker]
+bootstrap_servers = "{bootstrap}"
+[warehouse]
+path = "./warehouse"
+checkpoint_dir = "./checkpoints"
+[spark]
+master = "local[2]"
+max_offsets_per_trigger = {max_per_trigger}
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+
+[[ods]]
+table = "payments"
+topics = ["{topic}"]
+key = ["payment_id"]
+version = "source.lsn"
+[ods.columns]
+{cols}
+
+[[dw.aggregating]]
+name = "daily_payments"
+ods = "payments"
+key = {{ day = "day" }}
+aggregates = {{ customers = "uniq(customer_id)", amount_q = "quantiles(0.5, 0.9, 0.99)(amount)", n = "count()" }}
+"""
+
+
 def pipeline_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "odradek", "pipeline", *args]
 
@@ -263,19 +278,15 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     rnd = random.Random(20251122)
     customers_topic = new_topic(3, prefix="shop.customers")
     orders_topic = new_topic(2, prefix="shop.orders")
-    payments_topic = new_topic(2, prefix="shop.payments")
     cfg = tmp_path / "pipeline.toml"
-    cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 150, payments_topic))
+    cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 150))
     feed = Feed(pipeline_broker.bootstrap)
     customers = CdcStream("customers", "id", rnd)
     orders = CdcStream("orders", "order_id", rnd)
     sent_c: list[Event] = []
     sent_o: list[Event] = []
-    payments = CdcStream("payments", "payment_id", rnd)
-    sent_p: list[Event] = []
     generate(rnd, feed, customers_topic, customers, customer_row(rnd), 900, 120, sent_c, bad_every=150)
     generate(rnd, feed, orders_topic, orders, order_row(rnd), 500, 80, sent_o, bad_every=125)
-    generate_facts(rnd, feed, payments_topic, payments, 400, sent_p)
     feed.flush()
 
     # 1. a continuous run, killed with SIGKILL while batches are being loaded and more data arrives
@@ -302,7 +313,6 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
         assert live and int(live[0]["n"]) > 0
         generate(rnd, feed, customers_topic, customers, customer_row(rnd), 300, 120, sent_c, bad_every=100)
         generate(rnd, feed, orders_topic, orders, order_row(rnd), 200, 80, sent_o, bad_every=100)
-        generate_facts(rnd, feed, payments_topic, payments, 200, sent_p)
         feed.flush()
         time.sleep(rnd.uniform(0.0, 1.5))
         os.kill(proc.pid, signal.SIGKILL)
@@ -313,7 +323,7 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     batches_before_kill = sum(1 for x in lines if x.startswith("batch "))
 
     # 2. run again until everything available is processed (bigger batches: the limit may change)
-    cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 2000, payments_topic))
+    cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 2000))
     out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
                          text=True, timeout=240, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
@@ -321,8 +331,7 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
 
     # 3. the ODS equals the truth
     for table, key, columns, sent in (("customers", "id", CUSTOMER_COLUMNS, sent_c),
-                                      ("orders", "order_id", ORDER_COLUMNS, sent_o),
-                                      ("payments", "payment_id", PAYMENT_COLUMNS, sent_p)):
+                                      ("orders", "order_id", ORDER_COLUMNS, sent_o)):
         want = truth(sent, key, columns)
         rows = query(cfg, f"SELECT * FROM ods.{table} ORDER BY {key}")
         got = {int(r[key]): normalise(r, columns) for r in rows}
@@ -354,22 +363,7 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     bad_sign = query(cfg, "SELECT order_id FROM dw.order_history GROUP BY order_id HAVING sum(sign) NOT IN (0, 1)")
     assert bad_sign == []
 
-    # 5. the AggregatingMergeTree (-State columns fed by a materialized view, read with -Merge) equals
-    #    the same aggregates recomputed from the ODS, and its count equals the truth's
-    merged = query(cfg, "SELECT day, customers, amount_q, n FROM dw.daily_payments_merged ORDER BY day")
-    recomputed = query(cfg, "SELECT day AS day, uniq(customer_id) AS customers, "
-                            "quantiles(0.5, 0.9, 0.99)(amount) AS amount_q, count() AS n FROM ods.payments "
-                            "GROUP BY day ORDER BY day")
-    assert merged == recomputed
-    want_payments = truth(sent_p, "payment_id", PAYMENT_COLUMNS)
-    by_day: dict[int, set[int]] = {}
-    for row in want_payments.values():
-        by_day.setdefault(int(row["day"]), set()).add(int(row["customer_id"]))
-    assert {int(r["day"]): int(r["n"]) for r in merged} == {
-        d: sum(1 for r in want_payments.values() if r["day"] == d) for d in by_day}
-    assert {int(r["day"]): int(r["customers"]) for r in merged} == {d: len(c) for d, c in by_day.items()}
-
-    # 6. every malformed record is in quarantine, with its reason and raw value, and nothing else
+    # 5. every malformed record is in quarantine, with its reason and raw value, and nothing else
     bad = query(cfg, "SELECT table, topic, partition, offset, reason, value FROM ods.quarantine FINAL")
     got_bad = {(r["topic"], int(r["partition"]), int(r["offset"])): r["reason"] for r in bad}
     assert set(got_bad) == set(feed.bad), (len(got_bad), len(feed.bad))
@@ -457,3 +451,62 @@ def test_ods_reads_committed_transactions_only(pipeline_broker: Broker, new_topi
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     rows = query(cfg2, "SELECT * FROM ods.customers ORDER BY id")
     assert {int(r["id"]): normalise(r, CUSTOMER_COLUMNS) for r in rows} == everything
+
+
+def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: Callable[..., str],
+                                           tmp_path: Path) -> None:
+    """[[dw.aggregating]] end to end: an append-only stream with re-deliveries, the job killed with
+    SIGKILL mid-run and run again; the -Merge of the AggregatingMergeTree's states equals the same
+    aggregates computed from the ODS and from the events themselves."""
+    rnd = random.Random(20261126)
+    topic = new_topic(2, prefix="shop.payments")
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 120))
+    feed = Feed(pipeline_broker.bootstrap)
+    payments = CdcStream("payments", "payment_id", rnd)
+    sent: list[Event] = []
+    generate_facts(rnd, feed, topic, payments, 700, sent)
+    feed.flush()
+    log = open(tmp_path / "run1.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
+                            text=True, cwd=tmp_path, start_new_session=True)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 240
+        while sum(1 for x in lines if x.startswith("batch ")) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (tmp_path / "run1.log").read_text()
+            time.sleep(0.05)
+        assert sum(1 for x in lines if x.startswith("batch ")) >= 2, "\n".join(lines)
+        generate_facts(rnd, feed, topic, payments, 300, sent)
+        feed.flush()
+        time.sleep(rnd.uniform(0.0, 1.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        _reap(proc)
+        log.close()
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 2000))
+    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
+                         text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+
+    want = truth(sent, "payment_id", PAYMENT_COLUMNS)
+    merged = query(cfg, "SELECT day, customers, amount_q, n FROM dw.daily_payments_merged ORDER BY day")
+    recomputed = query(cfg, "SELECT day AS day, uniq(customer_id) AS customers, "
+                            "quantiles(0.5, 0.9, 0.99)(amount) AS amount_q, count() AS n FROM ods.payments "
+                            "GROUP BY day ORDER BY day")
+    assert merged == recomputed
+    by_day: dict[int, list[dict[str, Any]]] = {}
+    for row in want.values():
+        by_day.setdefault(int(row["day"]), []).append(row)
+    assert {int(r["day"]): int(r["n"]) for r in merged} == {d: len(rs) for d, rs in by_day.items()}
+    assert {int(r["day"]): int(r["customers"]) for r in merged} == {
+        d: len({r["customer_id"] for r in rs}) for d, rs in by_day.items()}
+    assert len(want) < len(sent)  # re-deliveries were sent, and none was counted twice
