@@ -269,6 +269,8 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
     phases: dict[str, list[int]] = {}
     batches = [x for x in lines if x.startswith("batch ")]
+    for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:
+        print("  " + x)
     for x in batches:
         if " | ms " in x:
             words = x.split(" | ms ", 1)[1].split()
@@ -289,6 +291,9 @@ def main() -> None:
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     args = ap.parse_args()
+    if os.environ.get("PYTHONPATH"):  # the job runs in its own directory: PYTHONPATH=src must still resolve
+        os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep)
+                                                   if p)
     tmp = Path(tempfile.mkdtemp(prefix="odradek-pipeline-bench-"))
     broker = None
     try:

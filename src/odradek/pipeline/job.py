@@ -76,6 +76,7 @@ class BatchStats:
     quarantined: int = 0
     tombstones: int = 0
     seconds: float = 0.0
+    collect_seconds: float = 0.0  # the Spark job: read, transform, toArrow
 
 
 class BatchProcessor:
@@ -93,6 +94,7 @@ class BatchProcessor:
         t0 = time.monotonic()
         stats = BatchStats()
         arrow = self.transform(df).toArrow()
+        stats.collect_seconds = time.monotonic() - t0
         for i, table in enumerate(self.cfg.ods):
             tbl = table_rows(arrow, i, table)
             if tbl.num_rows == 0:
@@ -153,7 +155,8 @@ def format_progress(batch_id: int, stats: BatchStats, progress: Any | None) -> s
     loaded = ", ".join(f"{t} +{n}" for t, n in stats.loaded.items()) or "nothing loaded"
     line = (f"batch {batch_id}: {stats.rows_in} in, {loaded}, {stats.quarantined} quarantined"
             + (f", {stats.tombstones} tombstones" if stats.tombstones else "")
-            + f", {stats.seconds * 1000:.0f} ms")
+            + f", {stats.seconds * 1000:.0f} ms (Spark job {stats.collect_seconds * 1000:.0f}, "
+            f"warehouse {(stats.seconds - stats.collect_seconds) * 1000:.0f})")
     if progress is not None:
         lag = _lag(progress)
         if lag:
