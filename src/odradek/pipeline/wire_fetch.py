@@ -7,7 +7,9 @@ fetch responses.
 Requests are Kafka's: Metadata v1 for the partition's leader, Fetch v5 (``isolation_level`` from
 ``isolation.level``; the response's ``log_start_offset`` and ``aborted_transactions``), one
 partition per request, ``partition_max_bytes`` from ``max.partition.fetch.bytes`` (default 8 MiB).
-Connections are kept per leader in this worker process and reused by the next task.
+Connections are kept per leader in this worker process and reused by the next task. While Spark
+consumes one response's Arrow batches, the Fetch for the next offsets is already on its way (one
+request in flight; a connection left with an unread response is closed, not pooled).
 """
 
 from __future__ import annotations
@@ -53,9 +55,13 @@ def usable(opts: SourceOptions, with_headers: bool) -> bool:
     return proto == "plaintext"
 
 
-def _call(client: WireClient, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+def _fields(api_key: int, version: int, fields: dict[str, Any]) -> dict[str, Any]:
     entity = build(load_request_schema(api_key, version), fields)
-    return client.request(api_key, version, **{f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)})
+    return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}
+
+
+def _call(client: WireClient, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    return client.request(api_key, version, **_fields(api_key, version, fields))
 
 
 _lock = threading.Lock()
@@ -125,6 +131,17 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
     last_progress = time.monotonic()
     address: tuple[str, int] | None = None
     client: WireClient | None = None
+    pending: int | None = None  # correlation id of the Fetch in flight
+
+    def send_fetch(c: WireClient, offset: int) -> int:
+        return c.send(1, FETCH_VERSION, **_fields(1, FETCH_VERSION, {
+            "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=100), "min_bytes": 1,
+            "max_bytes": max(part_max, 1 << 20), "isolation_level": 1 if committed else 0,
+            "topics": ({"topic": topic, "partitions": ({
+                "partition": partition, "fetch_offset": offset, "log_start_offset": -1,
+                "partition_max_bytes": part_max},)},),
+        }))
+
     try:
         while nxt < end:
             if time.monotonic() - last_progress > timeout:
@@ -138,18 +155,16 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
                     continue
                 client = _borrow(address, timeout)
             try:
-                resp = _call(client, 1, FETCH_VERSION, {
-                    "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=100), "min_bytes": 1,
-                    "max_bytes": max(part_max, 1 << 20), "isolation_level": 1 if committed else 0,
-                    "topics": ({"topic": topic, "partitions": ({
-                        "partition": partition, "fetch_offset": nxt, "log_start_offset": -1,
-                        "partition_max_bytes": part_max},)},),
-                })
+                if pending is None:
+                    pending = send_fetch(client, nxt)
+                resp = client.receive(1, FETCH_VERSION, pending)
+                pending = None
             except (OSError, ConnectionError) as e:
                 log.info("fetching %s:%d from %s: %s; reconnecting", topic, partition, address, e)
                 with contextlib.suppress(Exception):
                     client.close()
                 client = None
+                pending = None
                 time.sleep(0.1)
                 continue
             p = resp.responses[0].partitions[0]
@@ -181,8 +196,16 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
             if out.next_offset > nxt:
                 nxt = out.next_offset
                 last_progress = time.monotonic()
+            if nxt < end and out.batches:
+                try:
+                    pending = send_fetch(client, nxt)  # the broker prepares the next response while Spark works
+                except OSError:
+                    with contextlib.suppress(Exception):
+                        client.close()
+                    client = None
+                    pending = None
             yield from out.batches
-        if client is not None and address is not None:
+        if client is not None and address is not None and pending is None:
             _give_back(address, client)
             client = None
     finally:
