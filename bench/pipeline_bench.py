@@ -84,7 +84,7 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_read(bootstrap: str, n: int, value_bytes: int, master: str) -> None:
+def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: int | None = None) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
@@ -115,7 +115,10 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str) -> None:
     spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
     for reader in ("librdkafka", "wire"):
         df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("reader", reader).load())
+              .option("reader", reader))
+        if min_partitions:
+            df = df.option("minPartitions", str(min_partitions))
+        df = df.load()
         df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
         for run in (1, 2):
             t0 = time.perf_counter()
@@ -288,6 +291,7 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--min-partitions", type=int, help="the source's minPartitions (Spark tasks) for the read")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     args = ap.parse_args()
@@ -302,7 +306,7 @@ def main() -> None:
             broker, bootstrap = start_broker(tmp)
             print(f"embedded broker on {bootstrap}")
         if not args.skip_read:
-            bench_read(bootstrap, args.messages, args.value_bytes, args.master)
+            bench_read(bootstrap, args.messages, args.value_bytes, args.master, args.min_partitions)
         if not args.skip_freshness:
             bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp)
     finally:
