@@ -5,7 +5,9 @@
 
 1. source read: a topic of ``--messages`` messages (3 partitions) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
-   ranges read by the bare client (``kafka_client.read_range``, one process) for reference.
+   ranges read by the bare client (``kafka_client.read_range``, one process) for reference. Both
+   readers in the same run: ``reader=librdkafka`` (confluent-kafka's consumer, a Python object per
+   record) and ``reader=wire`` (the default: Fetch responses decoded into Arrow in C).
 2. freshness: ``odradek pipeline run`` (a separate process, continuous trigger) on a CDC topic while
    events are produced at ``--rate`` per second for ``--seconds``; per event, produced (the record's
    CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max.
@@ -21,12 +23,16 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -78,7 +84,7 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_read(bootstrap: str, n: int, value_bytes: int, master: str) -> None:
+def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: int | None = None) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
@@ -90,34 +96,97 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str) -> None:
     payload_mb = n * (value_bytes + 10) / 1e6
     print(f"produced {n:,} messages ({payload_mb:.0f} MB key+value) in {secs:.1f} s")
 
-    opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
     schema = arrow_schema(kafka_schema(False))
-    lookup = kafka_client.OffsetLookup(opts)
-    ends = lookup.latest(lookup.partitions())
-    t0 = time.perf_counter()
-    rows = 0
-    for (t, p), end in ends.items():
-        for b in kafka_client.read_range(opts, schema, t, p, 0, end):
-            rows += b.num_rows
-    secs = time.perf_counter() - t0
-    print(f"client read_range (1 process): {rows:,} rows in {secs:.2f} s = {rows / secs:,.0f} rows/s, "
-          f"{payload_mb / secs:.1f} MB/s")
+    for reader in ("librdkafka", "wire"):
+        opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "reader": reader},
+                                   streaming=False)
+        lookup = kafka_client.OffsetLookup(opts)
+        ends = lookup.latest(lookup.partitions())
+        t0 = time.perf_counter()
+        rows = 0
+        for (t, p), end in ends.items():
+            for b in kafka_client.read_range(opts, schema, t, p, 0, end):
+                rows += b.num_rows
+        secs = time.perf_counter() - t0
+        assert rows == n, (rows, n)
+        print(f"client read_range, reader={reader} (1 process): {rows:,} rows in {secs:.2f} s = "
+              f"{rows / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
 
     spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
-    df = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
-    df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
-    for run in (1, 2):
-        t0 = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        secs = time.perf_counter() - t0
-        print(f"spark batch read ({master}) #{run}: {n:,} rows in {secs:.2f} s = {n / secs:,.0f} rows/s, "
-              f"{payload_mb / secs:.1f} MB/s")
+    for reader in ("librdkafka", "wire"):
+        df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("reader", reader))
+        if min_partitions:
+            df = df.option("minPartitions", str(min_partitions))
+        df = df.load()
+        df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
+        for run in (1, 2):
+            t0 = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            secs = time.perf_counter() - t0
+            print(f"spark batch read ({master}), reader={reader} #{run}: {n:,} rows in {secs:.2f} s = "
+                  f"{n / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
+    ceiling(spark, n, master)
     t0 = time.perf_counter()
     count = df.count()
     secs = time.perf_counter() - t0
     assert count == n, (count, n)
     print(f"spark count(): {count:,} in {secs:.2f} s")
     spark.stop()
+
+
+def ceiling(spark: Any, n: int, master: str) -> None:
+    """Spark's own ceiling for a Python data source in this run: a source whose tasks yield one prebuilt
+    Arrow batch of 100 B values over and over (no broker, no decoding), with as many tasks as the topic
+    has partitions."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from odradek.pipeline.source import kafka_schema
+
+    class Part(InputPartition):
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [Part(i) for i in range(3)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import numpy as np
+            import pyarrow as pa
+
+            from odradek.pipeline.source import arrow_schema
+
+            rows = 50_000
+            b = pa.RecordBatch.from_arrays([
+                pa.array([b"k%09d" % i for i in range(rows)], pa.binary()), pa.array([b"v" * 100] * rows, pa.binary()),
+                pa.array(["t"] * rows), pa.array(np.zeros(rows, np.int32)), pa.array(np.arange(rows)),
+                pa.array(np.zeros(rows, np.int64)).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(np.zeros(rows, np.int32))], schema=arrow_schema(kafka_schema(False)))
+            for _ in range(n // rows // 3):
+                yield b
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_ceiling"
+
+        def schema(self) -> Any:
+            return kafka_schema(False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader()
+
+    spark.dataSource.register(Source)
+    df = spark.read.format("bench_ceiling").load()
+    df.write.format("noop").mode("overwrite").save()
+    total = n // 50_000 // 3 * 50_000 * 3
+    for run in (1, 2):
+        t0 = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        secs = time.perf_counter() - t0
+        print(f"spark ceiling ({master}): prebuilt Arrow batches, no broker #{run}: {total:,} rows in {secs:.2f} s = "
+              f"{total / secs:,.0f} rows/s")
 
 
 CONFIG = """
@@ -166,6 +235,14 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     for line in job.stdout:
         if line.startswith("batch "):
             break
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert job.stdout is not None
+        for line in job.stdout:
+            lines.append(line.rstrip())
+
+    threading.Thread(target=pump, daemon=True).start()
     total = rate * seconds
     t0 = time.perf_counter()
     for i in range(1, total + 1):
@@ -193,6 +270,17 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     r = json.loads(out.stdout)
     print(f"freshness (produced -> visible in the ODS) over {int(r['n']):,} events at {rate}/s: "
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    phases: dict[str, list[int]] = {}
+    batches = [x for x in lines if x.startswith("batch ")]
+    for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:
+        print("  " + x)
+    for x in batches:
+        if " | ms " in x:
+            words = x.split(" | ms ", 1)[1].split()
+            for name, ms in zip(words[::2], words[1::2], strict=False):
+                phases.setdefault(name, []).append(int(ms))
+    print(f"{len(batches)} micro-batches; median ms per phase (Spark's durationMs): "
+          + ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in phases.items()))
 
 
 def main() -> None:
@@ -203,9 +291,13 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--min-partitions", type=int, help="the source's minPartitions (Spark tasks) for the read")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     args = ap.parse_args()
+    if os.environ.get("PYTHONPATH"):  # the job runs in its own directory: PYTHONPATH=src must still resolve
+        os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep)
+                                                   if p)
     tmp = Path(tempfile.mkdtemp(prefix="odradek-pipeline-bench-"))
     broker = None
     try:
@@ -214,7 +306,7 @@ def main() -> None:
             broker, bootstrap = start_broker(tmp)
             print(f"embedded broker on {bootstrap}")
         if not args.skip_read:
-            bench_read(bootstrap, args.messages, args.value_bytes, args.master)
+            bench_read(bootstrap, args.messages, args.value_bytes, args.master, args.min_partitions)
         if not args.skip_freshness:
             bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp)
     finally:

@@ -28,6 +28,7 @@ from integration.broker import Broker
 CUSTOMER_COLUMNS = {"id": "Int64", "name": "String", "city": "Nullable(String)", "age": "Nullable(Int32)",
                     "balance": "Nullable(Decimal(12, 2))"}
 ORDER_COLUMNS = {"order_id": "Int64", "customer_id": "Int64", "status": "String", "amount": "Float64"}
+PAYMENT_COLUMNS = {"payment_id": "Int64", "customer_id": "Int64", "amount": "Decimal(12, 2)", "day": "Int32"}
 CITIES = [None, "Lyon", "Porto", "Kraków", "Osaka", "Recife"]
 
 
@@ -214,6 +215,51 @@ def generate(rnd: random.Random, feed: Feed, topic: str, stream: CdcStream, make
         if bad_every and i % bad_every == bad_every - 1:
             for bad_ev, reason in malformed(rnd, stream.table, stream.key)[:2]:
                 feed.send(topic, bad_ev, reason)
+
+
+def generate_facts(rnd: random.Random, feed: Feed, topic: str, stream: CdcStream, n: int, sent: list[Event]) -> None:
+    """An append-only stream (payments): each key created once, with exact re-deliveries of earlier
+    events mixed in (duplicates at new offsets, in other batches)."""
+    for _ in range(n):
+        if stream.history and rnd.random() < 0.2:
+            ev = stream.stale()
+        else:
+            k = len(stream.state) + 1
+            row = {"payment_id": k, "customer_id": rnd.randrange(1, 50),
+                   "amount": f"{rnd.randrange(1, 100000) / 100:.2f}", "day": rnd.randrange(4)}
+            stream.state[k] = row
+            ev = stream._event("c", None, row, k)
+        sent.append(ev)
+        feed.send(topic, ev)
+
+
+def payments_config(bootstrap: str, topic: str, max_per_trigger: int) -> str:
+    cols = "\n".join(f'{k} = "{v}"' for k, v in PAYMENT_COLUMNS.items())
+    return f"""
+[broker]
+bootstrap_servers = "{bootstrap}"
+[warehouse]
+path = "./warehouse"
+checkpoint_dir = "./checkpoints"
+[spark]
+master = "local[2]"
+max_offsets_per_trigger = {max_per_trigger}
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+
+[[ods]]
+table = "payments"
+topics = ["{topic}"]
+key = ["payment_id"]
+version = "source.lsn"
+[ods.columns]
+{cols}
+
+[[dw.aggregating]]
+name = "daily_payments"
+ods = "payments"
+key = {{ day = "day" }}
+aggregates = {{ customers = "uniq(customer_id)", amount_q = "quantiles(0.5, 0.9, 0.99)(amount)", n = "count()" }}
+"""
 
 
 def pipeline_cmd(*args: str) -> list[str]:
@@ -405,3 +451,62 @@ def test_ods_reads_committed_transactions_only(pipeline_broker: Broker, new_topi
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     rows = query(cfg2, "SELECT * FROM ods.customers ORDER BY id")
     assert {int(r["id"]): normalise(r, CUSTOMER_COLUMNS) for r in rows} == everything
+
+
+def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: Callable[..., str],
+                                           tmp_path: Path) -> None:
+    """[[dw.aggregating]] end to end: an append-only stream with re-deliveries, the job killed with
+    SIGKILL mid-run and run again; the -Merge of the AggregatingMergeTree's states equals the same
+    aggregates computed from the ODS and from the events themselves."""
+    rnd = random.Random(20261126)
+    topic = new_topic(2, prefix="shop.payments")
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 120))
+    feed = Feed(pipeline_broker.bootstrap)
+    payments = CdcStream("payments", "payment_id", rnd)
+    sent: list[Event] = []
+    generate_facts(rnd, feed, topic, payments, 700, sent)
+    feed.flush()
+    log = open(tmp_path / "run1.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
+                            text=True, cwd=tmp_path, start_new_session=True)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 240
+        while sum(1 for x in lines if x.startswith("batch ")) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (tmp_path / "run1.log").read_text()
+            time.sleep(0.05)
+        assert sum(1 for x in lines if x.startswith("batch ")) >= 2, "\n".join(lines)
+        generate_facts(rnd, feed, topic, payments, 300, sent)
+        feed.flush()
+        time.sleep(rnd.uniform(0.0, 1.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        _reap(proc)
+        log.close()
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 2000))
+    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
+                         text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+
+    want = truth(sent, "payment_id", PAYMENT_COLUMNS)
+    merged = query(cfg, "SELECT day, customers, amount_q, n FROM dw.daily_payments_merged ORDER BY day")
+    recomputed = query(cfg, "SELECT day AS day, uniq(customer_id) AS customers, "
+                            "quantiles(0.5, 0.9, 0.99)(amount) AS amount_q, count() AS n FROM ods.payments "
+                            "GROUP BY day ORDER BY day")
+    assert merged == recomputed
+    by_day: dict[int, list[dict[str, Any]]] = {}
+    for row in want.values():
+        by_day.setdefault(int(row["day"]), []).append(row)
+    assert {int(r["day"]): int(r["n"]) for r in merged} == {d: len(rs) for d, rs in by_day.items()}
+    assert {int(r["day"]): int(r["customers"]) for r in merged} == {
+        d: len({r["customer_id"] for r in rs}) for d, rs in by_day.items()}
+    assert len(want) < len(sent)  # re-deliveries were sent, and none was counted twice

@@ -50,6 +50,11 @@ class WireClient:
 
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
         """Send one request built from ``fields`` (kio entity fields) and return the response."""
+        return self.receive(api_key, version, self.send(api_key, version, **fields))
+
+    def send(self, api_key: int, version: int, **fields: Any) -> int:
+        """Send one request and return its correlation id, for :meth:`receive` (responses come back
+        in request order, so a caller may keep one request in flight while it works)."""
         req_cls = load_request_schema(api_key, version)
         self.correlation_id += 1
         buf = io.BytesIO()
@@ -60,7 +65,11 @@ class WireClient:
                 flexible_header=req_cls.__header_schema__.__version__ >= 2,
             )
         )
-        data, offset = framer.recv_response(self.sock, self.correlation_id, codec.response_header_flexible(api_key, version))
+        return self.correlation_id
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
+        """The response to the request sent with ``correlation_id``."""
+        data, offset = framer.recv_response(self.sock, correlation_id, codec.response_header_flexible(api_key, version))
         resp_cls = load_response_schema(api_key, version)
         kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
         value, _ = entity_reader(resp_cls)(data, offset)

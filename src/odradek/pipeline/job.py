@@ -9,7 +9,8 @@ chDB database):
    with an ``insert_deduplication_token`` made from the batch's offset ranges, so a batch that Spark
    replays after a crash is not loaded twice;
 3. before that, the warehouse layer's history rows (``warehouse.history_rows``) for the batch, whose
-   inserts feed the summing facts through materialized views inside ClickHouse.
+   inserts feed the summing facts through materialized views inside ClickHouse, and the first
+   versions of new keys (``warehouse.first_version_rows``) that feed the aggregating tables' views.
 
 Progress is printed per batch: rows in, rows loaded per table, rows quarantined, lag per partition.
 """
@@ -75,6 +76,7 @@ class BatchStats:
     quarantined: int = 0
     tombstones: int = 0
     seconds: float = 0.0
+    collect_seconds: float = 0.0  # the Spark job: read, transform, toArrow
 
 
 class BatchProcessor:
@@ -92,19 +94,14 @@ class BatchProcessor:
         t0 = time.monotonic()
         stats = BatchStats()
         arrow = self.transform(df).toArrow()
+        stats.collect_seconds = time.monotonic() - t0
         for i, table in enumerate(self.cfg.ods):
             tbl = table_rows(arrow, i, table)
             if tbl.num_rows == 0:
                 continue
             token = batch_token(tbl)
             good, bad, tombstones = split(tbl, table)
-            # derived rows first: they are computed from the ODS as it was before this batch
-            for h in self.warehouse.histories_of(table.table):
-                hist = warehouse.history_rows(self.sink, h, good)
-                self.sink.insert(f"dw.{q(h.name)}", list(hist.column_names), hist, f"dw.{h.name}:{token}")
-            self.sink.insert(f"ods.{q(table.state_table)}", list(good.column_names), good,
-                             f"ods.{table.table}:{token}")
-            self.sink.insert("ods.quarantine", list(QUARANTINE_COLUMNS), bad, f"quarantine.{table.table}:{token}")
+            load(self.sink, self.warehouse, table, good, bad, token)
             stats.rows_in += tbl.num_rows
             stats.loaded[table.table] = good.num_rows
             stats.quarantined += bad.num_rows
@@ -112,6 +109,21 @@ class BatchProcessor:
         stats.seconds = time.monotonic() - t0
         with self.lock:
             self.stats[batch_id] = stats
+
+
+def load(sink: ChdbSink, wh: warehouse.Warehouse, table: OdsTable, good: pa.Table, bad: pa.Table, token: str) -> None:
+    """One table's share of a batch into the warehouse, every insert deduplicated by ``token``: the
+    derived rows first (computed from the ODS as it was before this batch), then the ODS and the
+    quarantine."""
+    for h in wh.histories_of(table.table):
+        hist = warehouse.history_rows(sink, h, good)
+        sink.insert(f"dw.{q(h.name)}", list(hist.column_names), hist, f"dw.{h.name}:{token}")
+    if wh.feeds_first_versions(table.table):
+        first = warehouse.first_version_rows(sink, table, good)
+        feed = warehouse.first_versions_table(table)
+        sink.insert(f"dw.{q(feed)}", list(first.column_names), first, f"dw.{feed}:{token}")
+    sink.insert(f"ods.{q(table.state_table)}", list(good.column_names), good, f"ods.{table.table}:{token}")
+    sink.insert("ods.quarantine", list(QUARANTINE_COLUMNS), bad, f"quarantine.{table.table}:{token}")
 
 
 def table_rows(arrow: pa.Table, i: int, table: OdsTable) -> pa.Table:
@@ -143,12 +155,29 @@ def format_progress(batch_id: int, stats: BatchStats, progress: Any | None) -> s
     loaded = ", ".join(f"{t} +{n}" for t, n in stats.loaded.items()) or "nothing loaded"
     line = (f"batch {batch_id}: {stats.rows_in} in, {loaded}, {stats.quarantined} quarantined"
             + (f", {stats.tombstones} tombstones" if stats.tombstones else "")
-            + f", {stats.seconds * 1000:.0f} ms")
+            + f", {stats.seconds * 1000:.0f} ms (Spark job {stats.collect_seconds * 1000:.0f}, "
+            f"warehouse {(stats.seconds - stats.collect_seconds) * 1000:.0f})")
     if progress is not None:
         lag = _lag(progress)
         if lag:
             line += " | lag " + " ".join(f"{tp}={n}" for tp, n in sorted(lag.items()))
+        line += _durations(progress)
     return line
+
+
+_PHASES = (("latestOffset", "offsets"), ("getBatch", "plan-source"), ("queryPlanning", "planning"),
+           ("walCommit", "wal"), ("addBatch", "sink"), ("commitOffsets", "commit"), ("triggerExecution", "trigger"))
+
+
+def _durations(progress: Any) -> str:
+    """Spark's own split of the micro-batch (``durationMs``): planning the offsets, writing the offset
+    log (walCommit), running the sink (addBatch: foreachBatch), writing the commit log."""
+    try:
+        d = progress["durationMs"] or {}
+    except (KeyError, TypeError):
+        return ""
+    parts = [f"{short} {int(d[name])}" for name, short in _PHASES if name in d]
+    return " | ms " + " ".join(parts) if parts else ""
 
 
 def ods_kafka_options(cfg: PipelineConfig) -> dict[str, str]:

@@ -294,6 +294,11 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
     """
     if end <= start:
         return
+    from odradek.pipeline import wire_fetch
+
+    if wire_fetch.usable(opts, "headers" in schema.names):
+        yield from wire_fetch.read_range(opts, schema, topic, partition, start, end, data_loss)
+        return
     from confluent_kafka import KafkaError, TopicPartition
 
     key, consumer = _borrow(opts)

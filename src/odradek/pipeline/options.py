@@ -10,7 +10,9 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``endingOffsetsByTimestamp`` (JSON ``{"topicA": {"0": 1700000000000}}``), with
   ``startingOffsetsByTimestampStrategy`` = ``error`` | ``latest`` when no record is that recent;
 - ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
-  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``;
+  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``; and ``reader`` (Odradek's own): ``wire`` (the
+  default: Fetch requests whose record batches are decoded into Arrow in C, ``wire_fetch.py``) or
+  ``librdkafka`` (confluent-kafka's consumer; always used for ``includeHeaders`` and TLS/SASL);
 - ``kafka.*``: handed to the confluent-kafka client with the prefix removed; the Java client's security
   settings (``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...) become librdkafka's.
   ``kafka.isolation.level`` (``read_uncommitted``, the default as in Spark, or ``read_committed``: no
@@ -282,6 +284,7 @@ class SourceOptions:
     poll_timeout_ms: int
     group_id_prefix: str
     timestamp_strategy: str
+    reader: str = "wire"  # "wire" (Fetch + C record decoding) or "librdkafka" (confluent-kafka's consumer)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
@@ -294,7 +297,7 @@ class SourceOptions:
                 "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
                 "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
                 "includeHeaders", "maxOffsetsPerTrigger", "minPartitions", "kafkaConsumer.pollTimeoutMs",
-                "groupIdPrefix",
+                "groupIdPrefix", "reader",
             )
         }
         norm: dict[str, str] = {}
@@ -306,6 +309,9 @@ class SourceOptions:
         if strategy not in ("error", "latest"):
             raise OptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest'")
         max_per_trigger = _int(norm, "maxOffsetsPerTrigger", None, minimum=1)
+        reader = norm.get("reader", "wire").strip().lower()
+        if reader not in ("wire", "librdkafka"):
+            raise OptionError("option 'reader' must be 'wire' or 'librdkafka'")
         return cls(
             kafka=kafka_params(norm),
             topics=parse_topics(norm),
@@ -318,6 +324,7 @@ class SourceOptions:
             poll_timeout_ms=_int(norm, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1) or 120_000,
             group_id_prefix=norm.get("groupIdPrefix", "spark-kafka-source"),
             timestamp_strategy=strategy,
+            reader=reader,
         )
 
 

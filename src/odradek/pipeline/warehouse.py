@@ -12,6 +12,13 @@
     sums = { orders = "sign", revenue = "amount * sign" }
     where = "status != 'cancelled'"   # optional
 
+    [[dw.aggregating]]             # AggregatingMergeTree fed by a materialized view with -State combinators
+    name = "daily_payments"        # dw.daily_payments (states); dw.daily_payments_merged (read with -Merge)
+    ods = "payments"               # an append-only ODS table (facts: each key written once)
+    key = { day = "toDate(paid_at)" }
+    aggregates = { orders = "uniq(order_id)", amount_quantiles = "quantiles(0.5, 0.9, 0.99)(amount)" }
+    where = "paid_at IS NOT NULL"  # optional
+
     [[dw.entity]]                  # integration: one subject-oriented entity from several ODS tables
     name = "customer"              # dw.customer (a view)
     match = "lower(trim(email))"   # the matching rule, evaluated on each source
@@ -29,6 +36,18 @@ a replayed batch computes the same rows and ClickHouse drops them. ``sum(x * sig
 therefore always equals ``sum(x)`` over the ODS's live rows, and so do the summing facts that a
 materialized view derives from each history insert.
 
+Aggregating (ClickHouse's AggregatingMergeTree): partial aggregation states (``uniqState``,
+``quantilesState``, any ``f(...)`` declared becomes ``fState(...)``) per group key, merged by
+ClickHouse in the background and finished at query time with ``fMerge`` (the ``<name>_merged`` view).
+States can be combined but not taken back, so the feed is insert-only: ``dw.<ods>_first_versions``
+(MergeTree) receives the first version of each key the ODS has never held, computed from the ODS
+before the batch's rows are inserted, with the batch's dedup token; a materialized view turns each
+insert into states. Duplicates and stale re-deliveries (the key is already there), replayed batches
+(deduplicated, and with them the view's block) add nothing, so for an append-only table (payments,
+clicks: rows never updated or deleted) the merged states equal the same aggregates computed from
+the ODS. A later update or delete of a key is not reflected (``[[dw.summing]]`` on a history is the
+table kind for changing rows).
+
 Entity (integration): each source's rows are grouped by the match key; the entity view full-joins the
 sources on it, takes each attribute from the first source (in the listed order) that has it, and keeps
 every source's ids (``<ods>_ids``).
@@ -36,6 +55,7 @@ every source's ids (``<ods>_ids``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +82,65 @@ class Summing:
 
 
 @dataclass(frozen=True)
+class Aggregate:
+    """``func(args)`` or ``func(params)(args)`` as declared."""
+
+    func: str
+    params: str  # "(0.5, 0.9)" or ""
+    args: str  # "(amount)"
+
+    @classmethod
+    def parse(cls, expr: str, where: str) -> Aggregate:
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\(.*\))\s*", expr, re.S)
+        if not m:
+            raise ConfigError(f"{where}: {expr!r} is not an aggregate call such as uniq(x) or quantiles(0.5)(x)")
+        func, rest = m.group(1), m.group(2)
+        if func.endswith(("State", "Merge")):
+            raise ConfigError(f"{where}: give the plain aggregate ({func!r}); -State and -Merge are added")
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                first, tail = rest[: i + 1], rest[i + 1:].strip()
+                break
+        else:
+            raise ConfigError(f"{where}: unbalanced parentheses in {expr!r}")
+        if not tail:
+            return cls(func, "", first)
+        if not (tail.startswith("(") and tail.endswith(")")):
+            raise ConfigError(f"{where}: {expr!r} is not an aggregate call such as uniq(x) or quantiles(0.5)(x)")
+        return cls(func, first, tail)
+
+    def state(self) -> str:
+        return f"{self.func}State{self.params}{self.args}"
+
+    def merge(self, column: str) -> str:
+        return f"{self.func}Merge{self.params}({q(column)})"
+
+    def plain(self) -> str:
+        return f"{self.func}{self.params}{self.args}"
+
+
+@dataclass(frozen=True)
+class Aggregating:
+    name: str
+    ods: OdsTable
+    key: dict[str, str]
+    aggregates: dict[str, Aggregate]
+    where: str | None
+
+    @property
+    def feed(self) -> str:
+        return first_versions_table(self.ods)
+
+
+def first_versions_table(t: OdsTable) -> str:
+    """``dw.<ods>_first_versions``: the insert-only feed of the aggregating tables on ``t``."""
+    return f"{t.table}_first_versions"
+
+
+@dataclass(frozen=True)
 class EntitySource:
     ods: OdsTable
     columns: dict[str, str]  # entity attribute -> source column
@@ -79,9 +158,13 @@ class Warehouse:
     histories: tuple[History, ...] = ()
     summings: tuple[Summing, ...] = ()
     entities: tuple[Entity, ...] = ()
+    aggregatings: tuple[Aggregating, ...] = ()
 
     def histories_of(self, table: str) -> list[History]:
         return [h for h in self.histories if h.ods.table == table]
+
+    def feeds_first_versions(self, table: str) -> bool:
+        return any(a.ods.table == table for a in self.aggregatings)
 
 
 def parse(cfg: PipelineConfig) -> Warehouse:
@@ -131,7 +214,19 @@ def parse(cfg: PipelineConfig) -> Warehouse:
         if len(srcs) < 1 or not e.get("match"):
             raise ConfigError(f"{where}: 'match' and at least one source are required")
         entities.append(Entity(str(e["name"]), str(e["match"]), srcs))
-    return Warehouse(tuple(histories), tuple(summings), tuple(entities))
+    aggregatings: list[Aggregating] = []
+    for a in dw.get("aggregating", []):
+        where = f"[[dw.aggregating]] {a.get('name')!r}"
+        _ident(a.get("name"), where)
+        t = table_of(a.get("ods"), where)
+        if not a.get("key") or not a.get("aggregates"):
+            raise ConfigError(f"{where}: 'key' and 'aggregates' are required")
+        for col in (*a["key"], *a["aggregates"]):
+            _ident(col, where)
+        aggs = {str(k): Aggregate.parse(str(v), where) for k, v in a["aggregates"].items()}
+        aggregatings.append(Aggregating(str(a["name"]), t, {str(k): str(v) for k, v in a["key"].items()}, aggs,
+                                        a.get("where")))
+    return Warehouse(tuple(histories), tuple(summings), tuple(entities), tuple(aggregatings))
 
 
 def history_ddl(h: History) -> str:
@@ -151,6 +246,46 @@ def summing_ddl(s: Summing) -> str:
             f"ENGINE = SummingMergeTree ORDER BY ({', '.join(q(k) for k in s.key)}) "
             f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW} "
             f"AS SELECT {keys}, {sums} FROM dw.{q(s.history)}{where} GROUP BY {', '.join(q(k) for k in s.key)}")
+
+
+def first_versions_ddl(t: OdsTable) -> str:
+    cols = ", ".join(f"{q(c)} {ct.ch}" for c, ct in t.columns.items())
+    return (f"CREATE TABLE IF NOT EXISTS dw.{q(first_versions_table(t))} ({cols}, _version UInt64, "
+            "_loaded_at DateTime64(3, 'UTC') DEFAULT now64(3)) "
+            f"ENGINE = MergeTree ORDER BY ({', '.join(q(k) for k in t.key)}) "
+            f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}")
+
+
+def aggregating_ddl(a: Aggregating) -> list[str]:
+    """The AggregatingMergeTree (a materialized view's inner table, fed by the first-versions table)
+    and the ``<name>_merged`` view that finishes the states with -Merge."""
+    keys = ", ".join(f"{expr} AS {q(k)}" for k, expr in a.key.items())
+    group = ", ".join(q(k) for k in a.key)
+    states = ", ".join(f"{agg.state()} AS {q(n)}" for n, agg in a.aggregates.items())
+    merges = ", ".join(f"{agg.merge(n)} AS {q(n)}" for n, agg in a.aggregates.items())
+    where = f" WHERE {a.where}" if a.where else ""
+    return [
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS dw.{q(a.name)} ENGINE = AggregatingMergeTree ORDER BY ({group}) "
+        f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}, allow_nullable_key = 1 "
+        f"AS SELECT {keys}, {states} FROM dw.{q(a.feed)}{where} GROUP BY {group}",
+        f"CREATE OR REPLACE VIEW dw.{q(a.name + '_merged')} AS SELECT {group}, {merges} FROM dw.{q(a.name)} "
+        f"GROUP BY {group}",
+    ]
+
+
+def aggregating_recompute_sql(a: Aggregating) -> str:
+    """The same aggregates computed from the ODS's live rows (what the merged states must equal for an
+    append-only table), ordered by the group key."""
+    keys = ", ".join(f"{expr} AS {q(k)}" for k, expr in a.key.items())
+    group = ", ".join(q(k) for k in a.key)
+    plain = ", ".join(f"{agg.plain()} AS {q(n)}" for n, agg in a.aggregates.items())
+    where = f" WHERE {a.where}" if a.where else ""
+    return f"SELECT {keys}, {plain} FROM ods.{q(a.ods.table)}{where} GROUP BY {group} ORDER BY {group}"
+
+
+def aggregating_merged_sql(a: Aggregating) -> str:
+    group = ", ".join(q(k) for k in a.key)
+    return f"SELECT * FROM dw.{q(a.name + '_merged')} ORDER BY {group}"
 
 
 def entity_ddl(e: Entity) -> str:
@@ -181,7 +316,7 @@ def entity_ddl(e: Entity) -> str:
 def ensure(sink: WarehouseSink, cfg: PipelineConfig) -> Warehouse:
     """Create the warehouse objects the config declares (none when ``[dw]`` is absent)."""
     wh = parse(cfg)
-    if not (wh.histories or wh.summings or wh.entities):
+    if not (wh.histories or wh.summings or wh.entities or wh.aggregatings):
         return wh
     sink.execute("CREATE DATABASE IF NOT EXISTS dw")
     for h in wh.histories:
@@ -190,7 +325,34 @@ def ensure(sink: WarehouseSink, cfg: PipelineConfig) -> Warehouse:
         sink.execute(summing_ddl(s))
     for e in wh.entities:
         sink.execute(entity_ddl(e))
+    for t in {a.ods.table: a.ods for a in wh.aggregatings}.values():
+        sink.execute(first_versions_ddl(t))
+    for a in wh.aggregatings:
+        for ddl in aggregating_ddl(a):
+            sink.execute(ddl)
     return wh
+
+
+def first_version_rows(sink: Any, t: OdsTable, good: pa.Table) -> pa.Table:
+    """The rows of keys that ``ods.<t>`` has never held (any version, deletes included): the lowest
+    version of each such key in the batch, unless that is a delete. Must be called before the batch's
+    ODS rows are inserted."""
+    key = list(t.key)
+    names = [*t.columns, "_version"]
+    if good.num_rows == 0:
+        return good.select(names).slice(0, 0)
+    new = good.select([*names, "_is_deleted"]).to_pandas()
+    new = new.sort_values("_version", kind="stable").drop_duplicates(key, keep="first")
+    keys = pa.Table.from_pandas(new[key], preserve_index=False)  # noqa: F841 - read by chDB's Python()
+    kcols = ", ".join(q(k) for k in key)
+    seen = sink.query_arrow(f"SELECT DISTINCT {kcols} FROM ods.{q(t.state_table)} "
+                            f"WHERE ({kcols}) IN (SELECT {kcols} FROM Python(keys))")
+    if seen.num_rows:
+        merged = new.merge(seen.to_pandas().assign(_seen=1), on=key, how="left")
+        new = merged[merged["_seen"].isna()]
+    new = new[new["_is_deleted"] == 0]
+    tbl = pa.Table.from_pandas(new[names], preserve_index=False)
+    return tbl.cast(good.select(names).schema, safe=False)
 
 
 def history_rows(sink: Any, h: History, good: pa.Table) -> pa.Table:
