@@ -94,7 +94,7 @@ def load_segments(
                 os.unlink(dir / fname)
 
     if not sizes:
-        seg = LogSegment.create(dir, log_start_offset, config, now_ms)
+        seg = LogSegment.create(dir, log_start_offset, config, now_ms, lazy=True)
         return LoadedSegments([seg], log_start_offset, log_start_offset, 0, 0)
 
     bases = sorted(sizes)
