@@ -5,8 +5,8 @@ One broker, fresh log directory. Steps (all in one run, so the ratio compares li
   1. start; create topic ``p6`` (6 partitions) and time the creation of ``pN`` (N partitions, default
      10,000) until the admin client's CreateTopics future resolves (the broker answers once every log exists);
   2. produce ``--records`` 1 KB records, acks=all, to ``p6`` and then to ``pN`` with ``odradek perf produce``
-     (librdkafka; the same producer settings for both, plus ``sticky.partitioning.linger.ms=0`` on ``pN`` with
-     ``--spread`` so that every partition gets data);
+     (librdkafka; the same producer settings for both: ``sticky.partitioning.linger.ms=0``, each record to
+     a random partition, so that every partition gets data; ``--no-spread`` keeps the sticky partitioner);
   3. RSS (VmRSS and peak VmHWM) and open descriptors of the broker process (/proc/PID/fd);
   4. clean stop (SIGTERM), start timed until ApiVersions answers;
   5. produce ``--crash-records`` more to ``pN``, kill -9, start timed again (log recovery).
@@ -90,8 +90,8 @@ def run(workdir: Path, partitions: int, records: int, crash_records: int, spread
         out["create_s"] = round(create_topic(broker.bootstrap, big, partitions, timeout), 3)
         log(f"created {big} in {out['create_s']:.2f} s; RSS {broker.rss_mb():.0f} MB, {open_fds(broker.pid)} fds")
         out["rss_after_create_mb"] = round(broker.rss_mb(), 1)
-        r6 = produce(broker.bootstrap, "p6", records, timeout)
         props = ["sticky.partitioning.linger.ms=0"] if spread else None
+        r6 = produce(broker.bootstrap, "p6", records, timeout, props)
         rn = produce(broker.bootstrap, big, records, timeout, props)
         out["mb_per_sec_6"] = r6.get("mb_per_sec")
         out["mb_per_sec_n"] = rn.get("mb_per_sec")

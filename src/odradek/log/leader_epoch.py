@@ -115,25 +115,28 @@ class LeaderEpochCache:
             write_checkpoint(self.path, self.entries)
             self._unsynced = False
 
-    def sync(self) -> None:
-        """Write (with fsync) what ``assign`` only recorded in memory."""
+    def sync(self, *, fsync: bool = True) -> None:
+        """Write (with fsync unless the caller syncs the file system itself) what ``assign``
+        only recorded in memory."""
         if self._unsynced and self.path is not None:
-            write_checkpoint(self.path, self.entries)
-            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_checkpoint(self.path, self.entries, fsync=fsync)
+            if fsync:
+                fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         self._unsynced = False
 
 
-def write_checkpoint(path: Path, entries: list[EpochEntry]) -> None:
+def write_checkpoint(path: Path, entries: list[EpochEntry], *, fsync: bool = True) -> None:
     text = "0\n" + f"{len(entries)}\n" + "".join(f"{e.epoch} {e.start_offset}\n" for e in entries)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="ascii") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if fsync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

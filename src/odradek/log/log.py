@@ -596,10 +596,16 @@ class Log:
         log.info("Rolled new log segment for %s at offset %d", self.name, new_base)
         return seg
 
-    def flush(self, offset: int | None = None, *, time_ms: int | None = None) -> None:
+    def flush(self, offset: int | None = None, *, time_ms: int | None = None, fsync: bool = True) -> None:
         """fsync every dirty segment below ``offset`` (default: all) and advance the
-        recovery point to it."""
+        recovery point to it. ``fsync=False``: the caller syncs the whole file system
+        afterwards (a clean shutdown), only what is in memory is written out here."""
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if not fsync:
+            self.leader_epoch_cache.sync(fsync=False)
+            if target > self.recovery_point:
+                self.recovery_point = target
+            return
         for seg in self._segments:
             if seg.base_offset >= target and target != self.log_end_offset:
                 break
@@ -893,16 +899,17 @@ class Log:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def close(self) -> None:
+    def close(self, *, fsync: bool = True) -> None:
         """Clean close: producer snapshot at the log end offset, flush, trim indexes,
-        close files; segments awaiting deletion are deleted now."""
+        close files; segments awaiting deletion are deleted now. ``fsync=False``: the
+        caller syncs the file system once for every log (LogManager.shutdown)."""
         if self.closed:
             return
         ps = self.producer_state
         if self._ps_loaded and ps.last_snapshot_offset != self.log_end_offset:
             ps.map_end_offset = self.log_end_offset
             ps.take_snapshot(sync=False)
-        self.flush()
+        self.flush(fsync=fsync)
         for seg in self._segments:
             seg.close()
         for _due, seg in self._pending_deletes:
