@@ -113,6 +113,13 @@ class FileRecords:
             os.close(self._fd)
             self._fd = -1
 
+    def release_fd(self) -> None:
+        """Close the descriptor; the next use opens the file again. Only while nothing holds
+        a region of this file (loading)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def trim(self) -> None:
         if self._create_to >= 0:
             self._preallocated = False

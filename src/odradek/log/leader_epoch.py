@@ -90,12 +90,17 @@ class LeaderEpochCache:
         self._unsynced = True  # written by the log's next flush (sync)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """The log was truncated to ``end_offset``: drop epochs starting at or after it."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """The log was truncated to ``end_offset``: drop epochs starting at or after it.
+        ``write=False`` (loading a log): the next flush writes the file; a crash before then
+        repeats the truncation on the next load."""
         kept = [e for e in self.entries if e.start_offset < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self.flush()
+            if write:
+                self.flush()
+            else:
+                self._unsynced = True
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved to ``start_offset``: the epoch covering it now starts there."""

@@ -141,7 +141,9 @@ class Log:
         # state is rebuilt from a snapshot at or below it, refilling the transaction indexes
         self._rebuild_txn_from = rebuild_txn_indexes_from
         self.leader_epoch_cache = LeaderEpochCache(dir)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # a crash may have cut the log
+        # a crash may have cut the log; written by the next flush (an epoch that became leader at
+        # the log end and wrote nothing is dropped here on every start: 10,000 fsyncs at 10,000 partitions)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset, write=False)
         self._ps_loaded = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._last_flush_ms = _clock() if time_ms is None else time_ms
