@@ -102,7 +102,9 @@ def run(workdir: Path, partitions: int, records: int, crash_records: int, spread
         out["rss_mb"] = round(broker.rss_mb(), 1)
         out["peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
         out["open_fds"] = open_fds(broker.pid)
+        t0 = time.monotonic()
         rc = broker.stop()
+        out["clean_stop_s"] = round(time.monotonic() - t0, 3)
         if rc != 0:
             raise RuntimeError(f"broker exited {rc} after SIGTERM\n{broker.log_tail(20)}")
         out["partitions_with_data"] = partitions_with_data(broker.logdir, big)
