@@ -1,15 +1,24 @@
-"""Common machinery of the memory-mapped sparse indexes (``.index``, ``.timeindex``).
+"""Common machinery of the sparse indexes (``.index``, ``.timeindex``).
 
 An index file is a flat array of fixed-size big-endian entries, sorted by offset
 (see :mod:`odradek.log.offset_index` and :mod:`odradek.log.time_index` for the
-entry layouts). While its segment is active the file is preallocated to
-``segment.index.bytes`` rounded down to a multiple of the entry size and the
-number of valid entries is kept in memory; when the segment is rolled or closed
-the file is trimmed to ``entries * entry_size`` bytes (Kafka does the same), so a
-trimmed file's entry count is its size divided by the entry size.
+entry layouts). A file on disk always holds exactly its entries: its entry count
+is its size divided by the entry size.
 
-The file descriptor is closed as soon as the map exists (the map keeps the file
-alive), so a loaded index costs no descriptor.
+While its segment is active an index lives in memory (a ``bytearray`` of its
+entries, which are few: one per ``index.interval.bytes`` of log) and is written to
+its file (which exists from the start, empty) when the segment is flushed, rolled
+or closed; at most
+``segment.index.bytes`` worth of entries fit (Kafka's limit). Kafka maps the active
+index preallocated to that size instead; here a map would cost a descriptor per
+index (CPython's ``mmap`` keeps a duplicate of the file's descriptor) and 64 KB of
+zeros written per index, which at 10,000 partitions exhausted the descriptor limit.
+Nothing is lost: an index is only trusted after a crash up to the recovery point,
+which only moves when the segment (and so the index) is flushed; later segments are
+rebuilt by the recovery.
+
+When the segment stops being active the index is mapped read-only (``mmap``; the
+descriptor is closed as soon as the map exists).
 """
 
 from __future__ import annotations
@@ -23,6 +32,10 @@ from typing import ClassVar
 
 from odradek.log.errors import CorruptIndexError
 
+# what lookups read entries from: the read-only map of an inactive index, or the
+# in-memory entries of an active one
+Buffer = mmap.mmap | bytearray
+
 
 class AbstractIndex:
     ENTRY_SIZE: ClassVar[int]
@@ -33,10 +46,11 @@ class AbstractIndex:
         self.base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
-        self._mm: mmap.mmap | None = None
+        self._mm: Buffer | None = None
         self._entries = 0
         self._max_entries = 0
-        self._allocated = 0  # bytes of the file known to be backed by written blocks
+        self._on_disk = 0  # writable: leading entries the file is known to hold unchanged
+        self._file_entries = 0  # writable: the file's size in entries
         self._closed = False
         self._open()
 
@@ -44,41 +58,57 @@ class AbstractIndex:
 
     def _open(self) -> None:
         es = self.ENTRY_SIZE
-        flags = os.O_RDWR | os.O_CREAT if self._writable else os.O_RDONLY
-        fd = os.open(self.path, flags, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size % es:
-                raise CorruptIndexError(f"{self.KIND} file {self.path} has size {size}, not a multiple of {es}")
-            self._entries = size // es
-            self._allocated = size
-            if self._writable and size:
-                # a crashed active index was extended sparse: only the start is backed by blocks
-                with contextlib.suppress(OSError):
-                    self._allocated = min(size, os.lseek(fd, 0, os.SEEK_HOLE))
-            if self._writable:
-                target = max(self._max_index_size // es * es, size)
-                if target != size:
-                    os.ftruncate(fd, target)
-                length = target
-            else:
-                length = size
-            self._max_entries = length // es if self._writable else self._entries
-            if length:
-                access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-                self._mm = mmap.mmap(fd, length, access=access)
-            else:
-                self._mm = None
-        finally:
-            os.close(fd)
+        if self._writable:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # the file is there, as in Kafka
+            try:
+                size = os.fstat(fd).st_size
+                if size % es:
+                    raise CorruptIndexError(f"{self.KIND} file {self.path} has size {size}, not a multiple of {es}")
+                buf = bytearray(os.pread(fd, size, 0)) if size else bytearray()
+            finally:
+                os.close(fd)
+            if len(buf) != size:
+                raise CorruptIndexError(f"{self.KIND} file {self.path} changed size while read")
+            self._entries = self._on_disk = self._file_entries = size // es
+            self._max_entries = max(self._max_index_size // es, self._entries)
+            self._mm = buf
+        else:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                if size % es:
+                    raise CorruptIndexError(f"{self.KIND} file {self.path} has size {size}, not a multiple of {es}")
+                self._entries = self._max_entries = size // es
+                self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+            finally:
+                os.close(fd)
         self._closed = False
 
+    def _persist(self, *, sync: bool = False) -> None:
+        """Write the in-memory entries the file lacks and cut it to the entry count."""
+        if not self._writable or self._closed or not isinstance(self._mm, bytearray):
+            return
+        es = self.ENTRY_SIZE
+        n = self._entries
+        if self._on_disk == n and self._file_entries == n and not sync:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if self._on_disk < n:
+                os.pwrite(fd, memoryview(self._mm)[self._on_disk * es : n * es], self._on_disk * es)
+            if self._file_entries != n:
+                os.ftruncate(fd, n * es)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._on_disk = self._file_entries = n
+
     def _unmap(self) -> None:
-        if self._mm is not None:
-            if self._writable:
-                self._mm.flush()
-            self._mm.close()
-            self._mm = None
+        mm = self._mm
+        self._mm = None
+        if isinstance(mm, mmap.mmap):
+            mm.close()
 
     def _resize_file(self, new_size: int) -> None:
         fd = os.open(self.path, os.O_RDWR)
@@ -88,13 +118,11 @@ class AbstractIndex:
             os.close(fd)
 
     def trim(self) -> None:
-        """Shrink the file to its valid entries and map it read-only (segment no longer active)."""
+        """Write the entries out and map the file read-only (segment no longer active)."""
         if self._closed:
             return
-        entries = self._entries
+        self._persist()
         self._unmap()
-        if self._writable:
-            self._resize_file(entries * self.ENTRY_SIZE)
         self._writable = False
         self._open()
 
@@ -107,25 +135,26 @@ class AbstractIndex:
         self._open()
 
     def flush(self) -> None:
-        if self._mm is not None and self._writable:
-            self._mm.flush()
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self._writable and not self._closed:
+            self._persist(sync=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        """Trim and unmap."""
+        """Write out and release."""
         if self._closed:
             return
-        if self._writable:
-            self.trim()
+        self._persist()
         self._unmap()
         self._closed = True
 
     def close_handler(self) -> None:
-        """Unmap without trimming (file about to be deleted or renamed)."""
+        """Release without writing (file about to be deleted or renamed, or a simulated crash)."""
         self._unmap()
         self._closed = True
 
@@ -168,44 +197,33 @@ class AbstractIndex:
         if n == self._entries:
             return
         self._entries = n
-        if not self._writable:
+        if self._writable:
+            self._on_disk = min(self._on_disk, n)
+            if isinstance(self._mm, bytearray):
+                del self._mm[n * self.ENTRY_SIZE :]
+        else:
             # a trimmed index shrinks with its entries
             self._unmap()
             self._resize_file(n * self.ENTRY_SIZE)
             self._open()
 
-    def _ensure_append(self) -> mmap.mmap:
-        if not self._writable or self._mm is None:
+    def _ensure_append(self) -> bytearray:
+        """The in-memory entries with room for one more at ``entries * ENTRY_SIZE``."""
+        mm = self._mm
+        if not self._writable or not isinstance(mm, bytearray):
             raise CorruptIndexError(f"{self.KIND} {self.path} is not writable")
         if self._entries >= self._max_entries:
             raise CorruptIndexError(f"attempt to append to a full {self.KIND} {self.path}")
         end = (self._entries + 1) * self.ENTRY_SIZE
-        if end > self._allocated:
-            self._allocate(end)
-        return self._mm
+        if len(mm) < end:
+            mm.extend(bytes(end - len(mm)))
+        return mm
 
-    _ALLOCATE_CHUNK = 64 * 1024
-
-    def _allocate(self, end: int) -> None:
-        """Back the preallocated (sparse) file with written zeros before the mapping
-        touches it: a first write through the mapping into a hole costs ~2.6 ms here (the
-        page fault allocates blocks), a pwrite of the same page ~10 µs. Without this,
-        creating or recovering 1,000 partitions spends seconds in page faults."""
-        assert self._mm is not None
-        chunk = self._ALLOCATE_CHUNK
-        new = min(-(-end // chunk) * chunk, len(self._mm))
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.pwrite(fd, bytes(new - self._allocated), self._allocated)
-        finally:
-            os.close(fd)
-        self._allocated = new
-
-    def _slot_key(self, mm: mmap.mmap, slot: int) -> int:  # pragma: no cover - abstract
+    def _slot_key(self, mm: Buffer, slot: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _largest_lower_bound_slot(
-        self, target: int, key: Callable[[mmap.mmap, int], int] | None = None
+        self, target: int, key: Callable[[Buffer, int], int] | None = None
     ) -> int:
         """Largest slot whose key (default ``_slot_key``) is <= target, or -1; keys must grow with slots."""
         mm = self._mm

@@ -8,7 +8,8 @@ active and trimmed to the last batch when the segment is rolled or closed (a
 zero batchLength ends a scan).
 
 The file descriptor is opened lazily (segments of an idle partition cost no
-descriptor) and stays open until the file is closed or, for a deleted segment,
+descriptor), and the file of a new partition's first segment is only made when
+first used and stays open until the file is closed or, for a deleted segment,
 until its delayed deletion, so a :class:`~odradek.protocol.fetch_response.FileRegion`
 (``length`` bytes at ``position`` of this file) handed to the network layer
 stays readable with ``os.sendfile`` for ``file.delete.delay.ms``. Only batch
@@ -57,14 +58,16 @@ class FileRecords:
         self._fd = -1
         self._closed = False
         self._preallocated = preallocated_size > 0
+        self._create_to = -1  # >= 0: the file does not exist yet; created (at this size) when first opened
 
     @classmethod
-    def create(cls, path: Path, *, preallocate_to: int = 0) -> FileRecords:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        if preallocate_to > 0:
-            os.ftruncate(fd, preallocate_to)
+    def create(cls, path: Path, *, preallocate_to: int = 0, lazy: bool = False) -> FileRecords:
+        """A new, empty file. ``lazy``: made on first use (a partition nobody writes to
+        costs no file and no descriptor; 10,000 new partitions cost 10,000 files fewer)."""
         fr = cls(path, 0, preallocated_size=preallocate_to)
-        fr._fd = fd
+        fr._create_to = preallocate_to
+        if not lazy:
+            fr.fileno()
         return fr
 
     # ------------------------------------------------------------------ handle
@@ -75,8 +78,20 @@ class FileRecords:
             return fd
         if self._closed:
             raise ValueError(f"{self.path} is closed")
-        self._fd = fd = os.open(self.path, os.O_RDWR)
+        if self._create_to >= 0:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            if self._create_to > 0:
+                os.ftruncate(fd, self._create_to)
+            self._create_to = -1
+        else:
+            fd = os.open(self.path, os.O_RDWR)
+        self._fd = fd
         return fd
+
+    @property
+    def exists(self) -> bool:
+        """False while a lazily created file has not been made yet."""
+        return self._create_to < 0
 
     @property
     def is_open(self) -> bool:
@@ -98,18 +113,32 @@ class FileRecords:
             os.close(self._fd)
             self._fd = -1
 
+    def release_fd(self) -> None:
+        """Close the descriptor; the next use opens the file again. Only while nothing holds
+        a region of this file (loading)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def trim(self) -> None:
+        if self._create_to >= 0:
+            self._preallocated = False
+            self._create_to = 0
+            return
         if self._preallocated and not self._closed:
             os.ftruncate(self.fileno(), self._size)
             self._preallocated = False
 
     def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
+        if self._create_to < 0:
+            os.replace(self.path, path)
         self.path = path
 
     def delete(self) -> None:
         self.close_fd()
         self._closed = True
+        if self._create_to >= 0:
+            return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 

@@ -90,12 +90,17 @@ class LeaderEpochCache:
         self._unsynced = True  # written by the log's next flush (sync)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """The log was truncated to ``end_offset``: drop epochs starting at or after it."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """The log was truncated to ``end_offset``: drop epochs starting at or after it.
+        ``write=False`` (loading a log): the next flush writes the file; a crash before then
+        repeats the truncation on the next load."""
         kept = [e for e in self.entries if e.start_offset < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self.flush()
+            if write:
+                self.flush()
+            else:
+                self._unsynced = True
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved to ``start_offset``: the epoch covering it now starts there."""
@@ -115,25 +120,28 @@ class LeaderEpochCache:
             write_checkpoint(self.path, self.entries)
             self._unsynced = False
 
-    def sync(self) -> None:
-        """Write (with fsync) what ``assign`` only recorded in memory."""
+    def sync(self, *, fsync: bool = True) -> None:
+        """Write (with fsync unless the caller syncs the file system itself) what ``assign``
+        only recorded in memory."""
         if self._unsynced and self.path is not None:
-            write_checkpoint(self.path, self.entries)
-            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_checkpoint(self.path, self.entries, fsync=fsync)
+            if fsync:
+                fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         self._unsynced = False
 
 
-def write_checkpoint(path: Path, entries: list[EpochEntry]) -> None:
+def write_checkpoint(path: Path, entries: list[EpochEntry], *, fsync: bool = True) -> None:
     text = "0\n" + f"{len(entries)}\n" + "".join(f"{e.epoch} {e.start_offset}\n" for e in entries)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="ascii") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if fsync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import re
 import shutil
 import uuid
@@ -140,7 +141,9 @@ class Log:
         # state is rebuilt from a snapshot at or below it, refilling the transaction indexes
         self._rebuild_txn_from = rebuild_txn_indexes_from
         self.leader_epoch_cache = LeaderEpochCache(dir)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # a crash may have cut the log
+        # a crash may have cut the log; written by the next flush (an epoch that became leader at
+        # the log end and wrote nothing is dropped here on every start: 10,000 fsyncs at 10,000 partitions)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset, write=False)
         self._ps_loaded = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._last_flush_ms = _clock() if time_ms is None else time_ms
@@ -171,15 +174,21 @@ class Log:
     ) -> Log:
         """Create ``<parent>/<topic>-<partition>`` (or open it if it exists)."""
         d = parent / dir_name(topic, partition)
-        existing = d.exists()
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(d)  # one system call where exists() + mkdir() took two
+            existing = False
+        except FileExistsError:
+            existing = True
+        except FileNotFoundError:  # the log dir itself is missing
+            d.mkdir(parents=True, exist_ok=True)
+            existing = False
         if existing:
             lg = cls.open(d, config, clean=False, recovery_point=0, time_ms=time_ms)
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
             return lg
         t = _clock() if time_ms is None else time_ms
-        seg = LogSegment.create(d, 0, config, t)
+        seg = LogSegment.create(d, 0, config, t, lazy=True)
         # No fsync here (three per partition made creating 1,000 partitions take ~5 s): the
         # topic id is also in the metadata store, and a partition whose directory a crash
         # loses before the next flush held no data yet; the broker recreates it on start.
@@ -589,10 +598,16 @@ class Log:
         log.info("Rolled new log segment for %s at offset %d", self.name, new_base)
         return seg
 
-    def flush(self, offset: int | None = None, *, time_ms: int | None = None) -> None:
+    def flush(self, offset: int | None = None, *, time_ms: int | None = None, fsync: bool = True) -> None:
         """fsync every dirty segment below ``offset`` (default: all) and advance the
-        recovery point to it."""
+        recovery point to it. ``fsync=False``: the caller syncs the whole file system
+        afterwards (a clean shutdown), only what is in memory is written out here."""
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if not fsync:
+            self.leader_epoch_cache.sync(fsync=False)
+            if target > self.recovery_point:
+                self.recovery_point = target
+            return
         for seg in self._segments:
             if seg.base_offset >= target and target != self.log_end_offset:
                 break
@@ -886,16 +901,17 @@ class Log:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def close(self) -> None:
+    def close(self, *, fsync: bool = True) -> None:
         """Clean close: producer snapshot at the log end offset, flush, trim indexes,
-        close files; segments awaiting deletion are deleted now."""
+        close files; segments awaiting deletion are deleted now. ``fsync=False``: the
+        caller syncs the file system once for every log (LogManager.shutdown)."""
         if self.closed:
             return
         ps = self.producer_state
         if self._ps_loaded and ps.last_snapshot_offset != self.log_end_offset:
             ps.map_end_offset = self.log_end_offset
             ps.take_snapshot(sync=False)
-        self.flush()
+        self.flush(fsync=fsync)
         for seg in self._segments:
             seg.close()
         for _due, seg in self._pending_deletes:

@@ -67,24 +67,28 @@ def load_segments(
     name: str = "",
 ) -> LoadedSegments:
     name = name or dir.name
-    complete_swaps(dir)
     sizes: dict[int, int] = {}
     index_files: set[str] = set()
     strays: list[str] = []
     with os.scandir(dir) as it:
-        for entry in it:
-            fname = entry.name
-            if fname.endswith(_LEFTOVER_SUFFIXES):
-                strays.append(fname)
-                continue
-            stem, dot, suffix = fname.partition(".")
-            if not dot or not stem.isdigit() or len(stem) != 20:
-                continue
-            suffix = "." + suffix
-            if suffix == LOG_SUFFIX:
-                sizes[int(stem)] = entry.stat().st_size
-            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                index_files.add(fname)
+        entries = list(it)
+    if any(e.name.endswith(".swap") for e in entries):  # one listing of the directory when there is none
+        complete_swaps(dir)
+        with os.scandir(dir) as it:
+            entries = list(it)
+    for entry in entries:
+        fname = entry.name
+        if fname.endswith(_LEFTOVER_SUFFIXES):
+            strays.append(fname)
+            continue
+        stem, dot, suffix = fname.partition(".")
+        if not dot or not stem.isdigit() or len(stem) != 20:
+            continue
+        suffix = "." + suffix
+        if suffix == LOG_SUFFIX:
+            sizes[int(stem)] = entry.stat().st_size
+        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            index_files.add(fname)
     for fname in strays:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(dir / fname)
@@ -94,7 +98,7 @@ def load_segments(
                 os.unlink(dir / fname)
 
     if not sizes:
-        seg = LogSegment.create(dir, log_start_offset, config, now_ms)
+        seg = LogSegment.create(dir, log_start_offset, config, now_ms, lazy=True)
         return LoadedSegments([seg], log_start_offset, log_start_offset, 0, 0)
 
     bases = sorted(sizes)
@@ -117,7 +121,10 @@ def load_segments(
     truncated = 0
     recovered = 0
     if clean:
+        was_open = segments[-1].log.is_open
         next_offset = segments[-1].read_next_offset()
+        if not was_open:
+            segments[-1].log.release_fd()  # opened again when used: an idle partition holds no descriptor
         if next_offset is None:
             log.warning(
                 "Partition %s: last segment %d is inconsistent despite a clean shutdown; recovering it",

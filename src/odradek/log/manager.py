@@ -292,8 +292,13 @@ class LogManager:
         start = time.monotonic()
         self._stop_moves()
         self.cleaner.shutdown()
+        # Kafka fsyncs each log as it closes it; with 10,000 partitions that is 50,000 fsyncs
+        # (.log, two indexes, snapshot, epoch checkpoint) and took over a minute here. Every log
+        # is written out first and one sync(2) then makes all of it durable, before the
+        # checkpoints and the clean-shutdown markers that vouch for it.
         for lg in self._logs.values():
-            lg.close()
+            lg.close(fsync=False)
+        os.sync()
         self._process_dir_deletes(0, force=True)
         self.checkpoint()
         for d in self.log_dirs:

@@ -15,11 +15,10 @@ trimming.
 
 from __future__ import annotations
 
-import mmap
 import struct
 from pathlib import Path
 
-from odradek.log.abstract_index import AbstractIndex
+from odradek.log.abstract_index import AbstractIndex, Buffer
 from odradek.log.errors import CorruptIndexError
 
 ENTRY = struct.Struct(">ii")  # (relativeOffset, position): the one definition of the layout above
@@ -27,7 +26,7 @@ _I32 = struct.Struct(">i")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
-def _position_key(mm: mmap.mmap, slot: int) -> int:
+def _position_key(mm: Buffer, slot: int) -> int:
     return int(_I32.unpack_from(mm, (slot << 3) + 4)[0])
 
 
@@ -38,7 +37,7 @@ class OffsetIndex(AbstractIndex):
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
 
-    def _slot_key(self, mm: mmap.mmap, slot: int) -> int:
+    def _slot_key(self, mm: Buffer, slot: int) -> int:
         relative: int = _I32.unpack_from(mm, slot * 8)[0]
         return self.base_offset + relative
 

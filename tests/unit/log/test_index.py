@@ -10,9 +10,9 @@ from odradek.log.offset_index import OffsetIndex
 from odradek.log.time_index import TimeIndex
 
 
-def test_offset_index_preallocates_rounded_down(tmp_path: Path) -> None:
+def test_offset_index_capacity_rounded_down_and_no_preallocation(tmp_path: Path) -> None:
     idx = OffsetIndex(tmp_path / "a.index", 100, 1003)
-    assert os.path.getsize(idx.path) == 1000
+    assert os.path.getsize(idx.path) == 0  # the active index is kept in memory, not preallocated
     assert idx.max_entries == 125
     assert idx.entries == 0
     assert idx.lookup(150) == (100, 0)
@@ -77,8 +77,8 @@ def test_offset_index_trim_and_reopen(tmp_path: Path) -> None:
     assert ro.entries == 5
     assert ro.lookup(45) == (45, 3000)
     assert os.path.getsize(path) == 40
-    ro.make_writable()  # becomes active again: preallocated, entries kept
-    assert os.path.getsize(path) == 10 * 1024 * 1024
+    ro.make_writable()  # becomes active again: entries kept, in memory
+    assert os.path.getsize(path) == 40 and ro.max_entries == 10 * 1024 * 1024 // 8
     assert ro.entries == 5
     ro.append(100, 9000)
     ro.trim()
@@ -98,7 +98,9 @@ def test_offset_index_sanity_check(tmp_path: Path) -> None:
     # untrimmed, zero-filled tail (as after a crash)
     idx = OffsetIndex(path.with_name("y.index"), 0, 64)
     idx.append(5, 100)
-    idx._mm.flush()  # type: ignore[union-attr]
+    idx.flush()
+    with open(idx.path, "ab") as f:
+        f.write(bytes(56))  # as an index preallocated by an older version and never trimmed
     reopened = OffsetIndex(idx.path, 0, 64)
     with pytest.raises(CorruptIndexError):
         reopened.sanity_check()
@@ -143,7 +145,31 @@ def test_time_index_keeps_a_slot_for_the_final_entry(tmp_path: Path) -> None:
 def test_time_index_sanity_check(tmp_path: Path) -> None:
     idx = TimeIndex(tmp_path / "a.timeindex", 0, 12 * 4)
     idx.maybe_append(1000, 1)
-    idx._mm.flush()  # type: ignore[union-attr]
+    idx.flush()
+    with open(idx.path, "ab") as f:
+        f.write(bytes(36))  # as an index preallocated by an older version and never trimmed
     # reopened without trimming: 4 entries, the last ones zero -> timestamps go back
     with pytest.raises(CorruptIndexError):
         TimeIndex(idx.path, 0, 12 * 4).sanity_check()
+
+
+def test_active_index_is_written_on_flush_and_holds_no_descriptor(tmp_path: Path) -> None:
+    fds = len(os.listdir("/proc/self/fd"))
+    idxs = [OffsetIndex(tmp_path / f"{i}.index", 0, 1 << 20) for i in range(50)]
+    for idx in idxs:
+        idx.append(7, 4096)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert os.path.getsize(idxs[0].path) == 0  # not written before a flush
+    idxs[0].flush()
+    assert os.path.getsize(idxs[0].path) == 8
+    idxs[0].append(9, 8192)
+    idxs[0].truncate_to(9)
+    idxs[0].append(10, 9000)
+    idxs[0].flush()
+    assert OffsetIndex(idxs[0].path, 0, 64, writable=False).last_entry() == (10, 9000)
+    idxs[0].truncate_to(8)
+    idxs[0].close()
+    assert os.path.getsize(idxs[0].path) == 8
+    for idx in idxs[1:]:
+        idx.close_handler()  # a crash: nothing written
+        assert os.path.getsize(idx.path) == 0

@@ -29,8 +29,10 @@ def test_parse_dir_name() -> None:
 
 def test_append_assigns_offsets_and_reads_back(tmp_path: Path) -> None:
     log = new_log(tmp_path)
-    assert (tmp_path / "t-0" / "00000000000000000000.log").exists()
+    assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()  # made on first use
+    assert log.read(0, 1 << 20, log.high_watermark, False).size == 0
     info = append(log, make_batch(3), make_batch(2), leader_epoch=7)
+    assert (tmp_path / "t-0" / "00000000000000000000.log").exists()
     assert (info.first_offset, info.last_offset, info.record_count, info.duplicate) == (0, 4, 5, False)
     assert info.log_append_time == -1
     info = append(log, make_batch(4))
@@ -418,9 +420,10 @@ def test_a_log_never_written_has_no_index_files_and_reopens_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = new_log(tmp_path)
-    assert sorted(p.suffix for p in log.dir.iterdir()) == [".log"]  # index files are made on first use
+    assert sorted(p.suffix for p in log.dir.iterdir()) == []  # the segment files are made on first use
     with caplog.at_level("WARNING", logger="odradek.log"):
         again = reopen(log, clean=True)
+    assert ".log" not in [p.suffix for p in again.dir.iterdir()]  # nor by a restart
     assert not [r for r in caplog.records if "inconsistent" in r.getMessage() or "Rebuilding" in r.getMessage()]
     append(again, make_batch(3))
     assert again.log_end_offset == 3 and again.read(0, 1 << 20, 3, True).size > 0

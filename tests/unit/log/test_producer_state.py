@@ -162,6 +162,13 @@ def test_corrupt_snapshot_falls_back(tmp_path: Path) -> None:
     latest.write_bytes(b"\x00\x01garbage")
     log2 = reopen(log, clean=False)
     assert append(log2, make_batch(1, value_size=200, pid=PID, epoch=0, seq=3)).duplicate
+    # after the unclean start it was passed over (the recovered segments' batches were replayed);
+    # the clean close writes the snapshot at the log end again
+    log2.close()
+    assert not latest.exists() or latest.read_bytes() != b"\x00\x01garbage"
+    latest.write_bytes(b"\x00\x01garbage")
+    log3 = reopen(log2, clean=True)  # a clean start reads it, finds it corrupt and falls back
+    assert append(log3, make_batch(1, value_size=200, pid=PID, epoch=0, seq=3)).duplicate
     assert not latest.exists() or latest.read_bytes() != b"\x00\x01garbage"
 
 

@@ -101,7 +101,7 @@ def test_recover_torn_tail(tmp_path: Path) -> None:
 
 
 def test_recover_reuses_a_crashed_full_size_index(tmp_path: Path) -> None:
-    """After a crash the active segment's indexes are at their preallocated size with entries
+    """After a crash the active segment's indexes hold what the last flush wrote, entries
     past the recovered data: recovery keeps the files (same inode), forgets those entries, and a
     clean close trims to the rebuilt ones."""
     cfg = LogConfig(index_interval_bytes=0)
@@ -109,11 +109,10 @@ def test_recover_reuses_a_crashed_full_size_index(tmp_path: Path) -> None:
     data, headers = _batches(0, 40)
     seg.append(data, headers)
     assert seg.offset_index.entries == 39
-    seg.offset_index._mm.flush()  # type: ignore[union-attr]  # what a killed broker leaves in the page cache
-    seg.time_index._mm.flush()  # type: ignore[union-attr]
+    seg.offset_index.flush()  # written by a flush before the crash
+    seg.time_index.flush()
     inode = os.stat(seg.offset_index_path).st_ino
-    full = os.path.getsize(seg.offset_index_path)
-    assert full > 39 * 8  # preallocated, not trimmed
+    assert os.path.getsize(seg.offset_index_path) == 39 * 8
     keep = sum(h.size for h in headers[:25])
     os.truncate(tmp_path / "00000000000000000000.log", keep + 10)  # a torn 26th batch
     seg2 = LogSegment.open(tmp_path, 0, cfg, keep + 10, active=True, time_ms=NOW)

@@ -1,0 +1,166 @@
+"""10,000 partitions on one broker (issue 17): create time, produce MB/s at 6 vs N partitions in one run,
+RSS, open descriptors, and start time after a clean stop and after kill -9.
+
+One broker, fresh log directory. Steps (all in one run, so the ratio compares like with like):
+  1. start; create topic ``p6`` (6 partitions) and time the creation of ``pN`` (N partitions, default
+     10,000) until the admin client's CreateTopics future resolves (the broker answers once every log exists);
+  2. produce ``--records`` 1 KB records, acks=all, to ``p6`` and then to ``pN`` with ``odradek perf produce``
+     (librdkafka; the same producer settings for both: ``sticky.partitioning.linger.ms=0``, each record to
+     a random partition, so that every partition gets data; ``--no-spread`` keeps the sticky partitioner);
+  3. RSS (VmRSS and peak VmHWM) and open descriptors of the broker process (/proc/PID/fd);
+  4. clean stop (SIGTERM), start timed until ApiVersions answers;
+  5. produce ``--crash-records`` more to ``pN``, kill -9, start timed again (log recovery).
+
+  python bench/partitions_bench.py                     # 10,000 partitions, 200,000 records
+  python bench/partitions_bench.py --partitions 2000 --records 50000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the broker runs in its own working directory: a relative PYTHONPATH (PYTHONPATH=src) would not reach it
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+)
+
+from brokers import OdradekBroker  # noqa: E402
+
+RECORD_SIZE = 1024
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> float:
+    """Seconds until CreateTopics for ``partitions`` partitions completes."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=30)  # connected before the clock starts
+    t0 = time.monotonic()
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                        operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
+    return time.monotonic() - t0
+
+
+def produce(bootstrap: str, topic: str, records: int, timeout: float, props: list[str] | None = None,
+            acks: str = "all") -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "odradek", "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
+           "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--acks", acks, "--json",
+           "--timeout", str(timeout)]
+    if props:
+        cmd += ["--producer-props", *props]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60)
+    try:
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"perf produce exited {out.returncode}: {out.stderr[-800:]}") from None
+    if result.get("error"):
+        raise RuntimeError(f"perf produce: {result['error']}")
+    return result
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def partitions_with_data(logdir: Path, topic: str) -> int:
+    n = 0
+    for d in logdir.glob(f"{topic}-*"):
+        if any(f.stat().st_size > 0 for f in d.glob("*.log")):
+            n += 1
+    return n
+
+
+def run(workdir: Path, partitions: int, records: int, crash_records: int, spread: bool, timeout: float,
+        log: Any = print) -> dict[str, Any]:
+    broker = OdradekBroker(workdir / "broker")
+    out: dict[str, Any] = {"partitions": partitions, "records": records, "record_size": RECORD_SIZE}
+    big = f"p{partitions}"
+    try:
+        out["first_start_s"] = round(broker.start(), 3)
+        create_topic(broker.bootstrap, "p6", 6)
+        out["create_s"] = round(create_topic(broker.bootstrap, big, partitions, timeout), 3)
+        log(f"created {big} in {out['create_s']:.2f} s; RSS {broker.rss_mb():.0f} MB, {open_fds(broker.pid)} fds")
+        out["rss_after_create_mb"] = round(broker.rss_mb(), 1)
+        props = ["sticky.partitioning.linger.ms=0"] if spread else None
+        r6 = produce(broker.bootstrap, "p6", records, timeout, props)
+        rn = produce(broker.bootstrap, big, records, timeout, props)
+        out["mb_per_sec_6"] = r6.get("mb_per_sec")
+        out["mb_per_sec_n"] = rn.get("mb_per_sec")
+        if out["mb_per_sec_6"] and out["mb_per_sec_n"]:
+            out["ratio"] = round(out["mb_per_sec_n"] / out["mb_per_sec_6"], 3)
+        log(f"produce 6 partitions {out['mb_per_sec_6']} MB/s, {partitions} partitions {out['mb_per_sec_n']} MB/s "
+            f"({out.get('ratio')}x)")
+        out["rss_mb"] = round(broker.rss_mb(), 1)
+        out["peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
+        out["open_fds"] = open_fds(broker.pid)
+        t0 = time.monotonic()
+        rc = broker.stop()
+        out["clean_stop_s"] = round(time.monotonic() - t0, 3)
+        if rc != 0:
+            raise RuntimeError(f"broker exited {rc} after SIGTERM\n{broker.log_tail(20)}")
+        out["partitions_with_data"] = partitions_with_data(broker.logdir, big)
+        out["clean_start_s"] = round(broker.start(), 3)
+        out["clean_start_reported_s"] = broker.reported_start_s()
+        out["clean_start_rss_mb"] = round(broker.rss_mb(), 1)
+        log(f"start after clean stop {out['clean_start_s']:.2f} s, RSS {out['clean_start_rss_mb']:.0f} MB")
+        produce(broker.bootstrap, big, crash_records, timeout, props, acks="1")
+        broker.kill()
+        out["kill9_start_s"] = round(broker.start(), 3)
+        out["kill9_start_reported_s"] = broker.reported_start_s()
+        out["kill9_start_peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
+        log(f"start after kill -9 {out['kill9_start_s']:.2f} s, peak RSS {out['kill9_start_peak_rss_mb']:.0f} MB")
+        after = produce(broker.bootstrap, big, min(records, 20_000), timeout, props)
+        out["produce_after_recovery_mb_per_sec"] = after.get("mb_per_sec")
+        out["stop_rc"] = broker.stop()
+    finally:
+        broker.kill()
+    return out
+
+
+def targets(r: dict[str, Any]) -> list[tuple[str, bool]]:
+    return [
+        (f"create {r['partitions']} partitions < 10 s: {r.get('create_s')} s", (r.get("create_s") or 99) < 10),
+        (f"produce at >= 0.7x of 6 partitions: {r.get('ratio')}x", (r.get("ratio") or 0) >= 0.7),
+        (f"RSS < 1 GB: {r.get('peak_rss_mb')} MB peak", (r.get("peak_rss_mb") or 9e9) < 1024),
+        (f"clean restart < 5 s: {r.get('clean_start_s')} s", (r.get("clean_start_s") or 99) < 5),
+        (f"restart after kill -9 < 20 s: {r.get('kill9_start_s')} s", (r.get("kill9_start_s") or 99) < 20),
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--records", type=int, default=200_000, help="1 KB records produced to each topic")
+    ap.add_argument("--crash-records", type=int, default=50_000, help="records produced before the kill -9")
+    ap.add_argument("--no-spread", dest="spread", action="store_false",
+                    help="keep librdkafka's sticky partitioner on the N-partition topic (fewer partitions touched)")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="odradek-parts-", dir=args.workdir) as tmp:
+        r = run(Path(tmp), args.partitions, args.records, args.crash_records, args.spread, args.timeout,
+                log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(r))
+    else:
+        for k, v in r.items():
+            print(f"{k:32} {v}")
+    ok = True
+    for text, passed in targets(r):
+        print(f"{'PASS' if passed else 'FAIL'}  {text}", file=sys.stderr if args.json else sys.stdout)
+        ok = ok and passed
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
