@@ -79,12 +79,14 @@ class AsyncWireClient:
             self._writer.close()
         self._reader = self._writer = None
 
-    def encode(self, api_key: int, version: int, fields: dict[str, Any]) -> bytes:
+    def encode(self, api_key: int, version: int, fields: dict[str, Any] | bytes) -> bytes:
+        """The request frame; ``fields`` as a dict (built into a kio entity) or an encoded body."""
         req_cls = codec.request_class(api_key, version)
         assert req_cls is not None, (api_key, version)
         self._corr = (self._corr + 1) & 0x7FFFFFFF
+        body = fields if isinstance(fields, bytes) else codec.encode(build(req_cls, fields))
         return framer.encode_request(
-            api_key, version, self._corr, self.client_id, codec.encode(build(req_cls, fields)),
+            api_key, version, self._corr, self.client_id, body,
             flexible_header=req_cls.__header_schema__.__version__ >= 2,
         )
 
@@ -103,16 +105,39 @@ class AsyncWireClient:
             self.close()
             raise
 
-    async def _round_trip(self, frame: bytes, corr: int, api_key: int, version: int) -> Any:
+    async def request_frame(
+        self, api_key: int, version: int, fields: dict[str, Any] | bytes, timeout_s: float | None = None
+    ) -> tuple[bytes, int]:
+        """Like :meth:`request`, but the response undecoded: ``(frame, offset of the body)``, for
+        a caller that encodes the request body (``fields`` as bytes) and parses the response body
+        itself (the replica fetcher's Fetch requests and responses, read without copying records)."""
+        if self._writer is None:
+            await self.connect()
+        assert self._reader is not None and self._writer is not None
+        frame = self.encode(api_key, version, fields)
+        corr = self._corr
+        try:
+            return await asyncio.wait_for(self._exchange(frame, corr, api_key, version), timeout_s or self.timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
+            self.close()
+            raise WireError(f"request {api_key} v{version} to {self.address[0]}:{self.address[1]} failed: {e!r}") from None
+        except WireError:
+            self.close()
+            raise
+
+    async def _exchange(self, frame: bytes, corr: int, api_key: int, version: int) -> tuple[bytes, int]:
         assert self._reader is not None and self._writer is not None
         self._writer.write(frame)
         await self._writer.drain()
         try:
-            data, offset = await framer.read_response(
+            return await framer.read_response(
                 self._reader, corr, codec.response_header_flexible(api_key, version), MAX_RESPONSE
             )
         except FrameError as e:
             raise WireError(str(e)) from None
+
+    async def _round_trip(self, frame: bytes, corr: int, api_key: int, version: int) -> Any:
+        data, offset = await self._exchange(frame, corr, api_key, version)
         resp_cls = codec.response_class(api_key, version)
         try:
             kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader
