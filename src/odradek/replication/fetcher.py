@@ -11,7 +11,8 @@ current leader epoch) from its log end offset, appends the leader's batches unch
 (append_as_follower keeps offsets, epochs and producer state), and takes the leader's
 high watermark, capped at its own log end offset. The request is written by hand
 (protocol.fetch_request_writer) and the response read without copying records
-(protocol.fetch_response_reader: memoryview slices of the frame, one write per partition);
+(protocol.fetch_response_reader: memoryview slices of the frame the socket was read into,
+client.frame_reader, one write per partition);
 the next fetch goes out as soon as a response is applied, and its fetch offset is what moves
 the leader's high watermark and completes its acks=all produces.
 
