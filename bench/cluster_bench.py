@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             for kind in ("single", "cluster"):
                 r = run_single(base, args, rep) if kind == "single" else run_cluster(base, zk, args, rep)
                 results[kind].append(r)
+                if "error" in r:
+                    r["error"] = f"{r['error']} {r.get('stdout_tail', '')[-300:]!r}"
                 print(f"rep {rep + 1} {kind:7s}: " + (r.get("error") or
                       f"{r.get('mb_per_sec', 0):8.1f} MB/s {r.get('records_per_sec', 0):10,.0f} rec/s "
                       f"p99 {r.get('p99_ms', 0):7.1f} ms  broker CPU {r['broker_cpu_s']:.1f} s"

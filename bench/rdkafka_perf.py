@@ -10,7 +10,7 @@ MB/s and msgs/s count from the first row with deliveries to the end (see :func:`
 ``-l -A <file>`` writes each message's delivery latency (produce call to delivery
 report, in microseconds) to a file, summarised into ``latency_ms``. The payload then starts with
 ``LATENCY:<timestamp>``; the record size stays the one asked for. Each message goes to a random
-partition (``sticky.partitioning.linger.ms=0``; see :func:`run`).
+partition (``sticky.partitioning.linger.ms=0``) with ``linger.ms=1`` (see :func:`run`).
 
 Consumer (``-C``): every partition named with ``-p``, from the beginning, exits after ``-c`` messages.
 
@@ -147,6 +147,10 @@ def run(binary: Path, mode: str, bootstrap: str, topic: str, records: int, recor
         # queued before the first metadata arrive, and whatever follows within the window, all land
         # in one partition (seen: 200,000 of 200,000 in one of 6), so one leader takes all the load
         conf.setdefault("sticky.partitioning.linger.ms", "0")
+        # librdkafka 2.15.0 at its default linger.ms=5 holds a partition's last batch up to a second
+        # here (200,000 records: the last 2,594 a second late; the broker answers in milliseconds once
+        # they are sent, seen with -d protocol); at 0-2 ms it does not
+        conf.setdefault("linger.ms", "1")
     with tempfile.TemporaryDirectory(prefix="rdkperf-") as tmp:
         lat_file = Path(tmp) / "latency.txt"
         if mode == "produce":
@@ -182,10 +186,16 @@ def run(binary: Path, mode: str, bootstrap: str, topic: str, records: int, recor
             result = parse_consume(out, record_size)
             if result.get("records", 0) < records and "error" not in result:
                 result["error"] = f"consumed {result.get('records')} of {records} records"
-    if proc.returncode != 0:
+    if (proc.returncode == 1 and mode == "produce" and "error" not in result
+            and result.get("records", 0) >= records and result.get("errors") == 0):
+        # every record delivered without error, yet exit 1: the tool compares its produced count
+        # (less a racy read of the queue length) with its delivered count (seen: 299,999 vs 300,000)
+        result["tool_exit_code"] = proc.returncode
+    elif proc.returncode != 0:
         result.setdefault("error", f"rdkafka_performance exit code {proc.returncode}")
     if "error" in result:
         result["stderr_tail"] = err[-800:]
+        result["stdout_tail"] = out[-800:]
     result["command"] = " ".join(cmd)
     return result, cpu
 
