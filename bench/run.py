@@ -58,6 +58,7 @@ MB = 1024.0 * 1024.0
 GB = 1024.0 * MB
 SETTLE_S = 1.0  # pause between a broker answering and its first workload (either broker)
 ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
+METRICS_OFF = "odradek-nometrics"  # --peer: Odradek without http.listeners (no request metrics)
 
 
 @dataclass
@@ -136,7 +137,10 @@ class Bench:
     def new_broker(self, kind: str, tag: str) -> BenchBroker:
         d = self.workdir / f"{tag}-{kind}"
         if kind == "odradek":
-            return OdradekBroker(d)
+            # /metrics on (a free port: the default 9644 may be taken); the metrics-off peer has none
+            return OdradekBroker(d, {"http.listeners": "http://127.0.0.1:0"})
+        if kind == METRICS_OFF:
+            return OdradekBroker(d, {"http.listeners": ""})
         assert self.tansu_binary is not None
         return TansuBroker(d, self.tansu_binary)
 
@@ -268,8 +272,9 @@ class Bench:
         if unknown:
             raise SystemExit(f"unknown workloads: {', '.join(unknown)} (known: {', '.join(ALL_WORKLOADS)})")
         kinds = ["odradek"]
-        if args.peer:
+        if args.peer == "tansu":
             self.tansu_binary = fetch_tansu()
+        if args.peer:
             kinds.append(args.peer)
         meta: dict[str, Any] = {
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -423,6 +428,12 @@ def targets(s: dict[str, Any], peer: str | None, loopback: float) -> list[dict[s
         o, t = get(w, "odradek", key), get(w, peer, key)
         return o / t if o is not None and t else None
 
+    if peer == METRICS_OFF:  # issue 16: the cost of the metrics on the hot path
+        r = ratio("W2", "metric")
+        check("W2 MB/s with metrics >= 0.97x without", r, lambda v: v >= 0.97, f"{fmt(r, '.3f')}x")
+        r = ratio("W2", "broker_cpu_s_per_gb")
+        check("W2 CPU s/GB with metrics <= 1.03x without", r, lambda v: v <= 1.03, f"{fmt(r, '.3f')}x")
+        return out
     r = ratio("W2", "metric")
     check("W2 produce MB/s >= 1.5x peer", r, lambda v: v >= 1.5, f"{fmt(r, '.2f')}x")
     r = ratio("W2", "broker_cpu_s_per_gb")
@@ -459,7 +470,9 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--peer", choices=["tansu"], default=None, help="also run the workloads against this broker")
+    ap.add_argument("--peer", choices=["tansu", METRICS_OFF], default=None,
+                    help=f"also run the workloads against this broker ({METRICS_OFF}: Odradek with http.listeners= "
+                         "empty, to measure what /metrics costs)")
     ap.add_argument("--client", choices=["python", "c", "both"], default="python",
                     help="the perf client: odradek perf (python), librdkafka's rdkafka_performance (c), or both")
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help="comma-separated (default all)")

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat zookeeper openjdk-17-jre-headless)  # Java: Spark for the pipeline tests
+APT_PACKAGES=(kcat zookeeper openjdk-17-jre-headless chromium)  # Java: Spark for the pipeline tests; chromium: the console tests
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -7,6 +7,7 @@
 #   bash scripts/test.sh                 # all of it, as CI runs it
 #   bash scripts/test.sh tests/unit -x   # lint, types, then pytest with these arguments (no coverage floor)
 #
+# ODRADEK_TEST_WORKERS sets the number of pytest-xdist workers of the full run (default 3; 0 runs in-process).
 # ODRADEK_PYTHON names another interpreter than .venv/bin/python (one with the test extras installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,9 @@ fi
 
 echo "== pytest under coverage"
 "$PY" -m coverage erase
-"$PY" -m coverage run -m pytest
+# several pytest-xdist workers, whole files to each (module-scoped brokers and Spark sessions stay shared within a
+# file); the tests mostly wait on brokers, ZooKeeper and Spark, so three workers fit two cores
+"$PY" -m coverage run -m pytest -n "${ODRADEK_TEST_WORKERS:-3}" --dist loadfile
 "$PY" -m coverage combine -q
 total=$("$PY" -m coverage report --format=total --fail-under=0)
 if ! "$PY" -m coverage report --format=total >/dev/null; then

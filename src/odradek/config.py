@@ -9,6 +9,7 @@ synonyms exactly as Kafka does (``retention.ms`` ← ``log.retention.ms`` ←
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -35,8 +36,26 @@ class ConfigError(ValueError):
     pass
 
 
+# Kafka's dynamic update modes of a broker config (the "Update Mode" column of Kafka's broker config
+# reference): read-only needs a restart; per-broker may be changed for one broker at run time
+# (/config/brokers/<id>); cluster-wide also as the cluster's default (/config/brokers/<default>).
+READ_ONLY = "read-only"
+PER_BROKER = "per-broker"
+CLUSTER_WIDE = "cluster-wide"
+# a topic config is always dynamic, per topic (/config/topics/<topic>)
+PER_TOPIC = "per-topic"
+
+_TYPE_NAMES = {T_BOOLEAN: "boolean", T_STRING: "string", T_INT: "int", T_SHORT: "short", T_LONG: "long",
+               T_DOUBLE: "double", T_LIST: "list", T_CLASS: "class", T_PASSWORD: "password"}
+
+
 @dataclass(frozen=True)
 class ConfigDef:
+    """One config: Kafka's name, type, default (raw text, None: no default), what it means
+    (``doc``, Kafka's meaning in a sentence or two), a validator with its description
+    (``valid_doc``, Kafka's "Valid Values" text), whether its value is hidden, and its dynamic
+    update mode (``dynamic``: READ_ONLY, PER_BROKER or CLUSTER_WIDE for broker configs)."""
+
     name: str
     type: int
     default: str | None
@@ -44,6 +63,15 @@ class ConfigDef:
     valid: Callable[[Any], bool] | None = None
     valid_doc: str = ""
     sensitive: bool = False
+    dynamic: str = READ_ONLY
+
+    def __post_init__(self) -> None:
+        if not self.valid_doc and isinstance(self.valid, AtLeast):
+            object.__setattr__(self, "valid_doc", f"[{self.valid.n},...]")
+
+    @property
+    def type_name(self) -> str:
+        return _TYPE_NAMES[self.type]
 
 
 def _parse(d: ConfigDef, raw: str | None) -> Any:
@@ -77,8 +105,18 @@ def _parse(d: ConfigDef, raw: str | None) -> Any:
     return value
 
 
-def _ge(n: int) -> Callable[[Any], bool]:
-    return lambda v: v >= n
+@dataclass(frozen=True)
+class AtLeast:
+    """Kafka's ConfigDef.Range.atLeast."""
+
+    n: int
+
+    def __call__(self, v: Any) -> bool:
+        return bool(v >= self.n)
+
+
+def _ge(n: int) -> AtLeast:
+    return AtLeast(n)
 
 
 def _one_of(*options: str) -> Callable[[Any], bool]:
@@ -91,62 +129,119 @@ def _policy(v: Any) -> bool:
     return all(p in ("delete", "compact") for p in v)
 
 
+_THROTTLED = re.compile(r"^\d+:\d+$")
+
+
+def _throttled_replicas(v: Any) -> bool:
+    """Kafka's ThrottledReplicaListValidator: ``*`` alone, or partition:broker pairs."""
+    return v == ["*"] or all(_THROTTLED.match(x) for x in v)
+
+
 # ---------------------------------------------------------------------------
 # topic configs: name -> (definition, broker synonyms in priority order)
 
 _TOPIC_DEFS: list[tuple[ConfigDef, tuple[str, ...]]] = [
-    (ConfigDef("cleanup.policy", T_LIST, "delete", "delete and/or compact", _policy, "[delete, compact]"),
+    (ConfigDef("cleanup.policy", T_LIST, "delete",
+               "What happens to old segments: delete removes them by retention time or size, compact keeps "
+               "the latest record of each key (the log cleaner); both may be given.",
+               _policy, "[delete, compact]"),
      ("log.cleanup.policy",)),
-    (ConfigDef("compression.type", T_STRING, "producer", "final compression type",
+    (ConfigDef("compression.type", T_STRING, "producer",
+               "The compression of the topic's stored batches; producer keeps the codec the producer chose, "
+               "any other value is what batches are stored with.",
                _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
                "[uncompressed, zstd, lz4, snappy, gzip, producer]"), ("compression.type",)),
-    (ConfigDef("delete.retention.ms", T_LONG, "86400000", "tombstone retention", _ge(0)),
+    (ConfigDef("delete.retention.ms", T_LONG, "86400000",
+               "How long a tombstone (a record with a null value) is kept in a compacted topic after the "
+               "cleaner reached it, so consumers reading from the start still see the delete.", _ge(0)),
      ("log.cleaner.delete.retention.ms",)),
-    (ConfigDef("file.delete.delay.ms", T_LONG, "60000", "delay before deleting a file", _ge(0)),
+    (ConfigDef("file.delete.delay.ms", T_LONG, "60000",
+               "How long a segment removed from the log waits, renamed to .deleted, before its files are "
+               "deleted from disk.", _ge(0)),
      ("log.segment.delete.delay.ms",)),
-    (ConfigDef("flush.messages", T_LONG, str(LONG_MAX), "messages between fsyncs", _ge(1)),
+    (ConfigDef("flush.messages", T_LONG, str(LONG_MAX),
+               "Force an fsync of the log after this many records; the default leaves flushing to the "
+               "operating system and relies on replication for durability.", _ge(1)),
      ("log.flush.interval.messages",)),
-    (ConfigDef("flush.ms", T_LONG, str(LONG_MAX), "ms between fsyncs", _ge(0)),
+    (ConfigDef("flush.ms", T_LONG, str(LONG_MAX),
+               "Force an fsync of the log when this much time passed since the last one; the default leaves "
+               "flushing to the operating system.", _ge(0)),
      ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
-    (ConfigDef("index.interval.bytes", T_INT, "4096", "bytes between offset index entries", _ge(0)),
+    (ConfigDef("index.interval.bytes", T_INT, "4096",
+               "How many bytes of records lie between two entries of the sparse offset and time indexes; "
+               "smaller makes lookups read less, larger keeps the indexes smaller.", _ge(0)),
      ("log.index.interval.bytes",)),
-    (ConfigDef("max.compaction.lag.ms", T_LONG, str(LONG_MAX), "max time a message stays uncompacted", _ge(1)),
+    (ConfigDef("max.compaction.lag.ms", T_LONG, str(LONG_MAX),
+               "The longest a record may stay uncompacted in a compacted topic: a segment older than this "
+               "becomes eligible for cleaning whatever the dirty ratio.", _ge(1)),
      ("log.cleaner.max.compaction.lag.ms",)),
-    (ConfigDef("max.message.bytes", T_INT, "1048588", "largest record batch size", _ge(0)),
+    (ConfigDef("max.message.bytes", T_INT, "1048588",
+               "The largest record batch (after compression) the topic accepts; a larger batch is refused "
+               "with MESSAGE_TOO_LARGE.", _ge(0)),
      ("message.max.bytes",)),
-    (ConfigDef("message.timestamp.after.max.ms", T_LONG, "3600000", "max future timestamp skew (KIP-937)", _ge(0)),
+    (ConfigDef("message.timestamp.after.max.ms", T_LONG, "3600000",
+               "How far in the future a CreateTime timestamp may lie compared to the broker's clock before "
+               "the batch is refused (KIP-937).", _ge(0)),
      ("log.message.timestamp.after.max.ms",)),
-    (ConfigDef("message.timestamp.before.max.ms", T_LONG, str(LONG_MAX), "max past timestamp skew", _ge(0)),
+    (ConfigDef("message.timestamp.before.max.ms", T_LONG, str(LONG_MAX),
+               "How far in the past a CreateTime timestamp may lie compared to the broker's clock before the "
+               "batch is refused (KIP-937).", _ge(0)),
      ("log.message.timestamp.before.max.ms",)),
-    (ConfigDef("message.timestamp.type", T_STRING, "CreateTime", "CreateTime or LogAppendTime",
+    (ConfigDef("message.timestamp.type", T_STRING, "CreateTime",
+               "Which timestamp records keep: CreateTime, the producer's, or LogAppendTime, the broker's "
+               "clock when it appends the batch.",
                _one_of("CreateTime", "LogAppendTime"), "[CreateTime, LogAppendTime]"),
      ("log.message.timestamp.type",)),
-    (ConfigDef("min.cleanable.dirty.ratio", T_DOUBLE, "0.5", "dirty ratio that triggers compaction",
+    (ConfigDef("min.cleanable.dirty.ratio", T_DOUBLE, "0.5",
+               "The share of a compacted log's bytes not yet cleaned above which the cleaner compacts it.",
                lambda v: 0 <= v <= 1, "[0,...,1]"), ("log.cleaner.min.cleanable.ratio",)),
-    (ConfigDef("min.compaction.lag.ms", T_LONG, "0", "min time a message stays uncompacted", _ge(0)),
+    (ConfigDef("min.compaction.lag.ms", T_LONG, "0",
+               "The shortest time a record stays uncompacted, so consumers may see every update written "
+               "within this time.", _ge(0)),
      ("log.cleaner.min.compaction.lag.ms",)),
-    (ConfigDef("min.insync.replicas", T_INT, "1", "replicas that must acknowledge acks=all", _ge(1)),
+    (ConfigDef("min.insync.replicas", T_INT, "1",
+               "The fewest in-sync replicas that must hold a batch for a produce with acks=all to succeed; "
+               "with fewer in the ISR such produces fail with NOT_ENOUGH_REPLICAS.", _ge(1)),
      ("min.insync.replicas",)),
-    (ConfigDef("preallocate", T_BOOLEAN, "false", "preallocate segment files"), ("log.preallocate",)),
-    (ConfigDef("retention.bytes", T_LONG, "-1", "max partition size before deleting old segments"),
+    (ConfigDef("preallocate", T_BOOLEAN, "false",
+               "Create new segment files at their full size up front."), ("log.preallocate",)),
+    (ConfigDef("retention.bytes", T_LONG, "-1",
+               "The largest a partition's log may grow before its oldest segments are deleted (with the "
+               "delete policy); -1 means no size limit."),
      ("log.retention.bytes",)),
-    (ConfigDef("retention.ms", T_LONG, "604800000", "max age before deleting old segments", _ge(-1)),
+    (ConfigDef("retention.ms", T_LONG, "604800000",
+               "How long records are kept before their segment is deleted (with the delete policy); -1 means "
+               "no time limit.", _ge(-1)),
      ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
-    (ConfigDef("segment.bytes", T_INT, "1073741824", "segment file size", _ge(14)),
+    (ConfigDef("segment.bytes", T_INT, "1073741824",
+               "The size at which the active segment is closed and a new one started; retention and "
+               "compaction work a whole segment at a time.", _ge(14)),
      ("log.segment.bytes",)),
-    (ConfigDef("segment.index.bytes", T_INT, "10485760", "offset index size", _ge(4)),
+    (ConfigDef("segment.index.bytes", T_INT, "10485760",
+               "The size of a segment's offset index (and time index) files; a full index also rolls the "
+               "segment.", _ge(4)),
      ("log.index.size.max.bytes",)),
-    (ConfigDef("segment.jitter.ms", T_LONG, "0", "random jitter on segment.ms", _ge(0)),
+    (ConfigDef("segment.jitter.ms", T_LONG, "0",
+               "A random amount of up to this many ms taken off segment.ms for each segment, so that logs "
+               "do not all roll at once.", _ge(0)),
      ("log.roll.jitter.ms", "log.roll.jitter.hours")),
-    (ConfigDef("segment.ms", T_LONG, "604800000", "time before rolling a segment", _ge(1)),
+    (ConfigDef("segment.ms", T_LONG, "604800000",
+               "The age at which the active segment is rolled even when not full, so old data can be "
+               "deleted or compacted.", _ge(1)),
      ("log.roll.ms", "log.roll.hours")),
-    (ConfigDef("unclean.leader.election.enable", T_BOOLEAN, "false", "allow out-of-ISR leaders"),
+    (ConfigDef("unclean.leader.election.enable", T_BOOLEAN, "false",
+               "Allow a replica outside the ISR to become leader when no in-sync replica is left, trading "
+               "possible data loss for availability."),
      ("unclean.leader.election.enable",)),
     # replication quotas (KIP-73): "partition:broker,..." or "*" (all replicas of the topic)
     (ConfigDef("leader.replication.throttled.replicas", T_LIST, "",
-               "replicas whose leader-side replication is throttled"), ()),
+               "The replicas (partition:broker pairs, or * for all) whose leader side is throttled to the "
+               "leader's leader.replication.throttled.rate when it serves their followers.",
+               _throttled_replicas, "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"), ()),
     (ConfigDef("follower.replication.throttled.replicas", T_LIST, "",
-               "replicas whose follower-side replication is throttled"), ()),
+               "The replicas (partition:broker pairs, or * for all) whose follower side is throttled to the "
+               "follower's follower.replication.throttled.rate when fetching from their leader.",
+               _throttled_replicas, "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"), ()),
 ]
 # Deprecated topic configs that Kafka 3.9 still accepts (and 4.0 removes): validated, stored and described
 # as Kafka 3.9 does, otherwise ignored with a warning (``validate_topic_configs``). message.format.version
@@ -157,13 +252,19 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 DEPRECATED_TOPIC_CONFIGS = ("message.format.version", "message.downconversion.enable",
                             "message.timestamp.difference.max.ms")
 _TOPIC_DEFS += [
-    (ConfigDef("message.format.version", T_STRING, "3.0-IV1", "[DEPRECATED] message format version",
+    (ConfigDef("message.format.version", T_STRING, "3.0-IV1",
+               "[DEPRECATED, ignored] The record format version the topic was written in (KIP-724: always "
+               "v2 here).",
                lambda v: bool(_VERSION.match(v)), "a version such as 2.8 or 3.0-IV1"),
      ("log.message.format.version",)),
-    (ConfigDef("message.downconversion.enable", T_BOOLEAN, "true", "[DEPRECATED] down-convert for old fetchers"),
+    (ConfigDef("message.downconversion.enable", T_BOOLEAN, "true",
+               "[DEPRECATED, ignored] Whether fetches by clients too old for the v2 format get down-converted "
+               "records."),
      ("log.message.downconversion.enable",)),
     (ConfigDef("message.timestamp.difference.max.ms", T_LONG, str(LONG_MAX),
-               "[DEPRECATED] max timestamp skew", _ge(0)), ("log.message.timestamp.difference.max.ms",)),
+               "[DEPRECATED, ignored] The largest difference allowed between a record's timestamp and the "
+               "broker's clock (replaced by message.timestamp.before/after.max.ms).", _ge(0)),
+     ("log.message.timestamp.difference.max.ms",)),
 ]
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d, _ in _TOPIC_DEFS}
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {d.name: s for d, s in _TOPIC_DEFS}
@@ -180,41 +281,95 @@ _UNIT = {
 # broker configs
 
 _BROKER_DEFS: list[ConfigDef] = [
-    ConfigDef("listeners", T_STRING, "PLAINTEXT://127.0.0.1:9092", "listener URIs"),
-    ConfigDef("advertised.listeners", T_STRING, None, "listeners published to clients"),
-    ConfigDef("log.dirs", T_STRING, None, "log directories (comma separated)"),
-    ConfigDef("log.dir", T_STRING, "./odradek-data", "log directory when log.dirs is unset"),
-    ConfigDef("node.id", T_INT, "-1", "this broker's id"),
-    ConfigDef("broker.id", T_INT, "-1", "this broker's id (ZooKeeper-era name)"),
-    ConfigDef("broker.rack", T_STRING, None, "rack of this broker"),
-    ConfigDef("num.partitions", T_INT, "1", "default partition count", _ge(1)),
-    ConfigDef("default.replication.factor", T_INT, "1", "default replication factor", _ge(1)),
-    ConfigDef("auto.create.topics.enable", T_BOOLEAN, "true", "create topics on metadata requests"),
-    ConfigDef("delete.topic.enable", T_BOOLEAN, "true", "allow topic deletion"),
-    ConfigDef("log.retention.check.interval.ms", T_LONG, "300000", "retention check period", _ge(1)),
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", T_INT, "60000", "recovery point checkpoint period", _ge(0)),
-    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T_INT, "60000", "log start checkpoint period", _ge(0)),
-    ConfigDef("socket.request.max.bytes", T_INT, "104857600", "largest request", _ge(1)),
+    ConfigDef("listeners", T_STRING, "PLAINTEXT://127.0.0.1:9092",
+              "The addresses the broker listens on, as NAME://host:port separated by commas; an empty host "
+              "listens on every interface, and the name picks the security protocol through "
+              "listener.security.protocol.map."),
+    ConfigDef("advertised.listeners", T_STRING, None,
+              "The addresses published to clients and other brokers in metadata, when they differ from "
+              "listeners (behind NAT, in containers); unset means listeners."),
+    ConfigDef("http.listeners", T_STRING, "http://127.0.0.1:9644",
+              "The HTTP endpoint serving /metrics in Prometheus' text format, as one http://host:port; a port "
+              "of 0 binds a free one (logged), empty disables the endpoint and the request-latency metrics."),
+    ConfigDef("log.dirs", T_STRING, None,
+              "The directories the broker keeps partition logs in, separated by commas; a new partition goes to"
+              " the directory holding the fewest."),
+    ConfigDef("log.dir", T_STRING, "./odradek-data",
+              "The log directory used when log.dirs is not set."),
+    ConfigDef("node.id", T_INT, "-1",
+              "This broker's id in the cluster; -1 falls back to broker.id."),
+    ConfigDef("broker.id", T_INT, "-1",
+              "This broker's id in the cluster (the ZooKeeper-era name of node.id)."),
+    ConfigDef("broker.rack", T_STRING, None,
+              "The rack (or availability zone) of this broker; replica assignment spreads a partition's "
+              "replicas over racks."),
+    ConfigDef("num.partitions", T_INT, "1",
+              "The partition count of topics created without one (automatic creation, CreateTopics asking for "
+              "-1).", _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("default.replication.factor", T_INT, "1",
+              "The replication factor of topics created without one.", _ge(1)),
+    ConfigDef("auto.create.topics.enable", T_BOOLEAN, "true",
+              "Create a topic when a client asks for its metadata (or produces to it) and it does not exist.",
+              dynamic=CLUSTER_WIDE),
+    ConfigDef("delete.topic.enable", T_BOOLEAN, "true",
+              "Allow topics to be deleted; when false, DeleteTopics fails with TOPIC_DELETION_DISABLED."),
+    ConfigDef("log.retention.check.interval.ms", T_LONG, "300000",
+              "How often the broker checks whether any log segment is due for deletion by retention.",
+              _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", T_INT, "60000",
+              "How often the recovery point of each log (the offset up to which it is known flushed) is written"
+              " to recovery-point-offset-checkpoint.", _ge(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T_INT, "60000",
+              "How often each log's start offset is written to log-start-offset-checkpoint.", _ge(0)),
+    ConfigDef("socket.request.max.bytes", T_INT, "104857600",
+              "The largest request the broker reads from a socket; a larger size prefix closes the connection.", _ge(1)),
     # connection limits and request memory (Kafka's ConnectionQuotas, Selector idle expiry, MemoryPool)
-    ConfigDef("max.connections", T_INT, str(2**31 - 1), "connections the broker keeps open at once", _ge(0)),
-    ConfigDef("max.connections.per.ip", T_INT, str(2**31 - 1), "connections allowed from one address", _ge(0)),
-    ConfigDef("max.connections.per.ip.overrides", T_STRING, "", "per-address limits: host:n,host:n"),
-    ConfigDef("connections.max.idle.ms", T_LONG, "600000", "close a connection idle this long (negative: never)"),
-    ConfigDef("queued.max.request.bytes", T_LONG, "-1", "bytes of requests read but not answered (-1: unbounded)"),
+    ConfigDef("max.connections", T_INT, str(2**31 - 1),
+              "The most connections the broker keeps open at once over all listeners; further ones wait until a"
+              " slot frees.", _ge(0)),
+    ConfigDef("max.connections.per.ip", T_INT, str(2**31 - 1),
+              "The most connections one IP address may have open; further ones are closed at once.", _ge(0)),
+    ConfigDef("max.connections.per.ip.overrides", T_STRING, "",
+              "Per-address exceptions to max.connections.per.ip, as host:count pairs separated by commas."),
+    ConfigDef("max.connection.creation.rate", T_INT, str(2**31 - 1),
+              "The most new connections per second the broker accepts over all listeners (KIP-612); past it a "
+              "new connection waits before it is served. The inter-broker listener is exempt when there are "
+              "others; listener.name.<listener>.max.connection.creation.rate bounds one listener.", _ge(0),
+              dynamic=CLUSTER_WIDE),
+    ConfigDef("connections.max.idle.ms", T_LONG, "600000",
+              "Close a connection that sent nothing for this long (a negative value never closes idle "
+              "connections)."),
+    ConfigDef("queued.max.request.bytes", T_LONG, "-1",
+              "The most bytes of requests read but not yet answered; once reached the broker stops reading "
+              "sockets until memory frees (-1: no limit)."),
     # client quotas (Kafka's ClientQuotaManagerConfig): the sampled windows rates are measured over
-    ConfigDef("quota.window.num", T_INT, "11", "samples a client quota's rate is measured over", _ge(1)),
-    ConfigDef("quota.window.size.seconds", T_INT, "1", "length of one client quota sample", _ge(1)),
-    ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000", "fetch sessions kept", _ge(0)),
-    ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000", "age before a session may be evicted", _ge(0)),
-    ConfigDef("replica.fetch.max.bytes", T_INT, "1048576", "replica fetch size", _ge(0)),
-    ConfigDef("offsets.topic.num.partitions", T_INT, "50", "partitions of __consumer_offsets", _ge(1)),
-    ConfigDef("offsets.topic.replication.factor", T_SHORT, "3", "replication of __consumer_offsets", _ge(1)),
-    ConfigDef("transaction.state.log.num.partitions", T_INT, "50", "partitions of __transaction_state", _ge(1)),
-    ConfigDef("transaction.state.log.replication.factor", T_SHORT, "3", "replication of __transaction_state", _ge(1)),
-    ConfigDef("transaction.state.log.min.isr", T_INT, "2", "min.insync.replicas of __transaction_state", _ge(1)),
-    ConfigDef("transaction.state.log.segment.bytes", T_INT, "104857600", "segment size of __transaction_state",
+    ConfigDef("quota.window.num", T_INT, "11",
+              "The number of samples a client quota's rate is measured over.", _ge(1)),
+    ConfigDef("quota.window.size.seconds", T_INT, "1",
+              "The length of one sample of a client quota's rate.", _ge(1)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000",
+              "The most incremental fetch sessions (KIP-227) the broker keeps.", _ge(0)),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000",
+              "How long an incremental fetch session is safe from eviction by a newer one.", _ge(0)),
+    ConfigDef("replica.fetch.max.bytes", T_INT, "1048576",
+              "The bytes a follower asks for per partition in each fetch; a larger first batch is still "
+              "returned so replication progresses.", _ge(0)),
+    ConfigDef("offsets.topic.num.partitions", T_INT, "50",
+              "The partition count of __consumer_offsets; must not change once the topic exists.", _ge(1)),
+    ConfigDef("offsets.topic.replication.factor", T_SHORT, "3",
+              "The replication factor of __consumer_offsets (capped at the live brokers when it is created).", _ge(1)),
+    ConfigDef("transaction.state.log.num.partitions", T_INT, "50",
+              "The partition count of __transaction_state; must not change once the topic exists.", _ge(1)),
+    ConfigDef("transaction.state.log.replication.factor", T_SHORT, "3",
+              "The replication factor of __transaction_state (capped at the live brokers when it is created).", _ge(1)),
+    ConfigDef("transaction.state.log.min.isr", T_INT, "2",
+              "The min.insync.replicas of __transaction_state.", _ge(1)),
+    ConfigDef("transaction.state.log.segment.bytes", T_INT, "104857600",
+              "The segment size of __transaction_state, kept small for fast loading and compaction.",
               _ge(1)),
-    ConfigDef("transaction.max.timeout.ms", T_INT, "900000", "largest transaction timeout a producer may ask",
+    ConfigDef("transaction.max.timeout.ms", T_INT, "900000",
+              "The longest transaction timeout a producer may ask for; InitProducerId with more fails with "
+              "INVALID_TRANSACTION_TIMEOUT.",
               _ge(1)),
     ConfigDef("transactional.id.expiration.ms", T_INT, "604800000",
               "a transactional id idle this long (no transaction open) is forgotten", _ge(1)),
@@ -224,58 +379,129 @@ _BROKER_DEFS: list[ConfigDef] = [
               "period of the transactional id expiration check", _ge(1)),
     ConfigDef("transaction.partition.verification.enable", T_BOOLEAN, "true",
               "a leader asks the coordinator before a transaction's first append to a partition (KIP-890)"),
-    ConfigDef("group.initial.rebalance.delay.ms", T_INT, "3000", "delay of the first rebalance", _ge(0)),
-    ConfigDef("group.min.session.timeout.ms", T_INT, "6000", "smallest session timeout a member may ask", _ge(0)),
-    ConfigDef("group.max.session.timeout.ms", T_INT, "1800000", "largest session timeout a member may ask", _ge(0)),
-    ConfigDef("group.max.size", T_INT, str(2**31 - 1), "most members in one group", _ge(1)),
-    ConfigDef("offset.metadata.max.bytes", T_INT, "4096", "largest commit metadata", _ge(0)),
-    ConfigDef("offsets.commit.timeout.ms", T_INT, "5000", "an offset commit waits this long for replication",
+    ConfigDef("group.initial.rebalance.delay.ms", T_INT, "3000",
+              "How long the coordinator waits for more members before the first rebalance of an empty classic "
+              "group.", _ge(0)),
+    ConfigDef("group.min.session.timeout.ms", T_INT, "6000",
+              "The shortest session timeout a classic group member may ask for.", _ge(0)),
+    ConfigDef("group.max.session.timeout.ms", T_INT, "1800000",
+              "The longest session timeout a classic group member may ask for.", _ge(0)),
+    ConfigDef("group.max.size", T_INT, str(2**31 - 1),
+              "The most members a classic consumer group may have; further joiners are refused with "
+              "GROUP_MAX_SIZE_REACHED.", _ge(1)),
+    ConfigDef("offset.metadata.max.bytes", T_INT, "4096",
+              "The largest metadata string an offset commit may carry.", _ge(0)),
+    ConfigDef("offsets.commit.timeout.ms", T_INT, "5000",
+              "How long an offset commit waits for __consumer_offsets to replicate it before failing.",
               _ge(1)),
     # consumer group protocol (KIP-848)
-    ConfigDef("group.consumer.heartbeat.interval.ms", T_INT, "5000", "heartbeat interval given to members", _ge(1)),
-    ConfigDef("group.consumer.session.timeout.ms", T_INT, "45000", "a silent member is fenced after this", _ge(1)),
-    ConfigDef("group.consumer.assignors", T_LIST, "uniform,range", "server-side assignors, the first is the default",
+    ConfigDef("group.consumer.heartbeat.interval.ms", T_INT, "5000",
+              "The heartbeat interval the coordinator gives members of KIP-848 consumer groups.", _ge(1)),
+    ConfigDef("group.consumer.session.timeout.ms", T_INT, "45000",
+              "A KIP-848 consumer group member that sends no heartbeat for this long is fenced.", _ge(1)),
+    ConfigDef("group.consumer.assignors", T_LIST, "uniform,range",
+              "The server-side assignors of KIP-848 consumer groups; the first is used when a member names "
+              "none.",
               lambda v: bool(v) and all(a in ("uniform", "range") for a in v), "[uniform, range]"),
-    ConfigDef("group.consumer.max.size", T_INT, str(2**31 - 1), "most members in one consumer group", _ge(1)),
-    ConfigDef("offsets.retention.minutes", T_INT, "10080", "how long offsets of empty groups are kept", _ge(1)),
-    ConfigDef("offsets.retention.check.interval.ms", T_LONG, "600000", "offset expiry check period", _ge(1)),
-    ConfigDef("offsets.topic.segment.bytes", T_INT, "104857600", "segment size of __consumer_offsets", _ge(1)),
-    ConfigDef("log.retention.minutes", T_INT, None, "retention in minutes"),
-    ConfigDef("log.retention.hours", T_INT, "168", "retention in hours"),
-    ConfigDef("log.roll.hours", T_INT, "168", "roll period in hours", _ge(1)),
-    ConfigDef("log.roll.jitter.hours", T_INT, "0", "roll jitter in hours", _ge(0)),
-    ConfigDef("log.flush.scheduler.interval.ms", T_LONG, str(LONG_MAX), "flusher period"),
-    ConfigDef("cluster.id", T_STRING, None, "cluster id (generated when unset)"),
-    ConfigDef("zookeeper.connect", T_STRING, None, "ZooKeeper connection string (cluster mode)"),
-    ConfigDef("zookeeper.session.timeout.ms", T_INT, "18000", "ZooKeeper session timeout"),
-    ConfigDef("zookeeper.connection.timeout.ms", T_INT, None, "ZooKeeper connection timeout"),
+    ConfigDef("group.consumer.max.size", T_INT, str(2**31 - 1),
+              "The most members a KIP-848 consumer group may have.", _ge(1)),
+    ConfigDef("offsets.retention.minutes", T_INT, "10080",
+              "How long the committed offsets of a group are kept once the group is empty (or, for standalone "
+              "commits, since the last commit).", _ge(1)),
+    ConfigDef("offsets.retention.check.interval.ms", T_LONG, "600000",
+              "How often expired committed offsets are looked for.", _ge(1)),
+    ConfigDef("offsets.topic.segment.bytes", T_INT, "104857600",
+              "The segment size of __consumer_offsets, kept small for fast loading and compaction.", _ge(1)),
+    ConfigDef("log.retention.minutes", T_INT, None,
+              "log.retention.ms in minutes, used when log.retention.ms is unset.", dynamic=CLUSTER_WIDE),
+    ConfigDef("log.retention.hours", T_INT, "168",
+              "log.retention.ms in hours, used when log.retention.ms and log.retention.minutes are unset.",
+              dynamic=CLUSTER_WIDE),
+    ConfigDef("log.roll.hours", T_INT, "168",
+              "log.roll.ms in hours, used when log.roll.ms is unset.", _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("log.roll.jitter.hours", T_INT, "0",
+              "log.roll.jitter.ms in hours, used when log.roll.jitter.ms is unset.",
+              _ge(0), dynamic=CLUSTER_WIDE),
+    ConfigDef("log.flush.scheduler.interval.ms", T_LONG, str(LONG_MAX),
+              "How often the flusher checks whether a log is due for an fsync by flush.ms.",
+              dynamic=CLUSTER_WIDE),
+    ConfigDef("cluster.id", T_STRING, None,
+              "The cluster's id; generated and stored in the metadata store (and meta.properties) when unset."),
+    ConfigDef("zookeeper.connect", T_STRING, None,
+              "The ZooKeeper ensemble (host:port,...[/chroot]) that holds the cluster's metadata; unset runs "
+              "the embedded single-broker controller."),
+    ConfigDef("zookeeper.session.timeout.ms", T_INT, "18000",
+              "The ZooKeeper session timeout; a broker silent for longer loses its registration."),
+    ConfigDef("zookeeper.connection.timeout.ms", T_INT, None,
+              "How long the broker waits to connect to ZooKeeper; unset means zookeeper.session.timeout.ms."),
+    # ZooKeeper SASL and znode ACLs (odradek.security.zk_client); the last three are the JVM system
+    # properties Kafka's ZooKeeper client reads, also taken as -D words of KAFKA_OPTS
+    ConfigDef("zookeeper.set.acl", T_BOOLEAN, "false",
+              "Whether the znodes the broker creates get Kafka's secure ACLs: the creator has ALL, the world READ except on the "
+              "sensitive paths (/config/users, /config/brokers, /delegation_token)."),
+    ConfigDef("java.security.auth.login.config", T_STRING, None,
+              "The JAAS file whose Client section logs the broker in to ZooKeeper with SASL (DigestLoginModule)."),
+    ConfigDef("zookeeper.sasl.client", T_BOOLEAN, "true", "Whether the broker logs in to ZooKeeper with SASL when a JAAS file is given."),
+    ConfigDef("odradek.change.notification.expiration.ms", T_LONG, "900000",
+              "Change notifications (/kafka-acl-changes, /config/changes) older than this are deleted by the "
+              "brokers that read them (Kafka's ZkNodeChangeNotificationListener: 15 minutes).", _ge(1)),
+    ConfigDef("zookeeper.sasl.clientconfig", T_STRING, "Client", "The section of the JAAS file that holds the ZooKeeper login."),
     # cluster mode (replication, controller)
-    ConfigDef("inter.broker.listener.name", T_STRING, None, "listener brokers use between themselves"),
-    ConfigDef("replica.lag.time.max.ms", T_LONG, "30000", "a follower not caught up for this long leaves the ISR",
+    ConfigDef("inter.broker.listener.name", T_STRING, None,
+              "The listener brokers use to talk to each other; exclusive with security.inter.broker.protocol."),
+    ConfigDef("replica.lag.time.max.ms", T_LONG, "30000",
+              "A follower that has not caught up with the leader's log end for this long is removed from the "
+              "ISR.",
               _ge(1)),
-    ConfigDef("replica.fetch.wait.max.ms", T_INT, "500", "follower fetch long-poll time", _ge(0)),
-    ConfigDef("replica.fetch.min.bytes", T_INT, "1", "follower fetch minimum bytes", _ge(1)),
-    ConfigDef("replica.fetch.response.max.bytes", T_INT, "10485760", "follower fetch response size", _ge(0)),
-    ConfigDef("replica.fetch.backoff.ms", T_INT, "1000", "follower back-off after a fetch error", _ge(0)),
-    ConfigDef("replica.socket.timeout.ms", T_INT, "30000", "follower socket timeout", _ge(1)),
-    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T_LONG, "5000", "high watermark checkpoint period",
+    ConfigDef("replica.fetch.wait.max.ms", T_INT, "500",
+              "How long a follower's fetch waits on the leader for new data; keep it below "
+              "replica.lag.time.max.ms.", _ge(0)),
+    ConfigDef("replica.fetch.min.bytes", T_INT, "1",
+              "The bytes a follower's fetch waits for before the leader answers.", _ge(1)),
+    ConfigDef("replica.fetch.response.max.bytes", T_INT, "10485760",
+              "The most bytes a follower asks for in a whole fetch response.", _ge(0)),
+    ConfigDef("replica.fetch.backoff.ms", T_INT, "1000",
+              "How long a follower waits after a failed fetch before trying again.", _ge(0)),
+    ConfigDef("replica.socket.timeout.ms", T_INT, "30000",
+              "The network timeout of a follower's fetch requests.", _ge(1)),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T_LONG, "5000",
+              "How often the high watermarks are written to replication-offset-checkpoint.",
               _ge(1)),
-    ConfigDef("controller.socket.timeout.ms", T_INT, "30000", "controller-to-broker request timeout", _ge(1)),
+    ConfigDef("controller.socket.timeout.ms", T_INT, "30000",
+              "The timeout of the controller's requests to brokers.", _ge(1)),
     ConfigDef("leader.replication.throttled.rate", T_LONG, str(LONG_MAX),
-              "bytes/s a leader sends to throttled followers", _ge(1)),
+              "The bytes per second a leader sends to the followers of replicas listed in "
+              "leader.replication.throttled.replicas (KIP-73); meant for reassignments and set by the "
+              "reassignment tool.", _ge(1), dynamic=CLUSTER_WIDE),
     ConfigDef("follower.replication.throttled.rate", T_LONG, str(LONG_MAX),
-              "bytes/s a follower fetches for throttled replicas", _ge(1)),
-    ConfigDef("auto.leader.rebalance.enable", T_BOOLEAN, "true", "move leadership back to preferred replicas"),
-    ConfigDef("leader.imbalance.per.broker.percentage", T_INT, "10", "imbalance that triggers a rebalance", _ge(0)),
-    ConfigDef("leader.imbalance.check.interval.seconds", T_LONG, "300", "leader balance check period", _ge(1)),
-    ConfigDef("controlled.shutdown.enable", T_BOOLEAN, "true", "move leadership away before stopping"),
-    ConfigDef("controlled.shutdown.max.retries", T_INT, "3", "controlled shutdown attempts", _ge(1)),
-    ConfigDef("controlled.shutdown.retry.backoff.ms", T_LONG, "5000", "pause between attempts", _ge(0)),
+              "The bytes per second a follower fetches for replicas listed in "
+              "follower.replication.throttled.replicas (KIP-73).", _ge(1), dynamic=CLUSTER_WIDE),
+    # replication quotas' sampled rate (Kafka's ReplicationQuotaManagerConfig)
+    ConfigDef("replication.quota.window.num", T_INT, "11",
+              "The number of samples the replication quotas' byte rates are measured over.", _ge(1)),
+    ConfigDef("replication.quota.window.size.seconds", T_INT, "1",
+              "The length of one sample of the replication quotas' byte rates.", _ge(1)),
+    ConfigDef("auto.leader.rebalance.enable", T_BOOLEAN, "true",
+              "Move partition leadership back to the preferred replica (the first of the assignment) when the "
+              "imbalance is too large."),
+    ConfigDef("leader.imbalance.per.broker.percentage", T_INT, "10",
+              "The share of a broker's partitions led elsewhere above which a preferred leader election is "
+              "triggered.", _ge(0)),
+    ConfigDef("leader.imbalance.check.interval.seconds", T_LONG, "300",
+              "How often the controller checks the leader imbalance.", _ge(1)),
+    ConfigDef("controlled.shutdown.enable", T_BOOLEAN, "true",
+              "A stopping broker asks the controller to move its leaderships away first."),
+    ConfigDef("controlled.shutdown.max.retries", T_INT, "3",
+              "How many times a controlled shutdown is tried before the broker stops anyway.", _ge(1)),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", T_LONG, "5000",
+              "The pause between controlled shutdown attempts.", _ge(0)),
     ConfigDef("odradek.validate.records", T_BOOLEAN, "true",
-              "walk uncompressed records on produce to check the record count"),
+              "Odradek's own setting: walk the records of uncompressed produced batches to check the counts "
+              "their headers claim."),
     # idempotent producer state (KIP-854; Kafka's ProducerStateManagerConfig), odradek.log.producer_state
     ConfigDef("producer.id.expiration.ms", T_INT, "86400000",
-              "a producer id idle this long with no open transaction is forgotten by each partition", _ge(1)),
+              "a producer id idle this long with no open transaction is forgotten by each partition",
+              _ge(1), dynamic=CLUSTER_WIDE),
     ConfigDef("producer.id.expiration.check.interval.ms", T_INT, "600000",
               "period of the producer id expiration check", _ge(1)),
     # security protocols (odradek.security.listeners) and the listeners of
@@ -283,38 +509,56 @@ _BROKER_DEFS: list[ConfigDef] = [
     # and the controller's own listener (KIP-291)
     ConfigDef("listener.security.protocol.map", T_STRING,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "security protocol of each listener name"),
+              "The security protocol of each listener name, as NAME:PROTOCOL pairs separated by commas."),
     ConfigDef("security.inter.broker.protocol", T_STRING, "PLAINTEXT",
               "security protocol between brokers; names the inter-broker "
               "listener when inter.broker.listener.name is unset",
               lambda v: v.upper() in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
               "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
-    ConfigDef("control.plane.listener.name", T_STRING, None, "listener the controller's requests come in on"),
+    ConfigDef("control.plane.listener.name", T_STRING, None,
+              "A listener for the controller's requests only, so they do not queue behind clients' (KIP-291)."),
     # TLS of SSL / SASL_SSL listeners (odradek.security.tls; each also as listener.name.<l>.<name>)
-    ConfigDef("ssl.keystore.type", T_STRING, "PEM", "key store format (PEM only)"),
-    ConfigDef("ssl.keystore.location", T_STRING, None, "PEM file with the private key and certificate chain"),
-    ConfigDef("ssl.keystore.certificate.chain", T_PASSWORD, None, "certificate chain, PEM text", sensitive=True),
-    ConfigDef("ssl.keystore.key", T_PASSWORD, None, "private key, PEM text", sensitive=True),
-    ConfigDef("ssl.keystore.password", T_PASSWORD, None, "password of the key store's key", sensitive=True),
-    ConfigDef("ssl.key.password", T_PASSWORD, None, "password of the private key", sensitive=True),
-    ConfigDef("ssl.truststore.type", T_STRING, "PEM", "trust store format (PEM only)"),
-    ConfigDef("ssl.truststore.location", T_STRING, None, "PEM file of trusted CA certificates"),
-    ConfigDef("ssl.truststore.certificates", T_PASSWORD, None, "trusted CA certificates, PEM text", sensitive=True),
-    ConfigDef("ssl.truststore.password", T_PASSWORD, None, "unused for PEM trust stores", sensitive=True),
-    ConfigDef("ssl.client.auth", T_STRING, "none", "client certificates: none, requested or required",
+    ConfigDef("ssl.keystore.type", T_STRING, "PEM",
+              "The format of the key store; odradek reads PEM only."),
+    ConfigDef("ssl.keystore.location", T_STRING, None,
+              "The PEM file holding the broker's private key and certificate chain."),
+    ConfigDef("ssl.keystore.certificate.chain", T_PASSWORD, None,
+              "The broker's certificate chain as PEM text, instead of a key store file.", sensitive=True),
+    ConfigDef("ssl.keystore.key", T_PASSWORD, None,
+              "The broker's private key as PEM text, instead of a key store file.", sensitive=True),
+    ConfigDef("ssl.keystore.password", T_PASSWORD, None,
+              "The password of the key store (of its private key for PEM).", sensitive=True),
+    ConfigDef("ssl.key.password", T_PASSWORD, None,
+              "The password of the private key.", sensitive=True),
+    ConfigDef("ssl.truststore.type", T_STRING, "PEM",
+              "The format of the trust store; odradek reads PEM only."),
+    ConfigDef("ssl.truststore.location", T_STRING, None,
+              "The PEM file of the CA certificates peers' certificates are checked against."),
+    ConfigDef("ssl.truststore.certificates", T_PASSWORD, None,
+              "The trusted CA certificates as PEM text, instead of a trust store file.", sensitive=True),
+    ConfigDef("ssl.truststore.password", T_PASSWORD, None,
+              "The trust store's password (not used with PEM trust stores).", sensitive=True),
+    ConfigDef("ssl.client.auth", T_STRING, "none",
+              "Whether clients of SSL listeners must (required), may (requested) or do not (none) present a "
+              "certificate.",
               lambda v: v.lower() in ("none", "requested", "required"), "[none, requested, required]"),
-    ConfigDef("ssl.enabled.protocols", T_LIST, "TLSv1.2,TLSv1.3", "TLS versions offered"),
-    ConfigDef("ssl.cipher.suites", T_LIST, None, "TLS 1.2 cipher suites (OpenSSL names)"),
+    ConfigDef("ssl.enabled.protocols", T_LIST, "TLSv1.2,TLSv1.3",
+              "The TLS versions the broker accepts."),
+    ConfigDef("ssl.cipher.suites", T_LIST, None,
+              "The TLS 1.2 cipher suites allowed (OpenSSL names); unset allows the defaults."),
     ConfigDef("ssl.endpoint.identification.algorithm", T_STRING, "https",
               "a broker's clients check the peer's host name against its certificate (empty: no check)"),
     ConfigDef("ssl.principal.mapping.rules", T_STRING, "DEFAULT",
               "rules mapping a certificate's distinguished name to a user name (KIP-371)"),
     # SASL of SASL_PLAINTEXT / SASL_SSL listeners (odradek.security.sasl)
     ConfigDef("sasl.enabled.mechanisms", T_LIST, "GSSAPI",
-              "SASL mechanisms offered (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are implemented)"),
+              "The SASL mechanisms SASL listeners offer (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are "
+              "implemented)."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", T_STRING, "GSSAPI",
               "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
-    ConfigDef("sasl.jaas.config", T_PASSWORD, None, "JAAS login context (PlainLoginModule users)", sensitive=True),
+    ConfigDef("sasl.jaas.config", T_PASSWORD, None,
+              "The JAAS login context of SASL listeners (PlainLoginModule's user_<name>=\"<password>\" entries, "
+              "the broker's own credentials).", sensitive=True),
     ConfigDef("connection.failed.authentication.delay.ms", T_INT, "100",
               "delay before a connection that failed authentication is closed", _ge(0)),
     ConfigDef("sasl.server.max.receive.size", T_INT, "524288",
@@ -330,11 +574,16 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("allow.everyone.if.no.acl.found", T_BOOLEAN, "false",
               "a resource without ACLs is open to every principal"),
     # log cleaner (compaction, odradek.log.cleaner)
-    ConfigDef("log.cleaner.enable", T_BOOLEAN, "true", "run the log cleaner on compacted topics"),
-    ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000", "sleep when there is no log to clean", _ge(0)),
-    ConfigDef("log.cleaner.dedupe.buffer.size", T_LONG, "134217728", "memory for the cleaner's offset map",
+    ConfigDef("log.cleaner.enable", T_BOOLEAN, "true",
+              "Run the log cleaner, which compacts topics with cleanup.policy=compact."),
+    ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000",
+              "How long the cleaner sleeps when no log needs cleaning.", _ge(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", T_LONG, "134217728",
+              "The memory the cleaner's offset map (latest offset of each key) may use over all cleaner "
+              "threads.",
               _ge(24)),
-    ConfigDef("log.cleaner.threads", T_INT, "1", "cleaner threads (one is used)", _ge(0)),
+    ConfigDef("log.cleaner.threads", T_INT, "1",
+              "The number of cleaner threads (odradek runs one).", _ge(0)),
 ]
 for _d, _syns in _TOPIC_DEFS:
     for _s in _syns:
@@ -342,20 +591,18 @@ for _d, _syns in _TOPIC_DEFS:
             default = _d.default if _s == _syns[0] else None
             if _s in _UNIT or _s == "log.flush.scheduler.interval.ms":
                 continue
-            _BROKER_DEFS.append(ConfigDef(_s, _d.type, default, _d.doc, _d.valid, _d.valid_doc))
+            # Kafka's log.* defaults of topic configs are all dynamic, cluster-wide (DynamicLogConfig)
+            _BROKER_DEFS.append(ConfigDef(_s, _d.type, default, _d.doc, _d.valid, _d.valid_doc,
+                                          dynamic=CLUSTER_WIDE))
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 # flush.ms falls back to the scheduler interval, retention.ms to minutes/hours: the
 # first synonym has no default of its own in those cases (as in Kafka).
 for _name in ("log.flush.interval.ms", "log.retention.ms", "log.roll.ms", "log.roll.jitter.ms"):
     _old = BROKER_CONFIGS[_name]
-    BROKER_CONFIGS[_name] = ConfigDef(_old.name, _old.type, None, _old.doc, _old.valid, _old.valid_doc)
+    BROKER_CONFIGS[_name] = dataclasses.replace(_old, default=None)
 
 # broker configs that IncrementalAlterConfigs may change at run time (cluster default or per broker)
-DYNAMIC_BROKER_CONFIGS = frozenset(
-    s for syns in TOPIC_SYNONYMS.values() for s in syns
-) | {"log.retention.check.interval.ms", "num.partitions", "auto.create.topics.enable",
-     "leader.replication.throttled.rate", "follower.replication.throttled.rate"}
-DYNAMIC_BROKER_CONFIGS |= {"producer.id.expiration.ms"}  # dynamic in Kafka too (cluster default or per broker)
+DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic != READ_ONLY)
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

@@ -34,8 +34,11 @@ FAST = {
 
 
 class Cluster:
-    def __init__(self, base: Path, zk: Ensemble, n: int = 3, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(self, base: Path, zk: Ensemble, n: int = 3, overrides: Mapping[str, str] | None = None,
+                 *, zk_client_options: Mapping[str, Any] | None = None) -> None:
         self.zk = zk
+        # extra KazooClient arguments of the test's own ZooKeeper client (sasl_options for a SASL ZooKeeper)
+        self.zk_client_options = dict(zk_client_options or {})
         self.chroot = f"/odradek-{uuid.uuid4().hex[:8]}"
         self.connect = zk.servers[0].connect + self.chroot
         self.brokers: dict[int, Broker] = {}
@@ -49,7 +52,7 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def ensure_chroot(self) -> None:
-        zk = KazooClient(hosts=self.zk.servers[0].connect)
+        zk = KazooClient(hosts=self.zk.servers[0].connect, **self.zk_client_options)
         zk.start(timeout=10)
         zk.ensure_path(self.chroot)
         zk.stop()
@@ -80,7 +83,7 @@ class Cluster:
     @property
     def zkc(self) -> KazooClient:
         if self._zk is None:
-            self._zk = KazooClient(hosts=self.connect)
+            self._zk = KazooClient(hosts=self.connect, **self.zk_client_options)
             self._zk.start(timeout=10)
         return self._zk
 

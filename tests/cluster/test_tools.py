@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,16 +73,17 @@ def port_open(port: int) -> bool:
 class DevClusterProcess:
     """``python -m odradek dev-cluster`` with its stdout read line by line on a thread."""
 
-    def __init__(self, tmp: Path, brokers: int, base_port: int) -> None:
+    def __init__(self, tmp: Path, brokers: int, base_port: int, http_base_port: int) -> None:
         self.data_dir = tmp / "dev"
         self.base_port = base_port
+        self.http_base_port = http_base_port
         self.brokers = brokers
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.output: list[str] = []
         self.pids: dict[str, int] = {}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek", "dev-cluster", "--brokers", str(brokers), "--base-port",
-             str(base_port), "--data-dir", str(self.data_dir)],
+             str(base_port), "--http-base-port", str(http_base_port), "--data-dir", str(self.data_dir)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -147,7 +149,8 @@ class DevClusterProcess:
 
 @pytest.fixture
 def dev_cluster(tmp_path: Path) -> Iterator[DevClusterProcess]:
-    dc = DevClusterProcess(tmp_path, 3, consecutive_free_ports(3))
+    base = consecutive_free_ports(6)
+    dc = DevClusterProcess(tmp_path, 3, base, base + 3)
     try:
         yield dc
     finally:
@@ -182,6 +185,23 @@ def test_dev_cluster_topics_elect_leaders_and_stop(dev_cluster: DevClusterProces
 
     wait_until(led_and_in_sync, 90, f"the partitions of {topic} to be led and in sync", interval=0.5,
                detail=lambda: admin.list_topics(timeout=30).topics.get(topic))
+
+    # each broker serves its own /metrics (the HTTP port printed with it) and hosts a replica of each partition
+    # once the controller's LeaderAndIsr reached it (a new topic's ISR is all replicas from the start)
+    def partition_counts() -> list[float]:
+        counts = []
+        for b in (1, 2, 3):
+            url = f"http://127.0.0.1:{dev_cluster.http_base_port + b - 1}/metrics"
+            assert url.removesuffix("metrics") in next(x for x in dev_cluster.output if x.startswith(f"Broker {b}:"))
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                text = resp.read().decode()
+            m = re.search(r"^kafka_server_replicamanager_partitioncount (\S+)$", text, re.M)
+            assert m, text[:2000]
+            counts.append(float(m.group(1)))
+        return counts
+
+    wait_until(lambda: all(c >= 3 for c in partition_counts()), 60, "every broker to report its three replicas",
+               interval=0.5, detail=partition_counts)
 
     # topics --describe: Kafka's lines
     res = odradek("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)

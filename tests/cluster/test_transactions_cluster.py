@@ -255,3 +255,63 @@ def test_partition_leader_killed_mid_transaction(cluster: Cluster) -> None:
     c.brokers[victim].start()
     wait_until(lambda: victim in c.state(topic, part).get("isr", []), 60, "the killed broker back in the ISR")
     assert _read(c, topic, "read_committed", len(expected)) == expected
+
+
+@pytest.mark.timeout(240)
+def test_tv2_leaders_add_partitions_on_a_coordinator_elsewhere(cluster: Cluster) -> None:
+    """transaction.version 2 across brokers: the leaders of a Produce v12's partitions and the
+    group coordinator of a TxnOffsetCommit v5 add them to the transaction with AddPartitionsToTxn
+    v5 to the coordinator on another broker; EndTxn v5 bumps the epoch and the markers (with it)
+    reach every leader; the old epoch is fenced."""
+    import subprocess
+    import sys
+
+    from integration.test_transactions_tv2 import INVALID_PRODUCER_EPOCH, NONE, Tv2Producer, advertised
+
+    from odradek.client.wire import WireClient
+
+    c = cluster
+    topic, tid, group = "tv2c", "tv2-remote", "tv2-group"
+    create(c, topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    r = subprocess.run([sys.executable, "-m", "odradek", "features", "--bootstrap-server", c.bootstrap, "upgrade",
+                        "--feature", "transaction.version=2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 30
+    for b in c.brokers.values():  # every broker learns the finalized level from ZooKeeper
+        with WireClient(b.bootstrap) as w:
+            while advertised(w)[26] != 5 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert advertised(w) == {0: 12, 24: 5, 26: 5, 28: 5}
+    Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid}).init_transactions(60)
+    coord = _coordinator(c, tid)
+    remote = [i for i in range(PARTITIONS) if c.leader(topic, i) != coord]
+    assert remote
+    conns = {i: WireClient(b.bootstrap) for i, b in c.brokers.items()}
+    try:
+        p = Tv2Producer(conns[coord], tid)
+        epoch0 = p.epoch
+        for i in range(PARTITIONS):
+            assert p.produce(topic, i, [f"c1-{i}".encode()], via=conns[c.leader(topic, i)]) == NONE
+        found = None
+        for _ in range(100):  # __consumer_offsets is created on the first FindCoordinator
+            found = conns[coord].request(10, 3, key=group, key_type=0)
+            if int(found.error_code) == NONE:
+                break
+            time.sleep(0.2)
+        assert found is not None and int(found.error_code) == NONE
+        assert p.commit_offsets(group, topic, 1, via=conns[int(found.node_id)]) == NONE
+        assert int(p.end(True).error_code) == NONE and p.epoch == epoch0 + 1
+        part = remote[0]
+        leader = conns[c.leader(topic, part)]
+        assert p.produce(topic, part, [b"a2"], via=leader) == NONE
+        assert int(p.end(False).error_code) == NONE and p.epoch == epoch0 + 2
+        assert p.produce(topic, part, [b"zombie"], epoch=epoch0, via=leader) == INVALID_PRODUCER_EPOCH
+    finally:
+        for w in conns.values():
+            w.close()
+    assert _read(c, topic, "read_committed", PARTITIONS) == sorted(f"c1-{i}" for i in range(PARTITIONS))
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        assert cons.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 1
+    finally:
+        cons.close()

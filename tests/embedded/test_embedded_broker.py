@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,10 @@ def test_context_manager_serves_and_removes_its_temp_dir(mode: str) -> None:
         assert sorted(consume_all(b.bootstrap_servers, "events", 30)) == sorted(values)
         data_dir = b.data_dir
         assert (data_dir / "data" / "events-2").is_dir()
+        # /metrics on a free port of its own (http.listeners), counting what was just produced
+        with urllib.request.urlopen(b.metrics_url, timeout=10) as r:
+            text = r.read().decode()
+        assert 'kafka_server_brokertopicmetrics_messagesin_total{topic="events"} 30.0' in text
     assert not b.running
     assert not api_versions_ok("127.0.0.1", int(port), timeout=0.5)
     assert not data_dir.exists()

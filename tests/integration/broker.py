@@ -67,7 +67,7 @@ class Broker:
     log directory."""
 
     def __init__(self, basedir: Path, overrides: Mapping[str, str] | None = None, port: int | None = None,
-                 name: str = "broker", memory_limit: int | None = None) -> None:
+                 name: str = "broker", memory_limit: int | None = None, env: Mapping[str, str] | None = None) -> None:
         self.basedir = Path(basedir)
         self.basedir.mkdir(parents=True, exist_ok=True)
         self.logdir = self.basedir / "data"
@@ -76,6 +76,7 @@ class Broker:
         self.name = name
         self.host = HOST
         self.port = port if port is not None else free_port()
+        self.http_port = free_port()  # http.listeners (/metrics); an override replaces it
         self.overrides: dict[str, str] = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -83,6 +84,8 @@ class Broker:
         # RLIMIT_AS of the broker process, in bytes: a hostile-input test that makes the broker inflate a bomb
         # sees the broker fail (MemoryError, or killed) instead of the test machine swapping
         self.memory_limit = memory_limit
+        # variables added to the broker process's environment (e.g. KAFKA_OPTS)
+        self.env: dict[str, str] = dict(env or {})
 
     # ------------------------------------------------------------------ properties
 
@@ -111,7 +114,8 @@ class Broker:
 
     def command(self) -> list[str]:
         override_args: list[str] = []
-        merged = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.logdir)}
+        merged = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.logdir),
+                  "http.listeners": f"http://{self.host}:{self.http_port}"}
         merged.update(self.overrides)
         for k, v in merged.items():
             override_args += ["--override", f"{k}={v}"]
@@ -138,6 +142,7 @@ class Broker:
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                 cwd=self.basedir, start_new_session=True, preexec_fn=self._limits,
+                env={**os.environ, **self.env} if self.env else None,
             )
         finally:
             err.close()

@@ -63,17 +63,19 @@ def test_alter_and_describe_client_quotas(broker: Broker) -> None:
         (0, None), (0, None), (0, None),
         (42, "Invalid configuration key bogus"),
         (42, "Configuration producer_byte_rate must be a Long value"),
-        (35, "IP connection-rate quotas are not supported."),
+        (0, None),
     ]
     everything = [
+        ((("ip", "10.0.0.1"),), {"connection_creation_rate": 1.0}),
         ((("client-id", "app 1"),), {"producer_byte_rate": 1048576.0}),
         ((("user", None), ("client-id", None)), {"request_percentage": 50.5}),
         ((("user", "alice"),), {"consumer_byte_rate": 2048.0, "controller_mutation_rate": 5.0}),
     ]
     assert describe(b, []) == sorted(everything, key=repr)
-    assert describe(b, [("client-id", 0, "app 1")], strict=True) == [everything[0]]
-    assert describe(b, [("user", 1, None)]) == [everything[1]]
-    assert describe(b, [("user", 2, None)]) == [everything[2]]
+    assert describe(b, [("client-id", 0, "app 1")], strict=True) == [everything[1]]
+    assert describe(b, [("user", 1, None)]) == [everything[2]]
+    assert describe(b, [("user", 2, None)]) == [everything[3]]
+    assert describe(b, [("ip", 2, None)]) == [everything[0]]
     assert describe(b, [("user", 0, None)]) == (42, "Missing match for user component")
     b.restart()
     assert describe(b, []) == sorted(everything, key=repr)

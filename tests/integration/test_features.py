@@ -54,7 +54,7 @@ def test_describe_and_update_features(broker: Broker) -> None:
         f = a.describe_features()
         assert f == {
             "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
-            "transaction.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
+            "transaction.version": {"supported": (0, 2), "finalized": (1, 1), "finalized_epoch": 0},
         }
         for update, why in [
             ({"group.version": 2}, "The controller only supports versions 0-1"),
@@ -122,7 +122,7 @@ def test_features_cli(broker: Broker) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0",
-        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1"
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 1"
         "\tEpoch: 0",
     ]
     r = features_cli(broker, "downgrade", "--feature", "group.version=0", "--dry-run")

@@ -350,3 +350,16 @@ def test_parsers() -> None:
     assert groups_cmd.parse_topic_spec("t") == ("t", None)
     assert groups_cmd.parse_datetime_ms("1970-01-01T00:00:01.500Z") == 1500
     assert groups_cmd.parse_datetime_ms("1970-01-01T02:00:00+02:00") == 0
+
+
+def test_reset_offsets_progress_goes_to_stderr_only(b: Setup) -> None:
+    group = inactive_group(b)
+    base = ["--bootstrap-server", b.bootstrap, "--reset-offsets", "--group", group, "--topic", b.topic,
+            "--to-earliest", "--execute"]
+    quiet = cli(*base)  # not a terminal, no --progress: no progress line
+    assert quiet.returncode == 0 and "reset offsets:" not in quiet.stderr
+    r = cli(*base, "--progress")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == quiet.stdout  # the table alone, unchanged
+    n = len(COUNTS)
+    assert f"reset offsets: {n}/{n} (100%)" in r.stderr.splitlines()[-1], r.stderr

@@ -112,3 +112,16 @@ def test_throttler_and_percentiles() -> None:
     assert percentile([float(i) for i in range(1, 1001)], 0.999) == 999.0
     s = latency_summary([5.0, 1.0, 3.0])
     assert s["max"] == 5.0 and s["p50"] == 3.0 and s["avg"] == 3.0
+
+
+def test_progress_line_on_stderr_keeps_json_stdout(shared_broker: Broker) -> None:
+    out = perf("produce", "--bootstrap-server", shared_broker.bootstrap, "--topic", "perf-p", "--num-records",
+               "2000", "--record-size", "100", "--json", "--progress")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["records"] == 2000  # stdout: the one JSON object
+    assert "produce: 2000/2000 (100%)" in out.stderr, out.stderr
+    out = perf("consume", "--bootstrap-server", shared_broker.bootstrap, "--topic", "perf-p", "--num-records",
+               "2000", "--json", "--progress")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["records"] == 2000
+    assert "consume: 2000/2000 (100%)" in out.stderr, out.stderr

@@ -74,6 +74,8 @@ def test_sdist_and_wheel_metadata(dist: Path) -> None:
     assert "[pytest11]\nodradek = odradek.pytest_plugin" in eps
     assert "odradek = odradek.cli.main:main" in eps
     assert "odradek/pytest_plugin.py" in files and "odradek/embedded/broker.py" in files
+    # the web console: its pages, stylesheet and script are modules of the package (no CDN, no build)
+    assert {"odradek/console/app.py", "odradek/console/assets.py", "odradek/console/pages.py"} <= set(files)
     assert not any(f.endswith(".c") for f in files)
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +105,13 @@ def _long_warehouse(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    t = tmp_path / "tmp"
-    t.mkdir()
+def private_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # a short directory of its own under /tmp: tmp_path can be too long for a socket path in it (pytest-xdist
+    # adds a per-worker level), which is exactly what the fallback must avoid
+    t = Path(tempfile.mkdtemp(prefix="odr-", dir="/tmp"))
     monkeypatch.setattr("tempfile.tempdir", str(t))
-    return t
+    yield t
+    shutil.rmtree(t, ignore_errors=True)
 
 
 def _watch_modes(path_parent: Path, stop: threading.Event, seen: list[tuple[str, int]]) -> None:

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "odradek"
-COMPONENTS = ("server", "replication", "coordinator", "controller", "log", "protocol", "client")
+COMPONENTS = ("server", "replication", "coordinator", "controller", "log", "protocol", "client", "console")
 
 
 def _imports_broker(path: Path) -> bool:

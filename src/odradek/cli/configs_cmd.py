@@ -1,11 +1,15 @@
 """``odradek configs``: kafka-configs.sh for topics, brokers, users' SCRAM credentials and client
-quotas (users and clients; SCRAM-* keys go to the credentials, the others to quotas).
+quotas (users, clients and ips; SCRAM-* keys go to the credentials, the others to quotas).
 
 ``--entity-type`` may be given twice for a quota on a (user, client id) pair, each followed by
 its ``--entity-name`` or ``--entity-default``, in kafka-configs.sh's order::
 
     odradek configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \
         --entity-type clients --entity-default --add-config producer_byte_rate=1048576
+
+``--zookeeper HOST:PORT[/chroot]`` or ``--log-dir DIR`` instead of ``--bootstrap-server``: users'
+SCRAM credentials written straight into the metadata store before the brokers start
+(odradek.cli.scram_direct).
 """
 
 from __future__ import annotations
@@ -44,9 +48,14 @@ class _Entity(argparse.Action):
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter topic, broker and client quota configs")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                       help="users' SCRAM credentials written in ZooKeeper (bootstrapping a SCRAM cluster)")
+    where.add_argument("--log-dir", metavar="DIR",
+                       help="users' SCRAM credentials written in a stopped embedded broker's store (its log.dirs)")
     p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients"], action=_Entity)
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients", "ips"], action=_Entity)
     p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
     p.add_argument("--entity-default", nargs=0, action=_Entity,
                    help="the cluster-wide broker default, or the default user / client id")
@@ -95,8 +104,12 @@ def run(args: argparse.Namespace) -> int:
 
     from odradek.client.command_config import admin_config
 
+    if args.zookeeper or args.log_dir:
+        from odradek.cli.scram_direct import run_direct
+
+        return run_direct(args)
     scram = _scram_keys(args)
-    if args.entity_type in ("users", "clients") and scram is not True:
+    if args.entity_type in ("users", "clients", "ips") and scram is not True:
         from odradek.cli.quota_configs import run_quotas
 
         rc = run_quotas(args)

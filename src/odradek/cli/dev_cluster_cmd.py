@@ -59,6 +59,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--internal-base-port", type=int, default=None,
                    help="give broker i a separate INTERNAL listener (inter-broker traffic) on "
                         "internal-base-port + i - 1; clients use the EXTERNAL one on base-port + i - 1")
+    p.add_argument("--http-base-port", type=int, default=9644,
+                   help="broker i serves /metrics and the console on http://127.0.0.1:<http-base-port + i - 1> "
+                        "(default 9644; 0 turns the HTTP listeners off)")
     p.add_argument("--data-dir", help="directory for log dirs and logs (default: a new temporary directory)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config for every broker (repeatable)")
@@ -96,9 +99,11 @@ def split_zookeeper(raw: str | None, chroot: str | None) -> tuple[str | None, st
 
 
 def broker_overrides(broker_id: int, port: int, log_dir: Path, zk_connect: str, n: int,
-                     user: dict[str, str], internal_port: int | None = None) -> dict[str, str]:
+                     user: dict[str, str], internal_port: int | None = None,
+                     http_port: int | None = None) -> dict[str, str]:
     """The overrides of broker ``broker_id``: listeners, log.dirs, broker.id, zookeeper.connect,
-    internal topics' replication capped at N, a short controlled-shutdown back-off; then ``user``.
+    internal topics' replication capped at N, a short controlled-shutdown back-off, its own HTTP listener
+    (``http_port``; None turns it off); then ``user``.
     With ``internal_port``: EXTERNAL and INTERNAL listeners, INTERNAL the inter-broker one."""
     split = {
         "listeners": f"EXTERNAL://{HOST}:{port},INTERNAL://{HOST}:{internal_port}",
@@ -113,6 +118,7 @@ def broker_overrides(broker_id: int, port: int, log_dir: Path, zk_connect: str, 
         "offsets.topic.replication.factor": str(min(3, n)),
         "transaction.state.log.replication.factor": str(min(3, n)),
         "controlled.shutdown.retry.backoff.ms": "1000",
+        "http.listeners": f"http://{HOST}:{http_port}" if http_port else "",
     }
     ov.update(user)
     return ov
@@ -381,7 +387,7 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
     if internal is not None and (internal <= 0 or internal + args.brokers - 1 > 65535):
         raise DevClusterError(f"--internal-base-port {internal} leaves no room for {args.brokers} brokers")
     user = parse_overrides(args.override)
-    for key in ("broker.id", "listeners", "log.dirs", "zookeeper.connect"):
+    for key in ("broker.id", "listeners", "log.dirs", "zookeeper.connect", "http.listeners"):
         if key in user:
             raise DevClusterError(f"--override {key}=... is set by dev-cluster itself")
     hosts, chroot = split_zookeeper(args.zookeeper, args.chroot)
@@ -389,6 +395,12 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
     internal_ports = [internal + i for i in range(args.brokers)] if internal is not None else []
     if set(ports) & set(internal_ports):
         raise DevClusterError("the EXTERNAL and INTERNAL port ranges overlap")
+    http_base = getattr(args, "http_base_port", 0) or 0
+    if http_base < 0 or http_base + args.brokers - 1 > 65535:
+        raise DevClusterError(f"--http-base-port {http_base} leaves no room for {args.brokers} brokers")
+    http_ports = [http_base + i for i in range(args.brokers)] if http_base else []
+    if set(http_ports) & set(ports + internal_ports):
+        raise DevClusterError("the HTTP port range overlaps the brokers' Kafka ports")
     zk_port = 0
     if hosts is None:
         try:
@@ -400,7 +412,7 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
             raise DevClusterError(f"ZooKeeper port {zk_port} is one of the brokers' ports")
         if not port_free(zk_port):
             raise DevClusterError(f"port {zk_port} (ZooKeeper) is already in use")
-    taken = [p for p in ports + internal_ports if not port_free(p)]
+    taken = [p for p in ports + internal_ports + http_ports if not port_free(p)]
     if taken:
         raise DevClusterError(f"port(s) {','.join(map(str, taken))} already in use (choose another --base-port)")
     if args.data_dir:
@@ -418,7 +430,7 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
         bdir = data_dir / f"broker{bid}"
         cluster.brokers.append(BrokerProc(bid, port, bdir, broker_overrides(
             bid, port, bdir / "data", cluster.zk_connect, args.brokers, user,
-            internal_ports[i] if internal_ports else None)))
+            internal_ports[i] if internal_ports else None, http_ports[i] if http_ports else None)))
     return cluster
 
 
@@ -462,7 +474,9 @@ def _print_ready(cluster: DevCluster, controller: int) -> None:
         lines.append(f"ZooKeeper: {cluster.zk_connect} (external)")
     for b in cluster.brokers:
         pid = b.proc.pid if b.proc is not None else "?"
-        lines.append(f"Broker {b.broker_id}: {b.bootstrap} (pid {pid}, log {b.log_path})")
+        http = b.overrides.get("http.listeners", "")
+        web = f", metrics and console {http}/" if http else ""
+        lines.append(f"Broker {b.broker_id}: {b.bootstrap} (pid {pid}, log {b.log_path}{web})")
     lines.append(f"Controller: broker {controller}")
     lines.append(f"Data and logs: {cluster.data_dir}")
     lines.append(f"Bootstrap servers: {cluster.bootstrap}")

@@ -41,8 +41,8 @@ def add_parser(sub: Any) -> None:
     which.add_argument("--path-to-json-file", metavar="FILE",
                        help='{"partitions": [{"topic": "t", "partition": 0}, ...]}')
     p.add_argument("--partition", type=int, help="with --topic: only this partition")
-    p.add_argument("--admin.config", dest="admin_config", metavar="FILE",
-                   help="client properties file (librdkafka names)")
+    p.add_argument("--admin.config", "--command-config", dest="admin_config", metavar="FILE",
+                   help="a client properties file (security settings; Java client or librdkafka names)")
     p.add_argument("--command-timeout", type=float, default=60.0)
     p.set_defaults(func=run)
 
@@ -114,12 +114,9 @@ def format_results(election_type: str, results: dict[TP, Any]) -> tuple[list[str
 
 
 def _client_config(args: argparse.Namespace) -> dict[str, str | int | float | bool]:
-    conf: dict[str, str | int | float | bool] = {}
-    if args.admin_config:
-        from odradek.config import read_properties
+    from odradek.client.command_config import admin_config
 
-        conf.update(read_properties(args.admin_config))
-    conf["bootstrap.servers"] = args.bootstrap_server
+    conf: dict[str, str | int | float | bool] = dict(admin_config(args.bootstrap_server, args.admin_config))
     conf.setdefault("socket.timeout.ms", int(args.command_timeout * 1000))
     return conf
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from odradek.progress import Progress, add_progress_argument
+
 # ConsumerGroupState values (confluent_kafka) -> Kafka's spelling
 _STATE_NAMES = {
     0: "Unknown",
@@ -33,6 +35,7 @@ _STATE_NAMES = {
     4: "Dead",
     5: "Empty",
 }
+RESET_CHUNK = 1000  # partitions per OffsetCommit of --reset-offsets --execute
 _RESET_SCENARIOS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration")
 
 
@@ -70,6 +73,7 @@ def add_parser(sub: Any) -> None:
     run_mode.add_argument("--dry-run", action="store_true")
     run_mode.add_argument("--execute", action="store_true")
     p.add_argument("--command-timeout", type=float, default=30.0)
+    add_progress_argument(p)  # reset-offsets: partitions planned and committed, on stderr
     p.set_defaults(func=run)
 
 
@@ -544,6 +548,7 @@ def _reset(admin: Any, args: argparse.Namespace, group_ids: list[str]) -> int:
 
     status = 0
     all_rows: list[tuple[str, str, int, int]] = []
+    progress = Progress.for_args(args, "reset offsets")
     for gid in group_ids:
         committed = committed_offsets(admin, gid, timeout)
         if args.all_topics:
@@ -560,17 +565,27 @@ def _reset(admin: Any, args: argparse.Namespace, group_ids: list[str]) -> int:
         plan = plan_reset(admin, tps, committed, scenario, args, target_ts, timeout)
         rows = [(gid, t, p, off) for (t, p), off in sorted(plan.items())]
         all_rows += rows
+        progress.total = len(all_rows)
+        progress.update(len(all_rows) - len(rows), f"group {gid}: {len(rows)} partitions planned", force=True)
         if args.execute and plan:
-            req = ConsumerGroupTopicPartitions(gid, [TopicPartition(t, p, off) for (t, p), off in sorted(plan.items())])
-            try:
-                res = admin.alter_consumer_group_offsets([req], request_timeout=timeout)[gid].result(timeout)
-            except KafkaException as e:
-                raise CliError(f"could not reset offsets of group '{gid}': {_kafka_error(e)}") from None
-            bad = [tp for tp in res.topic_partitions or [] if tp.error is not None]
-            if bad:
-                for tp in bad:
-                    print(f"Error: could not reset {tp.topic}-{tp.partition}: {tp.error}", file=sys.stderr)
-                status = 1
+            items = sorted(plan.items())
+            # committed RESET_CHUNK partitions at a time, so the progress line moves on many partitions
+            for start in range(0, len(items), RESET_CHUNK):
+                chunk = items[start:start + RESET_CHUNK]
+                req = ConsumerGroupTopicPartitions(gid, [TopicPartition(t, p, off) for (t, p), off in chunk])
+                try:
+                    res = admin.alter_consumer_group_offsets([req], request_timeout=timeout)[gid].result(timeout)
+                except KafkaException as e:
+                    raise CliError(f"could not reset offsets of group '{gid}': {_kafka_error(e)}") from None
+                bad = [tp for tp in res.topic_partitions or [] if tp.error is not None]
+                if bad:
+                    for tp in bad:
+                        print(f"Error: could not reset {tp.topic}-{tp.partition}: {tp.error}", file=sys.stderr)
+                    status = 1
+                progress.update(len(all_rows) - len(rows) + start + len(chunk), f"group {gid}")
+        else:
+            progress.update(len(all_rows), f"group {gid}")
+    progress.done()
     print(_table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), all_rows))
     return status
 

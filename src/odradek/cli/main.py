@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         reassign_cmd,
         topics_cmd,
         transactions_cmd,
+        zk_migration_cmd,
     )
 
     broker_cmd.add_parser(sub)
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     acls_cmd.add_parser(sub)
     transactions_cmd.add_parser(sub)
     features_cmd.add_parser(sub)
+    zk_migration_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

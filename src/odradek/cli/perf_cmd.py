@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from odradek.progress import add_progress_argument
+
 MODES = {
     "produce": "producer throughput and per-record delivery latency (kafka-producer-perf-test.sh)",
     "consume": "consumer throughput and fetch statistics (kafka-consumer-perf-test.sh)",
@@ -34,6 +36,8 @@ def add_parser(sub: Any) -> None:
         m.add_argument("--acks", choices=["0", "1", "all", "-1"], default="1")
         m.add_argument("--partitions", type=int, default=None,
                        help="partitions when the topic has to be created (default 1)")
+        m.add_argument("--command-config", "--producer.config", "--consumer.config", dest="command_config",
+                       metavar="FILE", help="a client properties file (security settings; Java client names)")
         m.add_argument("--producer-props", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                        help="librdkafka producer properties")
         m.add_argument("--consumer-props", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -48,7 +52,14 @@ def add_parser(sub: Any) -> None:
         m.add_argument("--reporting-interval", type=float, default=5.0, metavar="SECONDS",
                        help="seconds between progress lines (default 5)")
         m.add_argument("--verbose", action="store_true", help="show librdkafka's log")
+        add_progress_argument(m)
         m.set_defaults(func=run)
+
+
+def _client_props(command_config: str | None) -> dict[str, str]:
+    from odradek.client.command_config import librdkafka_settings, read_properties
+
+    return librdkafka_settings(read_properties(command_config)) if command_config else {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             throughput=args.throughput,
             acks="all" if args.acks == "-1" else args.acks,
             partitions=args.partitions,
+            client_props=_client_props(args.command_config),
             producer_props=parse_props(args.producer_props, "--producer-props"),
             consumer_props=parse_props(args.consumer_props, "--consumer-props"),
             json=args.json,
@@ -75,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             group=args.group,
             report_interval=args.reporting_interval,
             verbose=args.verbose,
+            progress=args.progress,
         )
         if args.perf_mode == "produce":
             from odradek.perf.produce import run_produce as runner
@@ -83,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             from odradek.perf.e2e import run_e2e as runner
         result, code = runner(opts)
-    except (PerfError, KafkaException) as e:
+    except (PerfError, KafkaException, OSError, ValueError) as e:  # OSError/ValueError: --command-config
         print(f"Error: {e}", file=sys.stderr)
         if args.json:
             emit_json({"mode": args.perf_mode, "error": str(e)})

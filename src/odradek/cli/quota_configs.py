@@ -1,5 +1,6 @@
-"""``odradek configs --entity-type users|clients``: kafka-configs.sh's client quotas over
-DescribeClientQuotas (48) and AlterClientQuotas (49), KIP-546. Lines as Kafka's tool prints them::
+"""``odradek configs --entity-type users|clients|ips``: kafka-configs.sh's client quotas (and
+KIP-612's connection_creation_rate of ip entities) over DescribeClientQuotas (48) and
+AlterClientQuotas (49), KIP-546. Lines as Kafka's tool prints them::
 
     Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1048576.0
     Quota configs for the default client-id are consumer_byte_rate=2048.0
@@ -15,8 +16,8 @@ from typing import Any
 from odradek.cli.configs_cmd import parse_add_config
 from odradek.client.wire import WireClient
 
-_TYPES = {"users": "user", "clients": "client-id"}
-_LABELS = {"user": "user-principal", "client-id": "client-id"}
+_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+_LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 MATCH_EXACT, MATCH_DEFAULT = 0, 1
 
 
@@ -32,10 +33,12 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     parts: list[tuple[str, str | None]] = []
     for kind, name, default in args.entities:
         if kind not in _TYPES:
-            raise ValueError(f"--entity-type {kind} cannot be combined with users or clients")
+            raise ValueError(f"--entity-type {kind} cannot be combined with users, clients or ips")
         if default and name is not None:
             raise ValueError("--entity-name and --entity-default cannot both be given for one entity")
         parts.append((_TYPES[kind], None if default else name))
+    if len(parts) > 1 and any(k == "ip" for k, _ in parts):
+        raise ValueError("--entity-type ips cannot be combined with users or clients")
     return parts
 
 

@@ -11,9 +11,11 @@ Actions, as in Kafka's tool:
   configs ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` on every
   broker and the topic configs ``leader.replication.throttled.replicas`` (partition:broker of the
   current replicas) / ``follower.replication.throttled.replicas`` (of the replicas being added).
-- ``--verify --reassignment-json-file F``: the state of each listed partition; once all are done
-  (none listed by ListPartitionReassignments, API 46, and the metadata's replicas equal the
-  targets) it removes those throttles (unless ``--preserve-throttles``).
+- ``--verify --reassignment-json-file F [--wait SECONDS] [--progress]``: the state of each listed
+  partition; once all are done (none listed by ListPartitionReassignments, API 46, and the
+  metadata's replicas equal the targets) it removes those throttles (unless
+  ``--preserve-throttles``). ``--wait`` (odradek's) checks every second until they are done, with
+  a progress line on stderr (a terminal, or ``--progress``).
 - ``--list``: the reassignments in progress.
 - ``--cancel --reassignment-json-file F``: cancels those in progress (replicas = null), then
   removes the throttles (unless ``--preserve-throttles``).
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from odradek.controller.assignment import AssignmentError, assign_rack_unaware
+from odradek.progress import Progress, add_progress_argument
 
 TP = tuple[str, int]
 Assignment = dict[TP, list[int]]
@@ -72,6 +75,7 @@ class ReassignError(Exception):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("reassign", help="move partition replicas between brokers (kafka-reassign-partitions.sh)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--generate", action="store_true", help="propose an assignment of topics over brokers")
     action.add_argument("--execute", action="store_true", help="start the reassignment of a JSON file")
@@ -86,6 +90,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--additional", action="store_true",
                    help="with --execute: allow it while other reassignments are in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="with --verify/--cancel: keep the throttles")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="with --verify: check every second until the reassignments are done or SECONDS passed")
+    add_progress_argument(p)
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="with --generate: accepted for compatibility (proposals are rack-unaware)")
     p.add_argument("--command-timeout", type=float, default=30.0, help="seconds per request (default 30)")
@@ -106,6 +113,10 @@ def validate_args(args: argparse.Namespace) -> str | None:
         return "--throttle must be a positive number of bytes per second"
     if args.additional and action != "execute":
         return "--additional can only be used with --execute"
+    if args.wait and action != "verify":
+        return "--wait can only be used with --verify"
+    if args.wait < 0:
+        return "--wait must not be negative"
     if args.preserve_throttles and action not in ("verify", "cancel"):
         return "--preserve-throttles can only be used with --verify or --cancel"
     if action != "generate" and (args.topics_to_move_json_file or args.broker_list):
@@ -315,12 +326,15 @@ class Cluster(Protocol):
 class LiveCluster:
     """confluent-kafka's AdminClient, plus kio requests to the controller for APIs 45 and 46."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, command_config: str | None = None) -> None:
         from confluent_kafka.admin import AdminClient
+
+        from odradek.client.command_config import admin_config, client_security
 
         self.bootstrap = bootstrap
         self.timeout = timeout
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient(dict[str, str | int | float | bool](admin_config(bootstrap, command_config)))
+        self.security = client_security(command_config)  # the controller connection's TLS / SASL
         self._wire: Any = None
 
     def close(self) -> None:
@@ -361,7 +375,7 @@ class LiveCluster:
                 if ctrl is None:
                     raise ReassignError("the cluster has no controller")
                 self._wire = WireClient(f"{ctrl.host}:{ctrl.port}", timeout=self.timeout + 5,
-                                        client_id="odradek-reassign")
+                                        client_id="odradek-reassign", security=self.security)
             try:
                 resp = self._wire.request(api_key, 0, **fields)
             except (OSError, ConnectionError):
@@ -475,7 +489,7 @@ def _check_top_level(resp: Any, what: str) -> None:
 
 
 def connect(args: argparse.Namespace) -> Cluster:
-    return LiveCluster(args.bootstrap_server, args.command_timeout)
+    return LiveCluster(args.bootstrap_server, args.command_timeout, getattr(args, "command_config", None))
 
 
 # ---------------------------------------------------------------------------- actions
@@ -568,12 +582,25 @@ def clear_throttles(cluster: Cluster, topics: Iterable[str]) -> list[str]:
     return lines
 
 
-def verify(cluster: Cluster, reassignment_json: str, preserve_throttles: bool = False) -> list[str]:
+def verify(cluster: Cluster, reassignment_json: str, preserve_throttles: bool = False, wait_s: float = 0.0,
+           progress: Progress | None = None) -> list[str]:
+    """Kafka's --verify; with ``wait_s`` checked every second until complete or that time passed,
+    the partitions done shown on ``progress`` (stderr)."""
     parts = parse_reassignment(reassignment_json)
     targets = dict(parts)
-    ongoing = cluster.list_reassignments(list(targets))
-    current = cluster.assignment(sorted({t for t, _ in targets}))
-    lines, complete = verify_states(targets, ongoing, current)
+    deadline = time.monotonic() + wait_s
+    while True:
+        ongoing = cluster.list_reassignments(list(targets))
+        current = cluster.assignment(sorted({t for t, _ in targets}))
+        lines, complete = verify_states(targets, ongoing, current)
+        if progress is not None:
+            done = sum(1 for tp, r in targets.items() if tp not in ongoing and list(current.get(tp, [])) == list(r))
+            progress.update(done, f"{len(ongoing)} in progress")
+        if complete or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    if progress is not None:
+        progress.done()
     if complete and not preserve_throttles:
         lines += clear_throttles(cluster, (t for t, _ in targets))
     return lines
@@ -630,7 +657,9 @@ def run(args: argparse.Namespace) -> int:
             execute(cluster, Path(args.reassignment_json_file).read_text(), args.throttle, args.additional)
             lines = []
         elif args.verify:
-            lines = verify(cluster, Path(args.reassignment_json_file).read_text(), args.preserve_throttles)
+            text = Path(args.reassignment_json_file).read_text()
+            progress = Progress.for_args(args, "reassignment", total=len(parse_reassignment(text)))
+            lines = verify(cluster, text, args.preserve_throttles, args.wait, progress)
         elif args.list:
             lines = list_reassignments(cluster)
         else:
@@ -642,7 +671,7 @@ def run(args: argparse.Namespace) -> int:
         err = e.args[0] if e.args else e
         print(f"Error: {err.str() if hasattr(err, 'str') else err}", file=sys.stderr)
         return 1
-    except (OSError, TimeoutError) as e:
+    except (OSError, TimeoutError, ValueError) as e:  # ValueError: ConfigError of --command-config
         print(f"Error: {e or type(e).__name__}", file=sys.stderr)
         return 1
     finally:

@@ -37,7 +37,6 @@ open, which kio's reader refuses. Layout (v0, flexible)::
 from __future__ import annotations
 
 import argparse
-import socket
 import struct
 import sys
 import time
@@ -54,6 +53,7 @@ ONGOING = "Ongoing"
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("transactions", help="list, describe and find hanging transactions (kafka-transactions.sh)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
     p.add_argument("--command-timeout", type=float, default=30.0)
     cmds = p.add_subparsers(dest="txn_command", required=True)
     cmds.add_parser("list", help="the transactional ids every coordinator knows")
@@ -146,16 +146,16 @@ def decode_describe_transactions(body: bytes, pos: int = 0) -> list[Described]:
     return out
 
 
-def _describe_raw(host: str, port: int, transactional_ids: list[str], timeout: float) -> list[Described]:
+def _describe_raw(args: argparse.Namespace, host: str, port: int, transactional_ids: list[str]) -> list[Described]:
     body = bytearray(encode_uvarint(len(transactional_ids) + 1))
     for tid in transactional_ids:
         raw = tid.encode()
         body += encode_uvarint(len(raw) + 1) + raw
     body += b"\x00"  # no tagged fields
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(framer.encode_request(DESCRIBE_TRANSACTIONS, 0, 1, "odradek-cli", bytes(body),
-                                           flexible_header=True))
-        data, offset = framer.recv_response(sock, 1, True)
+    with _wire((host, port), args) as w:  # TLS and SASL done; the request is written by hand
+        w.sock.sendall(framer.encode_request(DESCRIBE_TRANSACTIONS, 0, 1, "odradek-cli", bytes(body),
+                                             flexible_header=True))
+        data, offset = framer.recv_response(w.sock, 1, True)
     return decode_describe_transactions(bytes(data), offset)
 
 
@@ -168,7 +168,9 @@ def _table(header: list[str], rows: list[list[object]]) -> None:
 def _brokers_and_leaders(args: argparse.Namespace) -> tuple[dict[int, tuple[str, int]], dict[tuple[str, int], int]]:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server,
+    from odradek.client.command_config import admin_config
+
+    admin = AdminClient({**admin_config(args.bootstrap_server, args.command_config),
                          "socket.timeout.ms": int(args.command_timeout * 1000)})
     md = admin.list_topics(timeout=args.command_timeout)
     brokers = {int(b.id): (str(b.host), int(b.port)) for b in md.brokers.values()}
@@ -176,17 +178,20 @@ def _brokers_and_leaders(args: argparse.Namespace) -> tuple[dict[int, tuple[str,
     return brokers, leaders
 
 
-def _wire(endpoint: tuple[str, int], timeout: float) -> Any:
+def _wire(endpoint: tuple[str, int], args: argparse.Namespace) -> Any:
+    """A blocking client of one broker, with ``--command-config``'s TLS and SASL."""
+    from odradek.client.command_config import client_security
     from odradek.client.wire import WireClient
 
-    return WireClient(f"{endpoint[0]}:{endpoint[1]}", timeout=timeout)
+    return WireClient(f"{endpoint[0]}:{endpoint[1]}", timeout=args.command_timeout,
+                      security=client_security(args.command_config))
 
 
 def _list(args: argparse.Namespace, brokers: dict[int, tuple[str, int]]) -> list[tuple[str, int, int, str]]:
     """(transactional id, coordinator, producer id, state) from every broker."""
     out = []
     for bid, ep in sorted(brokers.items()):
-        with _wire(ep, args.command_timeout) as w:
+        with _wire(ep, args) as w:
             r = w.request(66, 0, state_filters=(), producer_id_filters=())
         if int(r.error_code):
             raise RuntimeError(f"ListTransactions on broker {bid} failed with error {int(r.error_code)}")
@@ -195,7 +200,7 @@ def _list(args: argparse.Namespace, brokers: dict[int, tuple[str, int]]) -> list
 
 
 def _coordinator(args: argparse.Namespace, tid: str) -> tuple[int, str, int]:
-    with _wire(_first(args.bootstrap_server), args.command_timeout) as w:
+    with _wire(_first(args.bootstrap_server), args) as w:
         for _ in range(20):
             r = w.request(10, 3, key=tid, key_type=1)
             if int(r.error_code) not in (14, 15):
@@ -218,7 +223,7 @@ def _producers(args: argparse.Namespace, endpoint: tuple[str, int], parts: list[
     for t, p in parts:
         by_topic.setdefault(t, []).append(p)
     topic_cls: Any = dp.TopicRequest
-    with _wire(endpoint, args.command_timeout) as w:
+    with _wire(endpoint, args) as w:
         r = w.request(61, 0, topics=tuple(topic_cls(name=t, partition_indexes=tuple(ps))
                                           for t, ps in by_topic.items()))
     return {(t.name, int(p.partition_index)): p for t in r.topics for p in t.partitions}
@@ -235,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.txn_command == "describe":
         node, host, port = _coordinator(args, args.transactional_id)
-        (d,) = _describe_raw(host, port, [args.transactional_id], args.command_timeout)
+        (d,) = _describe_raw(args, host, port, [args.transactional_id])
         if d.error_code:
             raise RuntimeError(f"DescribeTransactions for {d.transactional_id!r} failed with error {d.error_code}")
         now = int(time.time() * 1000)
@@ -281,7 +286,7 @@ def _run(args: argparse.Namespace) -> int:
     for tids in ongoing.values():
         for tid in tids:
             _, host, port = _coordinator(args, tid)
-            for d in _describe_raw(host, port, [tid], args.command_timeout):
+            for d in _describe_raw(args, host, port, [tid]):
                 known.update((d.producer_id, t, p) for t, p in d.partitions)
     now = int(time.time() * 1000)
     rows: list[list[object]] = []
@@ -333,7 +338,7 @@ def _abort(args: argparse.Namespace, brokers: dict[int, tuple[str, int]],
     marker = marker_cls(producer_id=pid, producer_epoch=epoch, transaction_result=False,
                         topics=(topic_cls(name=args.topic, partition_indexes=(args.partition,)),),
                         coordinator_epoch=coord_epoch)
-    with _wire(brokers[leader], args.command_timeout) as w:
+    with _wire(brokers[leader], args) as w:
         r = w.request(27, 1, markers=(marker,))
     codes = [int(p.error_code) for m in r.markers for t in m.topics for p in t.partitions]
     bad = [c for c in codes if c]

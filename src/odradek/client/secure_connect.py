@@ -95,8 +95,9 @@ async def open_connection(host: str, port: int, timeout_s: float, security: Clie
     ``TimeoutError`` / ``ssl.SSLError`` when the broker cannot be reached or the handshake fails,
     :class:`SaslClientError` when authentication is refused."""
     async def run() -> Streams:
-        if security.ssl_context is not None:
-            reader, writer = await asyncio.open_connection(host, port, ssl=security.ssl_context, server_hostname=host)
+        ctx = security.current_ssl_context()
+        if ctx is not None:
+            reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
         else:
             reader, writer = await asyncio.open_connection(host, port)
         if security.uses_sasl:

@@ -30,8 +30,9 @@ class WireClient:
         self.client_id = client_id
         self.correlation_id = 0
         try:
-            if security is not None and security.ssl_context is not None:
-                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            ctx = security.current_ssl_context() if security is not None else None
+            if ctx is not None:
+                self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
             if security is not None and security.uses_sasl:
                 authenticate_blocking(self.sock, security, client_id)
         except BaseException:

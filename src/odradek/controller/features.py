@@ -7,16 +7,18 @@ Features and what their levels gate here (Kafka's names and level meanings):
   0: only the classic group protocol; ConsumerGroupHeartbeat and ConsumerGroupDescribe
   (KIP-848) are answered UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis does.
   1 (GV_1): the consumer rebalance protocol of KIP-848 is served.
-* ``transaction.version`` (Kafka's TransactionVersion), supported 0-1.
+* ``transaction.version`` (Kafka's TransactionVersion), supported 0-2.
   0 (TV_0): the transaction coordinator writes TransactionLogValue version 0.
   1 (TV_1): it writes the flexible TransactionLogValue version 1 (KIP-890's tagged fields).
-  2 (TV_2, KIP-890 part 2: an epoch bump on every EndTxn, EndTxn v5, implicit
-  AddPartitionsToTxn through Produce v12) is not implemented, so it is not advertised:
-  a broker must not claim a level whose behaviour it lacks.
+  2 (TV_2, KIP-890 part 2): ApiVersions advertises Produce v12, TxnOffsetCommit v5,
+  AddPartitionsToTxn v5 and EndTxn v5; a Produce v12 / TxnOffsetCommit v5 adds its partition
+  to the transaction implicitly, and every EndTxn v5 bumps the producer epoch.
 
-Defaults: a cluster without a finalized set gets every feature at its highest supported level,
-as Kafka 4.0 finalizes the latest production levels at format time (group.version=1,
-transaction.version=2 there; 1 here, the highest this broker implements).
+Defaults: a cluster without a finalized set gets every feature at its default level
+(:data:`DEFAULT_LEVELS`, else its highest supported one). Kafka 4.0 finalizes
+transaction.version=2 at format time; here the default stays 1 and 2 is reached with
+``odradek features upgrade --feature transaction.version=2``, since no Python client speaks
+TV2 yet and TV1 clients are served the same either way.
 
 Finalized features are kept in Kafka's ZooKeeper-mode ``/feature`` znode (Kafka's FeatureZNode);
 the finalized epoch is that znode's version. Payload (JSON)::
@@ -52,8 +54,11 @@ TRANSACTION_VERSION = "transaction.version"
 # name -> (min supported, max supported)
 SUPPORTED: dict[str, tuple[int, int]] = {
     GROUP_VERSION: (0, 1),
-    TRANSACTION_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),
 }
+
+# name -> the level a cluster without a finalized set starts at (else the highest supported)
+DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 1}
 
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType)
 UNKNOWN = 0
@@ -64,8 +69,9 @@ UPGRADE_TYPE_NAMES = {UPGRADE: "upgrade", SAFE_DOWNGRADE: "safe-downgrade", UNSA
 
 
 def default_finalized(supported: Mapping[str, tuple[int, int]] = SUPPORTED) -> dict[str, int]:
-    """Every supported feature at its highest level (levels 0 are not listed)."""
-    return {name: hi for name, (_, hi) in supported.items() if hi > 0}
+    """Every supported feature at its default level, else its highest (levels 0 are not listed)."""
+    levels = {name: min(DEFAULT_LEVELS.get(name, hi), hi) for name, (_, hi) in supported.items()}
+    return {name: lvl for name, lvl in levels.items() if lvl > 0}
 
 
 def encode_znode(finalized: Mapping[str, int]) -> bytes:

@@ -10,6 +10,8 @@ File layout of LocalStore (``<log.dir>/odradek-metadata.json``)::
     {"version": 1, "nodes": {"<path>": {"data": "<base64>", "version": <int>}, ...}}
 
 Ephemeral nodes are not persisted (they belong to a session that ends with the process).
+Creation times (``ctime_ms``, for purging change notifications) are kept in memory only: a
+node read from the file counts as created when the store was opened.
 
 Every mutation is all-or-nothing, as a ZooKeeper write is: when the file cannot be written
 (:class:`PersistError`), the in-memory tree, node versions, ephemeral set and sequence counter
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,9 +91,11 @@ def _parent(path: str) -> str:
 class LocalStore:
     """In-process znode tree persisted to a JSON file."""
 
-    def __init__(self, file: Path | None) -> None:
+    def __init__(self, file: Path | None, clock: Callable[[], float] = time.time) -> None:
         self.file = file
+        self._clock = clock
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
+        self._ctimes: dict[str, int] = {}
         self._ephemeral: set[str] = set()
         self._watchers: dict[str, list[Watcher]] = {}
         self._sequence = 0
@@ -98,17 +103,19 @@ class LocalStore:
             doc = json.loads(file.read_text(encoding="utf-8"))
             for path, node in doc.get("nodes", {}).items():
                 self._nodes[path] = (base64.b64decode(node["data"]), int(node["version"]))
+        opened = int(clock() * 1000)
+        self._ctimes = dict.fromkeys(self._nodes, opened)
 
     # -- persistence
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """Undo every in-memory change made inside the block if it raises (a failed check
         or a failed write of the file): nodes, versions, ephemeral set and sequence."""
-        saved = (dict(self._nodes), set(self._ephemeral), self._sequence)
+        saved = (dict(self._nodes), set(self._ephemeral), self._sequence, dict(self._ctimes))
         try:
             yield
         except BaseException:
-            self._nodes, self._ephemeral, self._sequence = saved
+            self._nodes, self._ephemeral, self._sequence, self._ctimes = saved
             raise
 
     def _persist(self) -> None:
@@ -152,6 +159,7 @@ class LocalStore:
                 raise NoNodeError(parent)
             touched |= self._create(parent, b"", False, True)
         self._nodes[path] = (bytes(data), 0)
+        self._ctimes[path] = int(self._clock() * 1000)
         if ephemeral:
             self._ephemeral.add(path)
         return touched
@@ -176,6 +184,7 @@ class LocalStore:
             raise NotEmptyError(path)
         for p in [*kids, path]:
             del self._nodes[p]
+            self._ctimes.pop(p, None)
             self._ephemeral.discard(p)
         return {path, _parent(path), *kids}
 
@@ -200,6 +209,11 @@ class LocalStore:
             return self._nodes[path]
         except KeyError:
             raise NoNodeError(path) from None
+
+    def ctime_ms(self, path: str) -> int | None:
+        """When the node was created (ms since the epoch), or when the store was opened for a node
+        read from the file; None if absent."""
+        return self._ctimes.get(path) if path in self._nodes else None
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         with self._transaction():

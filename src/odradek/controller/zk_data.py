@@ -300,3 +300,52 @@ def update_features(
     except (BadVersionError, NodeExistsError) as e:
         return errors.FEATURE_UPDATE_FAILED, f"The finalized features changed concurrently: {e}", current, version
     return errors.NONE, None, result.finalized, version
+
+
+# -- znode ACLs (ZkData.defaultAcls), with zookeeper.set.acl=true
+#
+# ALL for the creator (the ``auth`` scheme: ZooKeeper records the identity the session authenticated
+# as, ``sasl:<username>``), and READ for everyone (``world:anyone``) unless the path is sensitive
+# (ZkData.SensitiveRootPaths: /config/users — SCRAM credentials —, /config/brokers, /delegation_token).
+
+# ZooKeeper's permission bits (ZooDefs.Perms)
+PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN = 1, 2, 4, 8, 16
+PERM_ALL = 31
+
+# ZkData.SensitiveRootPaths: never world-readable
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
+# the old consumers' path stays open (ZkData.defaultAcls: ConsumerPathZNode)
+CONSUMERS_PATH = "/consumers"
+
+
+@dataclass(frozen=True)
+class AclSpec:
+    """One ZooKeeper ACL entry: permission bits, scheme and id."""
+
+    perms: int
+    scheme: str
+    id: str
+
+
+CREATOR_ALL = AclSpec(PERM_ALL, "auth", "")
+WORLD_READ = AclSpec(PERM_READ, "world", "anyone")
+WORLD_ALL = AclSpec(PERM_ALL, "world", "anyone")
+
+
+def sensitive_path(path: str) -> bool:
+    """ZkData.sensitivePath: a path at or under a sensitive root."""
+    return any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOT_PATHS)
+
+
+def default_acls(path: str, secure: bool) -> tuple[AclSpec, ...]:
+    """ZkData.defaultAcls: what a znode the broker creates at ``path`` carries."""
+    if not secure or path == CONSUMERS_PATH:
+        return (WORLD_ALL,)
+    return (CREATOR_ALL,) if sensitive_path(path) else (CREATOR_ALL, WORLD_READ)
+
+# ZkData.SecureRootPaths: the trees zookeeper-security-migration sets ACLs on
+SECURE_ROOT_PATHS = (
+    "/admin", "/brokers", "/cluster", "/config", CONTROLLER, CONTROLLER_EPOCH, ISR_CHANGE,
+    "/latest_producer_id_block", LOG_DIR_EVENT, "/delegation_token", "/kafka-acl-extended", "/kafka-acl",
+    "/kafka-acl-changes", "/kafka-acl-extended-changes", "/feature",
+)

@@ -8,19 +8,30 @@ controllership or leadership while SUSPENDED.
 
 Watches are one-shot in ZooKeeper; :meth:`watch` re-arms them after each event and the
 callback re-reads state (changes in between may be merged into one event).
+
+Security (odradek.security.zk_client): ``sasl_options`` log the session in with SASL
+DIGEST-MD5 (kazoo over pure-sasl); ``acls_for(path)`` gives the ACL of every znode this store
+creates, parents made by ``makepath`` included (each gets its own path's ACL, as Kafka's
+ZkData.defaultAcls is asked per path). kazoo reports CONNECTED before the SASL exchange has
+finished: :meth:`start` therefore waits for a first request to be answered, so that a refused
+login is :class:`ZkAuthFailedError` at start-up rather than a session that silently never comes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import AuthFailedError as ZkAuthFailed
 from kazoo.exceptions import (
     BadVersionError as ZkBadVersion,
 )
+from kazoo.exceptions import NoAuthError as ZkNoAuth
 from kazoo.exceptions import (
     NodeExistsError as ZkNodeExists,
 )
@@ -41,12 +52,21 @@ from odradek.controller.store import (
     StoreError,
     Watcher,
 )
+from odradek.controller.zk_data import AclSpec
 
 log = logging.getLogger("odradek.zookeeper")
 
 
 class StoreTimeoutError(StoreError):
     """ZooKeeper did not answer in time (no quorum, or the connection is down)."""
+
+
+class ZkAuthFailedError(StoreError):
+    """ZooKeeper refused the SASL login (a wrong username or password)."""
+
+
+class ZkNoAuthError(StoreError):
+    """The znode's ACL does not allow this session the operation (ZooKeeper's NOAUTH)."""
 
 
 def _translate(e: Exception, path: str) -> StoreError:
@@ -60,6 +80,10 @@ def _translate(e: Exception, path: str) -> StoreError:
         return NotEmptyError(path)
     if isinstance(e, KazooTimeoutError):
         return StoreTimeoutError(path)
+    if isinstance(e, ZkAuthFailed):
+        return ZkAuthFailedError(f"{path}: ZooKeeper refused the SASL authentication")
+    if isinstance(e, ZkNoAuth):
+        return ZkNoAuthError(f"{path}: not allowed by the znode's ACL (NOAUTH)")
     return StoreError(f"{path}: {type(e).__name__}: {e}")
 
 
@@ -72,6 +96,8 @@ class ZkStore:
         connection_timeout_ms: int | None = None,
         op_timeout_s: float = 10.0,
         chroot: str | None = None,
+        sasl_options: dict[str, str] | None = None,
+        acls_for: Callable[[str], tuple[AclSpec, ...]] | None = None,
     ) -> None:
         if chroot:
             hosts = hosts.rstrip("/") + "/" + chroot.strip("/")
@@ -81,7 +107,11 @@ class ZkStore:
             timeout=session_timeout_ms / 1000.0,
             connection_retry={"max_tries": -1, "max_delay": 1},
             command_retry={"max_tries": 0},
+            sasl_options=dict(sasl_options) if sasl_options else None,
         )
+        self._acls_for = acls_for
+        self._sasl = bool(sasl_options)
+        self._sasl_error: Exception | None = None
         self.state: str = KazooState.LOST
         self.state_listeners: list[Callable[[str], None]] = []
         self.client.add_listener(self._on_state)
@@ -91,8 +121,67 @@ class ZkStore:
         self._lock = threading.Lock()
 
     # -- connection
+    def _record_sasl_errors(self) -> None:
+        """Keep the exception of a failed SASL exchange: a server that requires SASL
+        (``enforce.auth.schemes=sasl``) closes the session with an error kazoo raises in its
+        connection thread, which then ends without telling the client's callers."""
+        conn = self.client._connection  # noqa: SLF001 - kazoo has no hook for this
+        inner = conn._authenticate_with_sasl  # noqa: SLF001
+
+        def authenticate(host: str, timeout: float) -> None:
+            try:
+                inner(host, timeout)
+            except Exception as e:
+                self._sasl_error = e
+                raise
+
+        conn._authenticate_with_sasl = authenticate  # noqa: SLF001
+
     def start(self) -> None:
-        self.client.start(timeout=self._connect_timeout)
+        self._sasl_error = None
+        if self._sasl:
+            self._record_sasl_errors()
+        try:
+            self.client.start(timeout=self._connect_timeout)
+        except Exception as e:
+            self.close()
+            if self._sasl_error is not None:  # the session closed before start() saw it connected
+                raise ZkAuthFailedError(
+                    f"ZooKeeper refused the SASL authentication ({type(self._sasl_error).__name__})") from e
+            raise _translate(e, "/") from e
+        # a first answered request: the SASL exchange (done after CONNECTED is reported) is over
+        probe = self.client.exists_async("/")
+        deadline = time.monotonic() + self._connect_timeout
+        while not probe.ready() and self._sasl_error is None and time.monotonic() < deadline:
+            probe.wait(0.05)
+        if self._sasl_error is not None:
+            self.close()
+            raise ZkAuthFailedError(f"ZooKeeper refused the SASL authentication ({type(self._sasl_error).__name__})")
+        try:
+            probe.get(timeout=0)
+        except ZkAuthFailed as e:
+            self.close()
+            raise ZkAuthFailedError("ZooKeeper refused the SASL authentication (AuthFailedError)") from e
+        except Exception as e:
+            self.close()
+            raise _translate(e, "/") from e
+
+    def _acl(self, path: str) -> list[Any] | None:
+        if self._acls_for is None:
+            return None
+        from kazoo.security import ACL, Id
+
+        return [ACL(a.perms, Id(a.scheme, a.id)) for a in self._acls_for(path)]
+
+    def _make_parents(self, path: str) -> None:
+        """Create the missing ancestors of ``path``, each with its own ACL."""
+        parts = path.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:i])
+            if self._wait(self.client.exists_async(parent), parent) is not None:
+                continue
+            with contextlib.suppress(NodeExistsError):
+                self._wait(self.client.create_async(parent, b"", acl=self._acl(parent)), parent)
 
     def _on_state(self, state: str) -> None:
         self.state = state
@@ -137,9 +226,14 @@ class ZkStore:
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequential: bool = False
     ) -> str:
         self._check(path)
+        if self._acls_for is not None and makepath:
+            self._make_parents(path)
+            makepath = False
         return str(
             self._wait(
-                self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequential, makepath=makepath), path
+                self.client.create_async(path, data, acl=self._acl(path), ephemeral=ephemeral, sequence=sequential,
+                                         makepath=makepath),
+                path,
             )
         )
 
@@ -152,6 +246,19 @@ class ZkStore:
         self._check(path)
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), stat
+
+    def set_acls(self, path: str, acls: tuple[AclSpec, ...]) -> None:
+        """Replace the znode's ACL (zookeeper-security-migration)."""
+        from kazoo.security import ACL, Id
+
+        self._check(path)
+        self._wait(self.client.set_acls_async(path, [ACL(a.perms, Id(a.scheme, a.id)) for a in acls]), path)
+
+    def ctime_ms(self, path: str) -> int | None:
+        """The znode's creation time (ZooKeeper's ctime, ms since the epoch); None if absent."""
+        self._check(path)
+        stat = self._wait(self.client.exists_async(path), path)
+        return None if stat is None else int(stat.ctime)
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         self._check(path)
@@ -179,7 +286,7 @@ class ZkStore:
         tx = self.client.transaction()
         for op in ops:
             if op.kind == "create":
-                tx.create(op.path, op.data, ephemeral=op.ephemeral)
+                tx.create(op.path, op.data, acl=self._acl(op.path), ephemeral=op.ephemeral)
             elif op.kind == "set":
                 tx.set_data(op.path, op.data, op.version)
             elif op.kind == "delete":

@@ -153,8 +153,10 @@ class TransactionCoordinatorRuntime:
 
     def set_transaction_version(self, level: int) -> None:
         """The finalized ``transaction.version`` (KIP-584): TV_1 and up write the flexible
-        TransactionLogValue version 1, TV_0 version 0."""
+        TransactionLogValue version 1, TV_0 version 0; at TV_2 the coordinator's own aborts
+        (timeout, InitProducerId's fence) bump the epoch as KIP-890 part 2 ends do."""
         self.coordinator.config.log_value_version = 1 if level >= 1 else 0
+        self.coordinator.config.transaction_version = level
 
     def start(self) -> None:
         self.coordinator.start()

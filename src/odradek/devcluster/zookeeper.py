@@ -19,6 +19,15 @@ Pitfalls this module works around:
 5. A taken client port makes the JVM exit 1 with a BindException: ``wait_serving`` notices the
    exit and raises with the log's tail.
 
+SASL (``sasl_users``): the server gets a JAAS file whose ``Server`` section is ZooKeeper's
+DigestLoginModule with one ``user_<name>="<password>"`` option per user, named by the
+``java.security.auth.login.config`` system property, and ``authProvider.sasl`` =
+SASLAuthenticationProvider in zoo.cfg (ZooKeeper's "SASL authentication" admin settings). A
+client that authenticates as ``kafka`` is the ACL identity ``sasl:kafka``. With
+``require_sasl`` the server also refuses every client that has not authenticated
+(``enforce.auth.enabled=true``, ``enforce.auth.schemes=sasl``: ZooKeeper 3.7+); without it,
+unauthenticated clients get in and meet the znodes' ACLs.
+
 Clients of these servers have pitfalls of their own: give kazoo
 ``connection_retry=dict(max_tries=-1, max_delay=1)``, treat SUSPENDED as "stop trusting
 leadership", and use ``*_async(...).get(timeout=...)`` since blocking calls hang without quorum.
@@ -33,6 +42,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -82,11 +92,14 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 
 
 class ZooKeeperServer:
-    def __init__(self, base: Path, myid: int, client_port: int, peers: list[tuple[int, int, int]] | None = None) -> None:
+    def __init__(self, base: Path, myid: int, client_port: int, peers: list[tuple[int, int, int]] | None = None,
+                 *, sasl_users: Mapping[str, str] | None = None, require_sasl: bool = False) -> None:
         self.dir = base / f"zk{myid}"
         self.myid = myid
         self.port = client_port
         self.peers = peers or []
+        self.sasl_users = dict(sasl_users or {})
+        self.require_sasl = require_sasl
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _write_config(self) -> Path:
@@ -99,6 +112,13 @@ class ZooKeeperServer:
             "clientPortAddress=127.0.0.1", "admin.enableServer=false", "forceSync=no", "preAllocSize=4096",
             "4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons", "maxSessionTimeout=20000",
         ]
+        if self.sasl_users:
+            lines.append("authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider")
+            if self.require_sasl:
+                lines += ["enforce.auth.enabled=true", "enforce.auth.schemes=sasl"]
+            users = " ".join(f'user_{u}="{p}"' for u, p in sorted(self.sasl_users.items()))
+            (conf / "jaas.conf").write_text(
+                f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required {users};\n}};\n")
         for myid, quorum, election in self.peers:
             lines.append(f"server.{myid}=127.0.0.1:{quorum}:{election}")
         if self.peers:
@@ -123,7 +143,8 @@ class ZooKeeperServer:
         conf = self._write_config()
         cmd = [
             java, "-Xms16m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-            f"-Dlog4j.configuration=file:{conf}/log4j.properties", "-cp", ":".join([str(conf), *JARS]),
+            f"-Dlog4j.configuration=file:{conf}/log4j.properties",
+            *([f"-Djava.security.auth.login.config={conf}/jaas.conf"] if self.sasl_users else []), "-cp", ":".join([str(conf), *JARS]),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg"),
         ]
         with open(self.dir / "stderr.log", "wb") as err:
@@ -176,9 +197,11 @@ class ZooKeeperServer:
 
 
 class Ensemble:
-    def __init__(self, base: Path, size: int = 1) -> None:
+    def __init__(self, base: Path, size: int = 1, *, sasl_users: Mapping[str, str] | None = None,
+                 require_sasl: bool = False) -> None:
         peers = [(i + 1, free_port(), free_port()) for i in range(size)] if size > 1 else []
-        self.servers = [ZooKeeperServer(base, i + 1, free_port(), peers) for i in range(size)]
+        self.servers = [ZooKeeperServer(base, i + 1, free_port(), peers, sasl_users=sasl_users,
+                                        require_sasl=require_sasl) for i in range(size)]
 
     def start(self) -> Ensemble:
         for s in self.servers:

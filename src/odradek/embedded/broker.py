@@ -68,7 +68,10 @@ class EmbeddedBroker:
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="odradek-")) if data_dir is None else Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config: dict[str, str] = {**TEST_DEFAULTS, "log.dirs": str(self.data_dir / "data"), **user}
+        # /metrics on a free port of the broker's host (the default 9644 would clash between brokers)
+        self.config: dict[str, str] = {**TEST_DEFAULTS, "http.listeners": f"http://{host}:0",
+                                       "log.dirs": str(self.data_dir / "data"), **user}
+        self.http_port = 0  # the bound http.listeners port (0: none, or not started yet)
         self.startup_seconds: float | None = None  # start() to the first served request, last start
         self._thread: ThreadRunner | None = None
         self._process: ProcessRunner | None = None
@@ -77,6 +80,10 @@ class EmbeddedBroker:
             from odradek.devcluster.zookeeper import free_port
 
             self.port = free_port()
+        if mode == "process" and self.config["http.listeners"].endswith(":0"):
+            from odradek.devcluster.zookeeper import free_port
+
+            self.config["http.listeners"] = self.config["http.listeners"][:-2] + f":{free_port()}"
 
     # ------------------------------------------------------------------ addresses
 
@@ -85,6 +92,13 @@ class EmbeddedBroker:
         if self.port == 0:
             raise EmbeddedBrokerError("the broker has not started yet: its port is not chosen")
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """``http://host:port/metrics`` of the started broker (http.listeners)."""
+        if not self.http_port:
+            raise EmbeddedBrokerError("the broker serves no /metrics (not started, or http.listeners is empty)")
+        return f"http://{self.host}:{self.http_port}/metrics"
 
     @property
     def running(self) -> bool:
@@ -120,11 +134,14 @@ class EmbeddedBroker:
             self._thread = ThreadRunner(BrokerConfig(self._overrides()), name=f"odradek-{self.name}")
             self._thread.start(self.start_timeout)
             self.port = self._thread.bound()[1]
+            self.http_port = self._thread.http_bound()[1]
         else:
             if self._process is None:
                 self._process = ProcessRunner(self._overrides(), self.data_dir, self.name)
             self._process.overrides = self._overrides()
             self._process.start()
+            listener = self.config.get("http.listeners", "").strip()
+            self.http_port = int(listener.rsplit(":", 1)[1]) if listener else 0
 
     def wait_started(self, t0: float | None = None) -> EmbeddedBroker:
         """Wait until a launched broker serves ApiVersions; ``t0`` (monotonic) is when it was launched."""

@@ -66,6 +66,11 @@ class ThreadRunner:
         bound = self._broker.bound
         return bound[listener] if listener is not None else next(iter(bound.values()))
 
+    def http_bound(self) -> tuple[str, int]:
+        """The address ``http.listeners`` is bound to (("", 0) without one)."""
+        assert self._broker is not None, "broker not started"
+        return self._broker.http_bound
+
     def start(self, timeout: float) -> None:
         assert not self.running, "broker already running"
         self._started.clear()

@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from odradek.progress import Progress
+from odradek.progress import enabled as progress_enabled
+
 MB = 1024.0 * 1024.0
 REPORT_INTERVAL = 5.0
 METADATA_TIMEOUT = 5.0
@@ -35,6 +38,8 @@ class PerfOptions:
     throughput: float = -1.0
     acks: str = "1"
     partitions: int | None = None
+    # --command-config: the client's security settings, for every client of the run (admin, producer, consumer)
+    client_props: dict[str, str] = field(default_factory=dict)
     producer_props: dict[str, str] = field(default_factory=dict)
     consumer_props: dict[str, str] = field(default_factory=dict)
     json: bool = False
@@ -43,6 +48,10 @@ class PerfOptions:
     group: str | None = None
     report_interval: float = REPORT_INTERVAL
     verbose: bool = False
+    progress: bool | None = None  # a progress line on stderr: None = when stderr is a terminal
+
+    def progress_line(self, label: str) -> Progress:
+        return Progress(label, self.num_records, show=progress_enabled(self.progress, sys.stderr))
 
     @property
     def out(self) -> TextIO:
@@ -183,7 +192,7 @@ def librdkafka_logger(verbose: bool) -> logging.Logger:
 
 
 def base_config(opts: PerfOptions) -> dict[str, Any]:
-    return {"bootstrap.servers": opts.bootstrap, "logger": librdkafka_logger(opts.verbose)}
+    return {**opts.client_props, "bootstrap.servers": opts.bootstrap, "logger": librdkafka_logger(opts.verbose)}
 
 
 def _endpoints(bootstrap: str) -> list[tuple[str, int]]:

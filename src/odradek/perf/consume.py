@@ -112,10 +112,13 @@ def run_consume(opts: PerfOptions) -> tuple[dict[str, Any], int]:
     timed_out = idle = False
     consume = consumer.consume
     message_error, message_key = Message.error, Message.key
+    bar = opts.progress_line("consume")
     try:
         while records < n:
             msgs = consume(num_messages=min(10_000, n - records), timeout=0.2)
             now = time.monotonic()
+            if bar.show:
+                bar.update(records)
             if msgs:
                 # per-message work stays in C (map/filter/sum over the Message methods): a Python
                 # loop over each record costs this client a third of its CPU at 1 KB records
@@ -149,6 +152,8 @@ def run_consume(opts: PerfOptions) -> tuple[dict[str, Any], int]:
                 idle = True
                 break
         end = last_record_at if records else time.monotonic()
+        bar.update(records, force=True)
+        bar.done()
         # one more statistics window so the summary covers the whole run (paused: no idle long-polls in it)
         with contextlib.suppress(Exception):
             consumer.pause(consumer.assignment())

@@ -72,6 +72,7 @@ def run_produce(opts: PerfOptions) -> tuple[dict[str, Any], int]:
     sent = 0
     timed_out = False
     countdown = every
+    bar = opts.progress_line("produce")
     while sent < n:
         try:
             produce(topic, payload)
@@ -86,6 +87,8 @@ def run_produce(opts: PerfOptions) -> tuple[dict[str, Any], int]:
             now = time.monotonic()
             if now >= recorder.next_report:
                 recorder.report(now)
+            if bar.show:
+                bar.update(sent, f"{len(producer)} awaiting delivery")
             if now >= deadline:
                 timed_out = True
                 break
@@ -100,6 +103,7 @@ def run_produce(opts: PerfOptions) -> tuple[dict[str, Any], int]:
         poll(min(0.1, deadline - now))
         recorder.maybe_report(time.monotonic())
     end = time.monotonic()
+    bar.done(f"{len(producer)} awaiting delivery")
     undelivered = len(producer)
     if undelivered:
         producer.purge()

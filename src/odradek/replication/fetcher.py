@@ -18,8 +18,9 @@ the leader's high watermark and completes its acks=all produces.
 
 Replication quota (KIP-73, follower side): partitions listed in their topic's
 follower.replication.throttled.replicas ("partition:broker" or "*") share this broker's
-follower.replication.throttled.rate bytes/s; when the budget is spent they sit out
-fetches until it refills.
+follower.replication.throttled.rate bytes/s; when the budget is spent those not caught up with
+the leader's high watermark at their last fetch sit out fetches until it refills (their bytes
+count either way, as Kafka's ReplicaFetcherThread records them).
 
 Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
 UNKNOWN_TOPIC_OR_PARTITION back off and retry (the controller's next LeaderAndIsr moves
@@ -95,6 +96,7 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     retry_at: float = 0.0
+    in_sync: bool = False  # Kafka's isReplicaInSync: caught up with the leader's high watermark last fetch
 
 
 class ReplicaFetcher:
@@ -241,7 +243,7 @@ class ReplicaFetcher:
                 self._back_off(tp, state)
                 continue
             if self.throttled(tp):
-                if wait > 0:
+                if wait > 0 and not state.in_sync:  # Kafka's shouldFollowerThrottle: not caught up only
                     state.retry_at = time.monotonic() + wait
                     continue
                 throttled.add(tp)
@@ -316,6 +318,7 @@ class ReplicaFetcher:
                 self.on_storage_error(plog.dir, e)
                 return
         plog.update_high_watermark(min(int(p.high_watermark), plog.log_end_offset))
+        state.in_sync = int(p.high_watermark) <= plog.log_end_offset
         leader_start = int(p.log_start_offset)
         if plog.log_start_offset < leader_start <= plog.high_watermark:
             plog.delete_records_before(leader_start, now_ms)

@@ -8,7 +8,9 @@
                                                            "patternType":"Prefixed"}
 
 Every broker loads them at start-up and again when a change notification appears (a watch on
-the change paths), so an ACL created through any broker applies on all of them.
+the change paths), so an ACL created through any broker applies on all of them. Having read
+them, it deletes the notifications older than 15 minutes (Kafka's ZkNodeChangeNotificationListener:
+odradek.controller.change_notifications), so the change paths do not grow forever.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 
+from odradek.controller.change_notifications import CHANGE_EXPIRATION_MS, purge_obsolete
 from odradek.controller.store import MetadataStore
 from odradek.security.acl import (
     OPERATION_NAMES,
@@ -71,9 +75,12 @@ def decode_entries(data: bytes) -> set[AccessControlEntry]:
 class AclStore:
     """Reads and writes the authorizer's ACLs in the metadata store."""
 
-    def __init__(self, store: MetadataStore, authorizer: AclAuthorizer) -> None:
+    def __init__(self, store: MetadataStore, authorizer: AclAuthorizer, *,
+                 change_expiration_ms: int = CHANGE_EXPIRATION_MS, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self.authorizer = authorizer
+        self.change_expiration_ms = change_expiration_ms
+        self._clock = clock
 
     def load(self) -> None:
         """Replace the authorizer's ACLs with the store's."""
@@ -128,8 +135,19 @@ class AclStore:
                     self._store.create(path, b"", makepath=True)
             self._store.watch(path, changed)
 
+    def purge_notifications(self) -> list[str]:
+        """Delete the change notifications older than ``change_expiration_ms``; returns their paths."""
+        now = int(self._clock() * 1000)
+        return [f"{root}/{name}" for root in (LITERAL_CHANGES, EXTENDED_CHANGES)
+                for name in purge_obsolete(self._store, root, now, self.change_expiration_ms)]
+
     def _reload(self) -> None:
         try:
             self.load()
         except Exception:
             log.exception("reloading ACLs from the metadata store failed")
+            return
+        try:
+            self.purge_notifications()
+        except Exception:
+            log.exception("purging ACL change notifications failed")

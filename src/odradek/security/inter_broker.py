@@ -11,19 +11,24 @@ Kafka's brokers use for it.
 - SASL (SASL_PLAINTEXT, SASL_SSL): ``sasl.mechanism.inter.broker.protocol`` (PLAIN,
   SCRAM-SHA-256, SCRAM-SHA-512), the ``username`` / ``password`` options of the listener's
   ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``).
+
+The client context is rebuilt when its key store or trust store file changes on disk (as the
+listeners' server contexts are, odradek.security.tls.ReloadingContext): a renewed broker
+certificate or CA is used by the next inter-broker connection, without a restart.
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import security_protocol_map
 from odradek.security.jaas import parse_jaas
 from odradek.security.listeners import listener_lookup
 from odradek.security.sasl_client import CLIENT_MECHANISMS
+from odradek.security.tls import ReloadingContext
 
 Lookup = Callable[[str], "str | None"]
 
@@ -37,10 +42,18 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
+    # rebuilds the context when the PEM files change (None: ssl_context as given)
+    reloading: ReloadingContext | None = field(default=None, compare=False, repr=False)
 
     @property
     def uses_sasl(self) -> bool:
         return self.sasl_mechanism is not None
+
+    def current_ssl_context(self) -> ssl.SSLContext | None:
+        """The context a new connection uses: the reloaded one when the stores changed."""
+        if self.reloading is not None:
+            return self.reloading.current()
+        return self.ssl_context
 
 
 PLAINTEXT = ClientSecurity()
@@ -79,9 +92,14 @@ def inter_broker_security(config: BrokerConfig, listener: str) -> ClientSecurity
     protocols = security_protocol_map(config.raw("listener.security.protocol.map")[0])
     protocol = protocols.get(listener.upper(), listener.upper())
     lookup = listener_lookup(config, listener)
-    ctx = client_context(lookup) if protocol in ("SSL", "SASL_SSL") else None
+    reloading: ReloadingContext | None = None
+    ctx: ssl.SSLContext | None = None
+    if protocol in ("SSL", "SASL_SSL"):
+        paths = [p for p in (lookup("ssl.keystore.location"), lookup("ssl.truststore.location")) if p]
+        reloading = ReloadingContext(lambda: client_context(lookup), paths, "inter-broker TLS")
+        ctx = reloading.current()
     if not protocol.startswith("SASL_"):
-        return ClientSecurity(protocol, ctx)
+        return ClientSecurity(protocol, ctx, reloading=reloading)
     mech = (config.raw("sasl.mechanism.inter.broker.protocol")[0] or "GSSAPI").strip().upper()
     if mech not in CLIENT_MECHANISMS:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mech}: brokers authenticate to each other with "
@@ -94,4 +112,4 @@ def inter_broker_security(config: BrokerConfig, listener: str) -> ClientSecurity
     if not options.get("username") or "password" not in options:
         raise ConfigError(f"listener.name.{listener.lower()}.{mech.lower()}.sasl.jaas.config needs username and "
                           "password options for the broker's own inter-broker connections")
-    return ClientSecurity(protocol, ctx, mech, options["username"], options["password"])
+    return ClientSecurity(protocol, ctx, mech, options["username"], options["password"], reloading)

@@ -45,7 +45,8 @@ def build_security(config: BrokerConfig, store: MetadataStore) -> SecurityServic
         return SecurityServices(credentials, None)
     authorizer = AclAuthorizer(parse_super_users(config.raw("super.users")[0]),
                                bool(config.get("allow.everyone.if.no.acl.found")))
-    return SecurityServices(credentials, AclStore(store, authorizer))
+    expiration = int(config.get("odradek.change.notification.expiration.ms"))
+    return SecurityServices(credentials, AclStore(store, authorizer, change_expiration_ms=expiration))
 
 
 def start_security(security: SecurityServices, run_on_loop: Callable[[Callable[[], None]], object]) -> None:

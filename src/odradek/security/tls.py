@@ -106,17 +106,21 @@ def server_context(lookup: Lookup) -> ssl.SSLContext:
     return ctx
 
 
-class ReloadingServerContext:
-    """A listener's server context, rebuilt when its PEM files change on disk."""
+class ReloadingContext:
+    """An SSLContext rebuilt by ``build`` when the PEM files at ``paths`` change on disk (checked at
+    most once every CHECK_INTERVAL_S, when the context is asked for). A change that cannot be
+    loaded keeps the previous context, with an error in the log."""
 
     CHECK_INTERVAL_S = 1.0
 
-    def __init__(self, lookup: Lookup, clock: Callable[[], float] = time.monotonic) -> None:
-        self._lookup = lookup
+    def __init__(self, build: Callable[[], ssl.SSLContext], paths: list[str], what: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._build = build
         self._clock = clock
-        self._paths = [p for p in (lookup("ssl.keystore.location"), lookup("ssl.truststore.location")) if p]
+        self._what = what
+        self._paths = paths
         self._stamp = self._stat()
-        self._context = server_context(lookup)
+        self._context = build()
         self._next_check = clock() + self.CHECK_INTERVAL_S
 
     def _stat(self) -> tuple[tuple[str, int, int], ...]:
@@ -137,11 +141,20 @@ class ReloadingServerContext:
             if stamp != self._stamp:
                 self._stamp = stamp
                 try:
-                    self._context = server_context(self._lookup)
-                    log.info("reloaded the TLS key and trust stores (%s)", ", ".join(self._paths))
+                    self._context = self._build()
+                    log.info("reloaded the %s key and trust stores (%s)", self._what, ", ".join(self._paths))
                 except ConfigError as e:
-                    log.error("the changed TLS stores cannot be loaded; serving the previous ones: %s", e)
+                    log.error("the changed %s key or trust store cannot be loaded; using the previous ones: %s",
+                              self._what, e)
         return self._context
+
+
+class ReloadingServerContext(ReloadingContext):
+    """A listener's server context, rebuilt when its PEM files change on disk."""
+
+    def __init__(self, lookup: Lookup, clock: Callable[[], float] = time.monotonic) -> None:
+        paths = [p for p in (lookup("ssl.keystore.location"), lookup("ssl.truststore.location")) if p]
+        super().__init__(lambda: server_context(lookup), paths, "TLS", clock)
 
 
 def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.config_check import check_startup
+from odradek.console.app import ConsoleApp
+from odradek.console.wiring import build_console
 from odradek.controller import features as ft
 from odradek.controller.store import (
     LocalStore,
@@ -43,6 +45,9 @@ from odradek.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
+from odradek.metrics import broker_metrics
+from odradek.metrics.collector import MetricsSources
+from odradek.metrics.stats import BrokerTopicStats, RequestStats
 from odradek.protocol import errors
 from odradek.replication.alter_partition import (
     AlterPartitionManager,
@@ -67,7 +72,9 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.connection_rate import ConnectionRateQuotas
 from odradek.server.quota.manager import QuotaConfig
+from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
 
@@ -140,12 +147,21 @@ class Broker:
             inline_then_soon if self.cluster.embedded else in_worker_thread,
         )
         cluster = self.cluster
+        # metrics (odradek.metrics): topic counters always (they are a few int additions); request
+        # latencies only when http.listeners serves them
+        self.topic_stats = BrokerTopicStats()
+        self.request_stats: RequestStats | None = (
+            RequestStats() if broker_metrics.http_listener(config) is not None else None
+        )
+        self.http: broker_metrics.HttpServer | None = None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.topics, self.now_ms,
             validate_records=self.validate_records,
             isr_writer=isr_writer,
             live_broker=lambda broker_id: cluster.live_brokers.get(broker_id),
             on_dir_offline=cluster.notify_log_dir_failure,
+            topic_stats=self.topic_stats,
+            leader_quota=self._replication_quota("leader"),
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
@@ -167,6 +183,13 @@ class Broker:
             int(config.get("max.connections.per.ip")),
             parse_ip_overrides(config.get("max.connections.per.ip.overrides") or ""),
         )
+        # KIP-612: max.connection.creation.rate and the ip entities' connection_creation_rate
+        self.conn_rates = ConnectionRateQuotas(
+            lambda: int(self.config.get("max.connection.creation.rate")), lambda: self.quotas.ip_rates,
+            int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
+        )
+        self._held: set[socket.socket] = set()  # accepted sockets a connection rate holds or will close
+        self._rate_hold: asyncio.TimerHandle | None = None  # the broker-wide rate holds the accept loop
         queued = int(config.get("queued.max.request.bytes"))
         self.request_memory: RequestMemoryPool | None = (
             RequestMemoryPool(queued, lambda fn: asyncio.get_running_loop().call_soon(fn)) if queued > 0 else None
@@ -238,6 +261,21 @@ class Broker:
             self.log_manager.get_log,
             self._follower_throttled,
             lambda: int(self.config.get("follower.replication.throttled.rate")),
+        )
+
+    def _replication_quota(self, side: str) -> ReplicationQuotaManager:
+        """KIP-73: ``<side>.replication.throttled.rate`` over the partitions listed in the topics'
+        ``<side>.replication.throttled.replicas`` with this broker's id."""
+        cfg, topics, name = self.config, self.topics, f"{side}.replication.throttled.replicas"
+
+        def throttled_config(topic: str) -> str:
+            meta = topics.get(topic)
+            return meta.configs.get(name, "") if meta is not None else ""
+
+        return ReplicationQuotaManager(
+            self.node_id, lambda: int(cfg.get(f"{side}.replication.throttled.rate")), throttled_config,
+            self.now_ms, int(cfg.get("replication.quota.window.num")),
+            int(cfg.get("replication.quota.window.size.seconds")),
         )
 
     def _follower_throttled(self, tp: tuple[str, int]) -> bool:
@@ -356,6 +394,7 @@ class Broker:
                      topic_id_to_str(meta.topic_id))
         elif event == "deleted":
             log.info("topic %s deleted", meta.name)
+            self.topic_stats.remove(meta.name)
         elif event == "config":
             cfg = self.log_config_for(meta.name)
             for p in meta.partitions:
@@ -430,6 +469,7 @@ class Broker:
             on_read=self._count_read,
             inter_broker=None if self.cluster.embedded else self.cluster,
             listener_security=self.listener_security,
+            request_stats=self.request_stats,
         )
         self.replica_manager.start_fetchers(self._replica_fetchers())
         if self.cluster.embedded:
@@ -444,6 +484,7 @@ class Broker:
             await self.cluster.start()
             await asyncio.get_running_loop().run_in_executor(None, self._load_features)
             self._accept_connections()
+        self.http = await broker_metrics.start_http(self.config, self._metrics_sources(), {"/": self._console()})
         self._schedule_periodic()
         txn.start()
         self._warm_up_schemas()
@@ -453,7 +494,8 @@ class Broker:
             self.cluster_id,
             sum(1 for _ in self.log_manager.logs()),
             time.monotonic() - t0,
-            ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
+            ", ".join([f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()]
+                      + [f"http://{h}:{p}" for h, p in [self.http_bound] if p]),
         )
 
     def _load_features(self) -> None:
@@ -491,6 +533,44 @@ class Broker:
             self._servers.append((sock, name))
         if accept:
             self._accept_connections()
+
+    @property
+    def http_bound(self) -> tuple[str, int]:
+        """The address ``http.listeners`` is bound to; ("", 0) when there is none."""
+        return self.http.bound or ("", 0) if self.http is not None else ("", 0)
+
+    def _console(self) -> ConsoleApp:
+        """The web console at / of http.listeners (odradek.console): Kafka requests as its users."""
+        return build_console(self.config, lambda: self.services, self.config.listeners[0][0], self.log_manager,
+                             self.security, self.topic_stats, self.request_stats)
+
+    def _metrics_sources(self) -> MetricsSources:
+        rm, cluster, node = self.replica_manager, self.cluster, self.node_id
+
+        def connections() -> dict[str, int]:
+            out = dict.fromkeys(self.bound, 0)
+            for c in self.connections:
+                out[c.listener] = out.get(c.listener, 0) + 1
+            return out
+
+        return MetricsSources(
+            node_id=node,
+            topic_stats=self.topic_stats,
+            request_stats=self.request_stats,
+            api_names=broker_metrics.api_names(),
+            partitions=lambda: list(rm.partitions.values()),
+            isr_changes=lambda: (rm.isr_shrinks, rm.isr_expands),
+            offline_replicas=lambda: len(self.log_manager.offline_partitions),
+            min_isr=lambda topic: self.log_config_for(topic).min_insync_replicas,
+            logs=lambda: list(self.log_manager.logs()),
+            is_controller=lambda: bool(cluster.controller.active),
+            topics=lambda: list(self.topics.topics.values()),
+            live_brokers=lambda: {node} | set(cluster.live_brokers) if cluster.embedded else set(cluster.live_brokers),
+            committed_offsets=lambda: broker_metrics.committed_offsets(self.groups),
+            connections=connections,
+            quotas={"Produce": self.quotas.produce, "Fetch": self.quotas.fetch, "Request": self.quotas.request},
+            now_ms=self.now_ms,
+        )
 
     # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
     def _accept_connections(self) -> None:
@@ -547,23 +627,65 @@ class Broker:
                 return
             self._accept_backoff_s = 0.0
             ip = normalise_ip(str(addr[0])) if addr else ""
-            limit = quotas.inc(ip)
-            if limit is not None:
-                quotas.dec(ip)
-                log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                         ip, limit)
-                with contextlib.suppress(OSError):
-                    sock.close()
-                continue
-            try:
-                conn = Connection(self._connection_edges, sock, addr, listener)
-            except BaseException:
-                quotas.dec(ip)
-                sock.close()
-                raise
-            conn.quota_ip = ip
-            self.connections.add(conn)
-            conn.start()
+            hold_ms = self._connection_rate_hold(listener)
+            if hold_ms > 0:  # max.connection.creation.rate: this one waits, and nothing else is accepted
+                self._held.add(sock)
+                self._set_accepting(False)
+                self._rate_hold = asyncio.get_running_loop().call_later(
+                    hold_ms / 1000, self._release_held, sock, addr, listener, ip)
+                return
+            self._admit(sock, addr, listener, ip)
+
+    def _connection_rate_hold(self, listener: str) -> int:
+        """KIP-612: the ms a new connection on ``listener`` waits for the listener's and the
+        broker-wide max.connection.creation.rate (the inter-broker listener is exempt from the
+        broker-wide one when there are others, Kafka's protectedListener)."""
+        rates, now = self.conn_rates, self.now_ms()
+        raw = self.config.raw(f"listener.name.{listener.lower()}.max.connection.creation.rate")[0]
+        hold = rates.record_listener(listener, int(raw), now) if raw and raw.strip().isdigit() else 0
+        if not (listener == self.inter_broker_listener and len(self._servers) > 1):
+            hold = max(hold, rates.record_broker(now))
+        return hold
+
+    def _release_held(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        self._rate_hold = None
+        self._held.discard(sock)
+        self._admit(sock, addr, listener, ip)
+        self._maybe_resume_accepting()
+
+    def _close_held(self, sock: socket.socket) -> None:
+        self._held.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _admit(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
+        """An accepted connection past the broker-wide rate: the address's rate and count, then served."""
+        if self._stopping is not None and self._stopping.is_set():
+            self._close_held(sock)
+            return
+        close_ms = self.conn_rates.record_ip(ip, self.now_ms())
+        if close_ms > 0:  # Kafka's ConnectionThrottledException: closed once the throttle time passed
+            log.info("Connection from %s throttled for %d ms by its connection_creation_rate quota", ip, close_ms)
+            self._held.add(sock)
+            asyncio.get_running_loop().call_later(close_ms / 1000, self._close_held, sock)
+            return
+        quotas = self.conn_quotas
+        limit = quotas.inc(ip)
+        if limit is not None:
+            quotas.dec(ip)
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     ip, limit)
+            self._close_held(sock)
+            return
+        try:
+            conn = Connection(self._connection_edges, sock, addr, listener)
+        except BaseException:
+            quotas.dec(ip)
+            sock.close()
+            raise
+        conn.quota_ip = ip
+        self.connections.add(conn)
+        conn.start()
 
     def _back_off_accepting(self, listener: str, error: OSError) -> None:
         """accept() failed for want of descriptors or memory (or for a reason it will fail for again):
@@ -589,6 +711,7 @@ class Broker:
             self._accept_enabled
             and not self._accepting
             and self._accept_backoff_timer is None
+            and self._rate_hold is None
             and (self._stopping is None or not self._stopping.is_set())
             and self.conn_quotas.slot_available()
         ):
@@ -647,6 +770,8 @@ class Broker:
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        if self.request_stats is not None:
+            self._every(int(RequestStats.WINDOW_S * 1000), self.request_stats.rotate, "request-metrics-window")
         # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
         self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms")))
         self._every(
@@ -772,12 +897,18 @@ class Broker:
             self._retention_timer.cancel()
         if self._accept_backoff_timer is not None:
             self._accept_backoff_timer.cancel()
+        if self._rate_hold is not None:
+            self._rate_hold.cancel()
+        for held in list(self._held):
+            self._close_held(held)
         self._set_accepting(False)
         self._accept_enabled = False
         for sock, _ in self._servers:
             loop.remove_reader(sock.fileno())
             sock.close()
         self._servers.clear()
+        if self.http is not None:
+            await self.http.stop()
         self.replica_manager.cancel_waiters()
         for conn in list(self.connections):
             conn.close()

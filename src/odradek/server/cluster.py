@@ -44,15 +44,24 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.async_wire import Connect, plain_connect
 from odradek.client.secure_connect import connector
+from odradek.config import ConfigError
 from odradek.controller import zk_data as zd
+from odradek.controller.change_notifications import purge_obsolete
 from odradek.controller.channel import interbroker_request
 from odradek.controller.controller import Controller
 from odradek.controller.runner import ControllerRunner
 from odradek.controller.store import MetadataStore, StoreError
-from odradek.controller.zk_store import ZkStore
+from odradek.controller.zk_store import ZkAuthFailedError, ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
 from odradek.security.inter_broker import inter_broker_security
+from odradek.security.zk_client import (
+    LOGIN_CONFIG,
+    SASL_CLIENT,
+    SASL_CLIENT_CONFIG,
+    ZkClientSecurity,
+    zk_client_security,
+)
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
@@ -112,14 +121,21 @@ class ClusterLink:
         self.rack = rack
         self.embedded = local_store is not None
         self.zk: ZkStore | None = None
+        self.zk_security = ZkClientSecurity()
         self.store: MetadataStore
         if local_store is not None:
             self.store = local_store
         else:
+            zk_security = zk_client_security(
+                {n: cfg.raw(n)[0] for n in (LOGIN_CONFIG, SASL_CLIENT, SASL_CLIENT_CONFIG)},
+                set_acl=bool(cfg.get("zookeeper.set.acl")))
+            self.zk_security = zk_security
             self.zk = ZkStore(
                 str(cfg.get("zookeeper.connect")),
                 session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
                 connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
+                sasl_options=zk_security.sasl_options(),
+                acls_for=(lambda path: zd.default_acls(path, True)) if zk_security.set_acl else None,
             )
             self.store = self.zk
         zk = self.zk
@@ -203,7 +219,14 @@ class ClusterLink:
     def connect_store(self) -> None:
         """Blocking: open the ZooKeeper session (cluster mode); create the persistent paths."""
         if self.zk is not None:
-            self.zk.start()
+            try:
+                self.zk.start()
+            except ZkAuthFailedError:
+                raise ConfigError(f"ZooKeeper refused the SASL login of {self.zk_security.describe()}: "
+                                  "check the username and password") from None
+            if self.zk_security.sasl:
+                log.info("logged in to ZooKeeper as %s%s", self.zk_security.describe(),
+                         "; znodes get secure ACLs (zookeeper.set.acl)" if self.zk_security.set_acl else "")
         zd.ensure_paths(self.store)
 
     def _registration(self) -> zd.BrokerInfo:
@@ -495,6 +518,15 @@ class ClusterLink:
     def _on_config_change(self) -> None:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.reload_configs)
+            # then delete the notifications older than 15 minutes (ZkNodeChangeNotificationListener)
+            self.loop.call_soon_threadsafe(self.loop.run_in_executor, None, self._purge_config_changes)
+
+    def _purge_config_changes(self) -> None:
+        try:
+            purge_obsolete(self.store, "/config/changes", int(time.time() * 1000),
+                           int(self.config.get("odradek.change.notification.expiration.ms")))
+        except Exception:
+            log.exception("purging /config/changes notifications failed")
 
     def notify_config_change(self, entity_path: str) -> None:
         if self.zk is None:

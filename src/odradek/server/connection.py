@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER
 from odradek.protocol import codec
 from odradek.protocol import interbroker as ib
 from odradek.protocol.fetch_response import FileRegion
@@ -59,8 +60,10 @@ from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, regi
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_version import transaction_version
 
 if TYPE_CHECKING:
+    from odradek.metrics.stats import RequestStats
     from odradek.security.listeners import ListenerSecurity
     from odradek.security.sasl import SaslServer
     from odradek.server.connection_quotas import RequestMemoryPool
@@ -77,6 +80,13 @@ _TLS_CHUNK = 256 * 1024  # a file region is read and encrypted this much at a ti
 _scratch = threading.local()
 
 
+def _fetch_metric_key(request: Any) -> int:
+    """Kafka's RequestMetrics name of a Fetch: FetchFollower from a replica, FetchConsumer otherwise."""
+    state = getattr(request, "replica_state", None)
+    replica_id = state.replica_id if state is not None else getattr(request, "replica_id", -1)
+    return FETCH_FOLLOWER if replica_id is not None and replica_id >= 0 else FETCH_CONSUMER
+
+
 def _recv_scratch() -> memoryview:
     """This thread's receive buffer. Every connection of an event loop reads into the same
     one: the decoder copies what it needs out of it before the next read."""
@@ -87,7 +97,8 @@ def _recv_scratch() -> memoryview:
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "parts", "size", "done", "mem")
+    __slots__ = ("correlation_id", "flexible", "parts", "size", "done", "mem", "key", "version", "t_recv",
+                 "t_start", "t_local", "t_done", "t_queued", "sent_at")
 
     def __init__(self, correlation_id: int, flexible: bool, mem: int = 0) -> None:
         self.correlation_id = correlation_id
@@ -96,6 +107,12 @@ class _Slot:
         self.size = 0
         self.done = False
         self.mem = mem  # bytes reserved in the request memory pool until answered
+        # RequestMetrics (odradek.metrics.stats): the request's name key (-1: not measured) and the
+        # perf_counter_ns times of its phases; sent_at: the connection's byte count once it is written
+        self.key = -1
+        self.version = 0
+        self.t_recv = self.t_start = self.t_local = self.t_done = self.t_queued = 0
+        self.sent_at = 0
 
 
 class InterBrokerHandler(Protocol):
@@ -119,6 +136,8 @@ class ConnectionEdges:
     inter_broker: InterBrokerHandler | None
     # each listener's security (TLS context, SASL mechanisms); a listener absent is PLAINTEXT
     listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
+    # Kafka's RequestMetrics, kept when metrics are served (http.listeners); None: not measured
+    request_stats: RequestStats | None = None
 
 
 class Connection:
@@ -157,6 +176,10 @@ class Connection:
         self._auth_timer: asyncio.TimerHandle | None = None
         self._close_when_flushed = False
         self._session_expires = 0.0  # monotonic end of the SASL session (KIP-368), 0 for none
+        self.rstats = edges.request_stats
+        self._burst_ns = 0  # when the frames being dispatched were received (perf_counter_ns)
+        self._queued_total = 0  # bytes ever queued for the peer (out_bytes of them are not written yet)
+        self._sending: deque[_Slot] = deque()  # measured responses queued, not yet written
 
     # -- lifecycle
     def start(self) -> None:
@@ -435,6 +458,8 @@ class Connection:
                 frames.extend(decoder.feed(data))
 
     def _dispatch(self, frames: list[bytes | memoryview]) -> None:
+        if self.rstats is not None:
+            self._burst_ns = time.perf_counter_ns()
         # responses finished while handling this burst go out in one write
         self._batching = True
         try:
@@ -493,7 +518,7 @@ class Connection:
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == 18:
                 slot = self._slot(correlation_id, False)
-                self._complete(slot, unsupported_version_response())
+                self._complete(slot, unsupported_version_response(transaction_version(self.services.features)))
                 return
             log.warning(
                 "unsupported version %d of api %d from %s (supported %d-%d); closing",
@@ -519,7 +544,8 @@ class Connection:
         try:
             started = time.perf_counter_ns()
             result = handler.handle(ctx, request)
-            result = request_time.charge(ctx, time.perf_counter_ns() - started, result)  # request_percentage
+            local_done = time.perf_counter_ns()
+            result = request_time.charge(ctx, local_done - started, result)  # request_percentage
         except HandlerError as e:
             log.warning("invalid request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
@@ -528,9 +554,17 @@ class Connection:
             log.exception("handler for api %d v%d failed; closing connection from %s", api_key, api_version, self.peer)
             self.close()
             return
+        stats = self.rstats
+        if stats is not None:
+            slot.key = api_key if api_key != 1 else _fetch_metric_key(request)
+            slot.version = api_version
+            slot.t_recv, slot.t_start, slot.t_local = self._burst_ns or started, started, local_done
         if result is NO_RESPONSE:
             self.pending.remove(slot)
             self._release(slot.mem)
+            if stats is not None:
+                stats.record(slot.key, api_version, slot.t_recv, started, local_done, local_done, local_done,
+                             local_done)
             return
         if isinstance(result, asyncio.Future):
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
@@ -644,6 +678,10 @@ class Connection:
         if slot.mem:
             self._release(slot.mem)
             slot.mem = 0
+        measured = self.rstats is not None
+        now = 0
+        if measured:
+            now = slot.t_done = time.perf_counter_ns()
         # release every finished response at the head of the queue, in order
         pending = self.pending
         queued = False
@@ -653,9 +691,27 @@ class Connection:
             self.out.extend(s.parts)
             self.out_bytes += s.size + 4
             queued = True
+            if measured:
+                self._queued_total += s.size + 4
+                if s.key >= 0:
+                    s.t_queued = now
+                    s.sent_at = self._queued_total
+                    self._sending.append(s)
         if queued and not self.writing and not self._batching:
             self._flush()
         self._maybe_resume()
+
+    def _record_sent(self) -> None:
+        """RequestMetrics of the responses now written in full (through TLS: encrypted)."""
+        stats = self.rstats
+        written = self._queued_total - self.out_bytes
+        sending = self._sending
+        if stats is None or not sending or sending[0].sent_at > written:
+            return
+        now = time.perf_counter_ns()
+        while sending and sending[0].sent_at <= written:
+            s = sending.popleft()
+            stats.record(s.key, s.version, s.t_recv, s.t_start, s.t_local, s.t_done, s.t_queued, now)
 
     # -- writing
     def _flush(self) -> None:
@@ -720,6 +776,8 @@ class Connection:
         elif self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
+        if self._sending:
+            self._record_sent()
         if self._close_when_flushed and not out and not self.pending:
             self.close("authentication failed")
             return
@@ -808,6 +866,8 @@ class Connection:
         elif not waiting and self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
+        if self._sending:
+            self._record_sent()
         if self._close_when_flushed and not waiting and not self.pending:
             self.close("authentication failed")
             return

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.topics import topic_id_from_str
 from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
 from odradek.protocol.records import InvalidRecordError, validate_batches
@@ -68,6 +69,11 @@ log = logging.getLogger("odradek.replica")
 
 TopicPartition = tuple[str, int]
 _new_read_result = tuple.__new__
+# produce errors Kafka's ReplicaManager.appendToLocalLog does not count as FailedProduceRequests
+_NOT_FAILED_PRODUCE = frozenset({
+    errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.MESSAGE_TOO_LARGE,
+    errors.RECORD_LIST_TOO_LARGE, errors.CORRUPT_MESSAGE, errors.KAFKA_STORAGE_ERROR,
+})
 
 
 @dataclass(slots=True)
@@ -120,6 +126,16 @@ class IsrWriter(Protocol):
 LeadershipListener = Callable[[str, int, bool], None]
 
 
+class ReplicationQuota(Protocol):
+    """The leader side of replication quotas (server.quota.replication.ReplicationQuotaManager)."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -134,8 +150,11 @@ class ReplicaManager:
         live_broker: Callable[[int], Mapping[str, Any] | None] = lambda broker_id: None,
         on_dir_offline: Callable[[], None] = lambda: None,
         halt: Callable[[int], None] = os._exit,
+        topic_stats: BrokerTopicStats | None = None,
+        leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self.node_id = node_id
+        self.leader_quota = leader_quota  # KIP-73: what leaders send to throttled followers
         self.log_manager = logs
         self.topics = topics
         self.now_ms = now_ms
@@ -157,6 +176,10 @@ class ReplicaManager:
         # the follower side (replica fetchers); None before start-up and once shut down
         self.fetchers: ReplicaFetcherManager | None = None
         self._leadership_listeners: dict[str, list[LeadershipListener]] = {}
+        # Kafka's BrokerTopicMetrics (odradek.metrics) and ReplicaManager's IsrShrinks/IsrExpands
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- lookup
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -179,6 +202,21 @@ class ReplicaManager:
         meta = self.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             return AppendResult(errors.UNKNOWN_TOPIC_OR_PARTITION)
+        stats = self.topic_stats.topic(topic)
+        stats.total_produce += 1
+        result = self._append(topic, partition, records, now_ms, acks, transactional)
+        code = result.error_code
+        if code == errors.NONE:
+            if result.last_offset >= 0 and records is not None:
+                stats.messages_in += result.last_offset - result.base_offset + 1
+                stats.bytes_in += len(records)
+        elif code not in _NOT_FAILED_PRODUCE:
+            stats.failed_produce += 1
+        return result
+
+    def _append(
+        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool
+    ) -> AppendResult:
         plog = self.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
@@ -287,8 +325,12 @@ class ReplicaManager:
                     has_error = True
                     continue
             limit = max(min(cp.max_bytes, remaining), 0)
+            held = follower and self._leader_throttles(key, replica_id)
+            if held:  # read (the follower's state moves) but send nothing: Kafka's shouldLeaderThrottle
+                limit = 0
             code, plog, data = self.read(
-                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0), replica_id=replica_id
+                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0 and not held),
+                replica_id=replica_id,
             )
             pr.error_code = code
             if update_follower and code == errors.NONE:
@@ -313,6 +355,23 @@ class ReplicaManager:
                 total += data.size
                 remaining -= data.size
         return _new_read_result(LogReadResult, (out, total, has_error))  # LogReadResult(...) at a quarter of the cost
+
+    def _leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """A throttled partition's follower outside the ISR while the leader quota is exceeded."""
+        quota = self.leader_quota
+        if quota is None or not quota.is_throttled(tp):
+            return False
+        part = self.partitions.get(tp)
+        return (part is None or replica_id not in part.isr) and quota.is_quota_exceeded()
+
+    def record_leader_replication(self, read: LogReadResult) -> None:
+        """Count a follower fetch response's bytes of throttled partitions against the leader
+        quota (KafkaApis.sizeOfThrottledPartitions), once per response."""
+        quota = self.leader_quota
+        if quota is None:
+            return
+        size = sum(pr.records_size for tp, _cp, pr in read.partitions if pr.records_size and quota.is_throttled(tp))
+        quota.record(size)
 
     def read(
         self,
@@ -470,6 +529,10 @@ class ReplicaManager:
             isr, zk_version, leader_epoch = result
             if leader_epoch != part.leader_epoch:
                 return
+            if len(isr) < len(part.isr):
+                self.isr_shrinks += 1
+            elif len(isr) > len(part.isr):
+                self.isr_expands += 1
             part.isr, part.zk_version = list(isr), zk_version
             ls.isr = list(isr)
             log.info("ISR of %s-%d is now %s", part.topic, part.index, isr)

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.protocol import codec
 from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from odradek.security.services import OPEN, SecurityServices
+from odradek.server.quota.controller_mutation import ControllerMutationQuota
+from odradek.server.quota.controller_mutation import new_quota as new_controller_mutation_quota
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -202,3 +204,18 @@ class RequestContext:
         """Mute the connection for ``ms`` after a quota violation (KIP-219)."""
         if ms > 0:
             self.connection.throttle(ms)
+
+    def controller_mutation_quota(self) -> ControllerMutationQuota:
+        """The request's controller mutation quota (KIP-599): strict or permissive by version,
+        unbounded when no ``controller_mutation_rate`` applies to the principal and client id."""
+        svc = self.services
+        bucket = svc.quotas.controller_mutation.bucket(self.quota_user, self.client_id or "", svc.now_ms())
+        return new_controller_mutation_quota(bucket, svc.now_ms, self.api_key, self.api_version)
+
+    def controller_mutation_throttle(self, quota: ControllerMutationQuota) -> int:
+        """The throttle time ``quota`` earned, the connection muted for it (Kafka's
+        sendResponseMaybeThrottleWithControllerQuota; the request quota's own is added by
+        quota.request_time)."""
+        ms = quota.throttle_time_ms()
+        self.throttle(ms)
+        return ms

@@ -5,7 +5,10 @@ listener (one connection per broker, one request at a time on it):
   coordinator's markers for partitions led by other brokers (:meth:`TxnChannel.send`);
 - AddPartitionsToTxn (v4) with VerifyOnly, Kafka's AddPartitionsToTxnManager (KIP-890 part 1):
   a partition leader asks the transactional id's coordinator on another broker whether the
-  partitions are in the producer's transaction (:meth:`TxnChannel.verify`).
+  partitions are in the producer's transaction (:meth:`TxnChannel.verify`);
+- AddPartitionsToTxn v5 without VerifyOnly (KIP-890 part 2, transaction.version 2): a partition
+  leader adds the partition of a Produce v12 / TxnOffsetCommit v5 to the transaction
+  (:meth:`TxnChannel.add_partitions`).
 
 Both are asynchronous: ``then`` gets the error per partition from the peer's answer, or, when
 the broker is unknown or the connection fails, NOT_LEADER_OR_FOLLOWER (markers: the coordinator
@@ -30,6 +33,7 @@ TopicPartition = tuple[str, int]
 Then = Callable[[dict[TopicPartition, int]], None]
 WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = 27, 1
 ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_VERSION = 24, 4
+ADD_PARTITIONS_TO_TXN_TV2_VERSION = 5
 TIMEOUT_S = 30.0
 
 
@@ -85,10 +89,27 @@ class TxnChannel:
         then: Then,
     ) -> None:
         """AddPartitionsToTxn v4 VerifyOnly to the coordinator ``broker_id``."""
+        self._add_partitions(broker_id, transactional_id, producer_id, producer_epoch, partitions, then, True)
+
+    def add_partitions(
+        self,
+        broker_id: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        then: Then,
+    ) -> None:
+        """AddPartitionsToTxn v5 (not VerifyOnly) to the coordinator ``broker_id``: the partitions
+        join the transaction (transaction.version 2)."""
+        self._add_partitions(broker_id, transactional_id, producer_id, producer_epoch, partitions, then, False)
+
+    def _add_partitions(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                        partitions: Iterable[TopicPartition], then: Then, verify_only: bool) -> None:
         parts = list(partitions)
         fields = {"transactions": [{
             "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-            "verify_only": True,
+            "verify_only": verify_only,
             "topics": [{"name": t, "partitions": tuple(ps)} for t, ps in _by_topic(parts).items()],
         }]}
 
@@ -99,8 +120,8 @@ class TxnChannel:
             return {(t.name, int(p.partition_index)): int(p.partition_error_code)
                     for txn in resp.results_by_transaction for t in txn.topic_results for p in t.results_by_partition}
 
-        self._spawn(broker_id, ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_VERSION, fields, parts, codes,
-                    errors.NOT_COORDINATOR, then)
+        version = ADD_PARTITIONS_TO_TXN_VERSION if verify_only else ADD_PARTITIONS_TO_TXN_TV2_VERSION
+        self._spawn(broker_id, ADD_PARTITIONS_TO_TXN, version, fields, parts, codes, errors.NOT_COORDINATOR, then)
 
     def _spawn(self, broker_id: int, api_key: int, version: int, fields: dict[str, Any], parts: list[TopicPartition],
                codes: Callable[[Any], dict[TopicPartition, int]], failure: int, then: Then) -> None:

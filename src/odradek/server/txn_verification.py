@@ -14,15 +14,27 @@ Produce: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; a coordinator that is moving
 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 CONCURRENT_TRANSACTIONS) -> NOT_ENOUGH_REPLICAS (retriable); a partition not in the
 transaction -> TRANSACTION_ABORTABLE for Produce v11+ (clients that know it), else
-INVALID_TXN_STATE."""
+INVALID_TXN_STATE.
+
+With transaction.version 2 (KIP-890 part 2) a Produce v12 or TxnOffsetCommit v5 comes without
+the client's AddPartitionsToTxn: the leader adds the partition to the transaction itself
+(AddPartitionsToTxn v5 without VerifyOnly, Kafka's AddPartitionsToTxnManager with the
+``addPartition`` operation), from its first batch of a transaction on the partition; the
+coordinator's answer maps to Produce's errors as above. That add writes to
+``__transaction_state``, so it is asynchronous even when this broker is the coordinator
+(a :class:`RemoteCheck` whose ``broker_id`` is None), and it happens whether or not
+transaction.partition.verification.enable is set (the partition would otherwise never be in
+the transaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.protocol import errors
 from odradek.protocol.records import BATCH_HEADER_SIZE, read_header
+from odradek.server.txn_version import TV_2, transaction_version
 
 if TYPE_CHECKING:
     from odradek.server.request_context import BrokerServices
@@ -34,13 +46,38 @@ ABORTABLE_SINCE_PRODUCE_VERSION = 11
 
 @dataclass(frozen=True)
 class RemoteCheck:
-    """The coordinator is on another broker (cluster mode): ask it with
-    :meth:`odradek.server.txn_channel.TxnChannel.verify`, then map its answer with
-    :func:`produce_error`."""
+    """An answer to wait for: the coordinator is on another broker (``broker_id``, cluster
+    mode), or the partition is being added to the transaction (``add``, transaction.version 2;
+    ``broker_id`` None when this broker is the coordinator). Run it with :func:`run_check`, then
+    map its answer with :func:`produce_error`."""
 
-    broker_id: int
+    broker_id: int | None
     producer_id: int
     producer_epoch: int
+    add: bool = False
+
+
+Codes = dict[tuple[str, int], int]
+
+
+def run_check(svc: BrokerServices, check: RemoteCheck, transactional_id: str, partitions: list[tuple[str, int]],
+              then: Callable[[Codes], None]) -> None:
+    """Ask the coordinator (AddPartitionsToTxn: VerifyOnly, or v5 adding the partitions) and
+    call ``then`` with its error per partition."""
+    txn = svc.txn
+    if check.broker_id is None:
+        def added(code: int) -> None:
+            then(dict.fromkeys(partitions, code))
+
+        txn.coordinator.add_partitions(transactional_id, check.producer_id, check.producer_epoch, partitions, added,
+                                       TV_2)
+        return
+    channel = txn.channel
+    if channel is None:
+        then(dict.fromkeys(partitions, errors.NOT_COORDINATOR))
+        return
+    send = channel.add_partitions if check.add else channel.verify
+    send(check.broker_id, transactional_id, check.producer_id, check.producer_epoch, partitions, then)
 
 
 def verify_transactional_append(
@@ -48,9 +85,10 @@ def verify_transactional_append(
     produce_version: int,
 ) -> tuple[int, str | None] | RemoteCheck:
     """(error, message): NONE when the append may go on (its batches are validated by the
-    append itself); a :class:`RemoteCheck` when the coordinator must be asked over the network."""
+    append itself); a :class:`RemoteCheck` when the coordinator's answer must be waited for."""
     txn = svc.txn
-    if not txn.verification_enabled or not records or len(records) < BATCH_HEADER_SIZE:
+    add = produce_version >= 12 and transaction_version(svc.features) >= TV_2
+    if not (txn.verification_enabled or add) or not records or len(records) < BATCH_HEADER_SIZE:
         return errors.NONE, None
     try:
         h = read_header(records, 0)
@@ -58,7 +96,7 @@ def verify_transactional_append(
         return errors.NONE, None
     if not h.is_transactional or h.producer_id < 0:
         return errors.NONE, None
-    code = coordinator_verdict(svc, transactional_id, topic, partition, h.producer_id, h.producer_epoch)
+    code = coordinator_verdict(svc, transactional_id, topic, partition, h.producer_id, h.producer_epoch, add)
     if isinstance(code, RemoteCheck):
         return code
     return produce_error(code, transactional_id, topic, partition, h.producer_id, h.producer_epoch, produce_version)
@@ -80,13 +118,14 @@ def produce_error(code: int, transactional_id: str, topic: str, partition: int, 
 
 
 def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, partition: int, producer_id: int,
-                        producer_epoch: int) -> int | RemoteCheck:
+                        producer_epoch: int, add: bool = False) -> int | RemoteCheck:
     """The coordinator's answer (AddPartitionsToTxn VerifyOnly) for the producer's first
     transactional write to the partition: NONE without asking when the transaction is open on
     the partition already at this epoch or verification is off; a :class:`RemoteCheck` when the
-    coordinator is another broker; NOT_COORDINATOR when none is known."""
+    coordinator is another broker, or when the partition is to be added (``add``, TV2);
+    NOT_COORDINATOR when none is known."""
     txn = svc.txn
-    if not txn.verification_enabled:
+    if not txn.verification_enabled and not add:
         return errors.NONE
     plog = svc.replica_manager.get_log(topic, partition)
     if plog is None:
@@ -99,6 +138,8 @@ def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, 
         broker = txn.coordinator_broker(transactional_id)
         if broker is None or txn.channel is None:
             return errors.NOT_COORDINATOR
-        return RemoteCheck(broker, producer_id, producer_epoch)
+        return RemoteCheck(broker, producer_id, producer_epoch, add)
+    if add:
+        return RemoteCheck(None, producer_id, producer_epoch, True)
     return coord.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])[
         (topic, partition)]

@@ -27,7 +27,7 @@ def test_defaults_finalize_the_highest_supported_levels() -> None:
     ("update", "code", "why"),
     [
         (FeatureUpdate("group.version", 2), errors.INVALID_UPDATE_VERSION, "only supports versions 0-1"),
-        (FeatureUpdate("transaction.version", 2), errors.INVALID_UPDATE_VERSION, "only supports versions 0-1"),
+        (FeatureUpdate("transaction.version", 3), errors.INVALID_UPDATE_VERSION, "only supports versions 0-2"),
         (FeatureUpdate("metadata.version", 1), errors.INVALID_UPDATE_VERSION, "does not support the given feature"),
         (FeatureUpdate("group.version", -1, SAFE_DOWNGRADE), errors.INVALID_UPDATE_VERSION, "cannot be less than 0"),
         (FeatureUpdate("group.version", 0, UPGRADE), errors.INVALID_UPDATE_VERSION, "without setting the upgrade type"),

@@ -60,3 +60,46 @@ def test_unusable_sasl_settings_are_refused(props: dict[str, str], match: str) -
 def test_ssl_without_truststore_trusts_the_system_cas() -> None:
     sec = inter_broker_security(BrokerConfig({}), "SSL")
     assert sec.ssl_context is not None and sec.ssl_context.verify_mode == ssl.CERT_REQUIRED
+
+
+def _handshake(client_ctx: ssl.SSLContext, server_ctx: ssl.SSLContext) -> bool:
+    """A TLS handshake over memory BIOs (True: the client accepted the server's certificate)."""
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    for _ in range(10):
+        for end in (client, server):
+            try:
+                end.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError:
+                return False
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+    try:
+        client.do_handshake()
+        return True
+    except ssl.SSLError:
+        return False
+
+
+def test_client_stores_reloaded_when_the_files_change(tmp_path: Path, stores: dict[str, str]) -> None:
+    """A renewed CA in the trust store reaches the next inter-broker connection without a restart."""
+    import time
+
+    cfg = BrokerConfig({**stores, "listener.security.protocol.map": "INTERNAL:SSL"})
+    sec = inter_broker_security(cfg, "INTERNAL")
+    first = sec.current_ssl_context()
+    assert first is sec.ssl_context
+    new_ca = trustme.CA()
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    new_ca.issue_cert("127.0.0.1").configure_cert(server)
+    assert first is not None and not _handshake(first, server)
+    new_ca.cert_pem.write_to_path(stores["ssl.truststore.location"])
+    time.sleep(1.1)  # the files are looked at once a second at most
+    second = sec.current_ssl_context()
+    assert second is not None and second is not first and _handshake(second, server)
+    Path(stores["ssl.truststore.location"]).write_text("not a certificate")  # a broken file keeps the last good one
+    time.sleep(1.1)
+    assert sec.current_ssl_context() is second

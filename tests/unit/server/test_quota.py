@@ -202,7 +202,18 @@ def test_quota_configs_in_the_store_and_kip546_filters(tmp_path: Path) -> None:
         (lambda q: q.check_ops([(PRODUCE, 1.5, False)]), 42, "Configuration producer_byte_rate must be a Long value"),
         (lambda q: entity_from_parts([("user", "a"), ("user", "b")]), 42, "Duplicate user entity type"),
         (lambda q: entity_from_parts([]), 42, "Invalid empty client quota entity"),
-        (lambda q: entity_from_parts([("ip", "1.2.3.4")]), 35, "IP connection-rate quotas are not supported."),
+        (lambda q: entity_from_parts([("ip", "1.2.3.4"), ("user", "a")]), 42,
+         "Invalid quota entity combination, IP entity should not be combined with User or ClientId entities."),
+        (lambda q: entity_from_parts([("ip", "not-an-ip")]), 42, "not-an-ip is not a valid IP or resolvable host."),
+        (lambda q: q.check_ops([("producer_byte_rate", 1.0, False)], entity_from_parts([("ip", None)])), 42,
+         "Invalid configuration key producer_byte_rate"),
+        (lambda q: q.check_ops([("connection_creation_rate", 1.0, False)], entity_from_parts([("user", "a")])), 42,
+         "Invalid configuration key connection_creation_rate"),
+        (lambda q: q.check_ops([("connection_creation_rate", 1.5, False)], entity_from_parts([("ip", None)])), 42,
+         "Configuration connection_creation_rate must be an Int value"),
+        (lambda q: q.describe([Component("ip", 1, None), Component("user", 1, None)], False), 42,
+         "Invalid entity filter component combination, IP filter component should not be used with User or "
+         "ClientId filter component."),
     ],
 )
 def test_quota_request_errors(call: Callable[[ClientQuotas], object], code: int, message: str) -> None:

@@ -87,3 +87,72 @@ def test_a_coordinator_on_another_broker_is_asked_over_the_network() -> None:
     # no coordinator known (its partition has no leader): retriable
     assert verify_transactional_append(_svc(elsewhere), "tx", "t", 0, _batch(), 9)[0] == errors.NOT_ENOUGH_REPLICAS
     assert elsewhere.asked == []
+
+
+# ---------------------------------------------------------------- transaction.version 2 (KIP-890 part 2)
+class AddingCoordinator(FakeCoordinator):
+    def __init__(self, answer: int, owned: bool = True) -> None:
+        super().__init__(answer, owned)
+        self.added: list[tuple[str, int, int, list[tuple[str, int]], int]] = []
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, parts: list[tuple[str, int]], respond: Any,
+                       client_transaction_version: int = 0) -> None:
+        self.added.append((tid, pid, epoch, parts, client_transaction_version))
+        respond(self.answer)
+
+
+def _svc_tv(coord: FakeCoordinator, level: int, entry: Any = None, enabled: bool = True,
+            remote: int | None = None) -> Any:
+    svc = _svc(coord, entry, enabled, remote)
+    svc.features = SimpleNamespace(level=lambda name: level if name == "transaction.version" else 0)
+    return svc
+
+
+def test_produce_v12_under_tv2_adds_the_partition() -> None:
+    from odradek.server.txn_verification import run_check
+
+    coord = AddingCoordinator(errors.NONE)
+    svc = _svc_tv(coord, 2, enabled=False)  # added whether or not verification is enabled
+    check = verify_transactional_append(svc, "tx", "t", 0, _batch(), 12)
+    assert check == RemoteCheck(None, 42, 3, True) and coord.asked == []
+    got: list[dict[tuple[str, int], int]] = []
+    assert isinstance(check, RemoteCheck)
+    run_check(svc, check, "tx", [("t", 0)], got.append)
+    assert got == [{("t", 0): errors.NONE}] and coord.added == [("tx", 42, 3, [("t", 0)], 2)]
+    # once the transaction is open on the partition at this epoch, nothing is asked
+    open_entry = SimpleNamespace(current_txn_first_offset=10, epoch=3)
+    assert verify_transactional_append(_svc_tv(coord, 2, open_entry), "tx", "t", 0, _batch(), 12) == (errors.NONE,
+                                                                                                      None)
+
+
+def test_produce_v12_below_tv2_and_v11_under_tv2_only_verify() -> None:
+    coord = AddingCoordinator(errors.NONE)
+    assert verify_transactional_append(_svc_tv(coord, 1), "tx", "t", 0, _batch(), 12) == (errors.NONE, None)
+    assert verify_transactional_append(_svc_tv(coord, 2), "tx", "t", 0, _batch(), 11) == (errors.NONE, None)
+    assert len(coord.asked) == 2 and coord.added == []
+
+
+def test_produce_v12_with_a_remote_coordinator_sends_an_add() -> None:
+    from odradek.server.txn_verification import run_check
+
+    coord = AddingCoordinator(errors.NONE, owned=False)
+    svc = _svc_tv(coord, 2, remote=7)
+    sent: list[tuple[str, Any]] = []
+    svc.txn.channel = SimpleNamespace(add_partitions=lambda *a: sent.append(("add", a)),
+                                      verify=lambda *a: sent.append(("verify", a)))
+    check = verify_transactional_append(svc, "tx", "t", 0, _batch(), 12)
+    assert check == RemoteCheck(7, 42, 3, True)
+    assert isinstance(check, RemoteCheck)
+    run_check(svc, check, "tx", [("t", 0)], lambda codes: None)
+    assert [kind for kind, _ in sent] == ["add"] and sent[0][1][:5] == (7, "tx", 42, 3, [("t", 0)])
+
+
+def test_tv2_request_versions_advertised_by_level() -> None:
+    from odradek.server.txn_version import advertised, client_transaction_version
+
+    versions = [(0, 0, 12), (3, 0, 12), (24, 0, 5), (26, 0, 5), (28, 0, 5)]
+    assert advertised(versions, 1) == [(0, 0, 11), (3, 0, 12), (24, 0, 4), (26, 0, 4), (28, 0, 4)]
+    assert advertised(versions, 0) == advertised(versions, 1)
+    assert advertised(versions, 2) == versions
+    assert [client_transaction_version(26, v) for v in (3, 4, 5)] == [0, 0, 2]
+    assert [client_transaction_version(0, v) for v in (11, 12)] == [0, 2]

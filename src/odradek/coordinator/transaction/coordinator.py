@@ -24,11 +24,15 @@ coordinator_epoch)``; transactions found in PrepareCommit/PrepareAbort then get 
 and their CompleteCommit/CompleteAbort (Kafka's loadTransactionsForTxnTopicPartition).
 ``unload_partition`` forgets a partition whose leadership moved.
 
-The flows follow transaction.version 0/1 clients (KIP-890 part 2's epoch bump on every EndTxn
-is not implemented): EndTxn writes PrepareCommit/PrepareAbort, answers, sends the markers, and
-writes CompleteCommit/CompleteAbort, with CONCURRENT_TRANSACTIONS answered while a transition is
-pending. Error codes are the newest ones (PRODUCER_FENCED, KIP-588); :func:`error_for_version`
-maps them down for older request versions as Kafka's KafkaApis does.
+EndTxn writes PrepareCommit/PrepareAbort, answers, sends the markers, and writes
+CompleteCommit/CompleteAbort, with CONCURRENT_TRANSACTIONS answered while a transition is
+pending. A client at transaction version 2 (EndTxn v5, AddPartitionsToTxn v5 from a partition
+leader: KIP-890 part 2) gets the epoch bumped by every EndTxn and is answered the producer id
+and epoch to go on with; its retries (the epoch before the bump) are recognised, and it may
+abort when no transaction is running. The timeout sweep and InitProducerId's fence end a
+transaction under the finalized transaction.version (Kafka: "not from client, use server TV").
+Error codes are the newest ones (PRODUCER_FENCED, KIP-588); :func:`error_for_version` maps them
+down for older request versions as Kafka's KafkaApis does.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from odradek.coordinator.transaction.state import (
     TransactionState,
     TxnTransitMetadata,
     is_epoch_exhausted,
+    supports_epoch_bump,
 )
 from odradek.protocol import errors
 
@@ -160,6 +165,7 @@ class TransactionConfig:
     retry_backoff_ms: int = 100  # between marker / completion retries
     log_value_version: int = 1  # TransactionLogValue version written (Kafka: 1 with transaction.version >= 1)
     offsets_num_partitions: int = 50  # offsets.topic.num.partitions, for AddOffsetsToTxn
+    transaction_version: int = 1  # the finalized transaction.version: the coordinator's own aborts follow it
 
 
 # ------------------------------------------------------------------------------ results
@@ -511,9 +517,12 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
         respond: Done,
+        client_transaction_version: int = 0,
     ) -> None:
         """AddPartitionsToTxn (and AddOffsetsToTxn): the partitions join the transaction, which
-        starts (Ongoing) if it was not running."""
+        starts (Ongoing) if it was not running. ``client_transaction_version`` 2 comes from a
+        partition leader adding a partition for a Produce v12 / TxnOffsetCommit v5 (KIP-890
+        part 2); it is written with the transaction (Kafka's prepareAddPartitions)."""
         parts = frozenset(partitions)
         if not transactional_id:
             respond(errors.INVALID_REQUEST)
@@ -532,7 +541,7 @@ class TransactionCoordinator:
         elif md.state == S.ONGOING and parts <= md.topic_partitions:
             respond(errors.NONE)  # already in the transaction: nothing to write
         else:
-            transit = md.prepare_add_partitions(parts, self.scheduler.now_ms())
+            transit = md.prepare_add_partitions(parts, self.scheduler.now_ms(), client_transaction_version)
             self._append(transactional_id, cache.coordinator_epoch, transit, respond)
 
     def add_offsets(
@@ -572,13 +581,16 @@ class TransactionCoordinator:
         producer_epoch: int,
         commit: bool,
         respond: Callable[[EndTxnResult], None],
+        client_transaction_version: int = 0,
     ) -> None:
         """EndTxn: PrepareCommit/PrepareAbort is written, the client answered, the markers sent,
         then CompleteCommit/CompleteAbort written. A retry after completion with the same result
         answers NONE; with the other result INVALID_TXN_STATE; while the markers are being
-        written CONCURRENT_TRANSACTIONS."""
+        written CONCURRENT_TRANSACTIONS. ``client_transaction_version`` 2 (EndTxn v5) takes
+        KIP-890 part 2's path (:meth:`_end_transaction_v2`)."""
         result = TransactionResult.COMMIT if commit else TransactionResult.ABORT
-        self._end_transaction(transactional_id, producer_id, producer_epoch, result, True, respond)
+        self._end_transaction(transactional_id, producer_id, producer_epoch, result, True, respond,
+                              client_transaction_version)
 
     def _end_transaction(
         self,
@@ -588,8 +600,11 @@ class TransactionCoordinator:
         result: TransactionResult,
         from_client: bool,
         respond: Callable[[EndTxnResult], None],
+        client_transaction_version: int | None = None,
     ) -> None:
-        """Kafka's TransactionCoordinator.endTransaction (transaction.version < 2)."""
+        """Kafka's TransactionCoordinator.endTransaction. ``client_transaction_version`` is
+        the request's (EndTxn v5: 2); None for the coordinator's own aborts (timeout, fence),
+        which take the finalized transaction.version, as Kafka's do."""
         if not transactional_id:
             respond(EndTxnResult(errors.INVALID_REQUEST))
             return
@@ -600,6 +615,11 @@ class TransactionCoordinator:
         md = cache.txns.get(transactional_id)
         if md is None:
             respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
+            return
+        tv = self.config.transaction_version if client_transaction_version is None else client_transaction_version
+        if supports_epoch_bump(tv):
+            self._end_transaction_v2(transactional_id, cache.coordinator_epoch, md, producer_id, producer_epoch,
+                                     result, from_client, tv, respond)
             return
         coordinator_epoch = cache.coordinator_epoch
         commit = result == TransactionResult.COMMIT
@@ -640,7 +660,7 @@ class TransactionCoordinator:
             md.pending_state = None
             md.producer_epoch = producer_epoch
             md.last_producer_epoch = NO_PRODUCER_EPOCH
-        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms())
+        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), tv)
 
         def after_prepare(error: int) -> None:
             if error != errors.NONE:
@@ -656,6 +676,114 @@ class TransactionCoordinator:
                 return
             self._after_prepare_written(transactional_id, coordinator_epoch, producer_id, producer_epoch,
                                         result, respond)
+
+        self._append(transactional_id, coordinator_epoch, transit, after_prepare)
+
+    def _end_transaction_v2(
+        self,
+        transactional_id: str,
+        coordinator_epoch: int,
+        md: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        result: TransactionResult,
+        from_client: bool,
+        client_transaction_version: int,
+        respond: Callable[[EndTxnResult], None],
+    ) -> None:
+        """Kafka's TransactionCoordinator.endTransaction with transaction version 2 (KIP-890
+        part 2). The request may carry the current epoch, or the one before a bump it has not
+        heard of (a retry: ``md`` at epoch + 1, or at epoch 0 of the next producer id after an
+        overflow). PrepareX bumps the epoch; when that exhausts it, the next producer id is
+        allocated now and taken by CompleteX. An abort from Empty / CompleteX (no transaction
+        running, e.g. a client unsure of the state) writes PrepareAbort and CompleteAbort with
+        no markers and bumps the epoch too."""
+        commit = result == TransactionResult.COMMIT
+        fencing = md.pending_state == S.PREPARE_EPOCH_FENCE and not from_client
+        retry_on_overflow = (not fencing and md.previous_producer_id == producer_id and md.producer_epoch == 0
+                             and is_epoch_exhausted(producer_epoch))
+        retry_on_bump = not fencing and md.producer_id == producer_id and md.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        state = md.state
+        # the epoch a request may carry depends on the state: the current one while a transaction
+        # runs or none does, the one before the bump while the markers are written, either once done
+        if fencing:
+            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid_epoch = producer_epoch == md.producer_epoch
+        if md.producer_id != producer_id and not retry_on_overflow:
+            respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
+            return
+        if not valid_epoch:
+            respond(EndTxnResult(errors.PRODUCER_FENCED))
+            return
+        if md.pending_transition_in_progress and not fencing:
+            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS))
+            return
+        no_partition_added = False
+        if state == S.ONGOING:
+            pass
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            same = commit == (state == S.COMPLETE_COMMIT)
+            if same and is_retry:
+                respond(EndTxnResult(errors.NONE, md.producer_id, md.producer_epoch))
+                return
+            if commit or is_retry:
+                respond(EndTxnResult(errors.INVALID_TXN_STATE))
+                return
+            no_partition_added = True  # an abort with no transaction running
+        elif state == S.EMPTY:
+            if commit:
+                respond(EndTxnResult(errors.INVALID_TXN_STATE))
+                return
+            no_partition_added = True
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            same = commit == (state == S.PREPARE_COMMIT)
+            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS if same else errors.INVALID_TXN_STATE))
+            return
+        else:
+            log.error("transactional id %s found in state %s, which it should never be in",
+                      transactional_id, state.state_name)
+            respond(EndTxnResult(errors.UNKNOWN_SERVER_ERROR))
+            return
+        next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if fencing:
+            if next_state != S.PREPARE_ABORT:
+                respond(EndTxnResult(errors.INVALID_TXN_STATE))
+                return
+            # the fence goes on to PrepareAbort under the fenced epoch, which PrepareAbort bumps again
+            md.pending_state = None
+            md.producer_epoch = producer_epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+        next_producer_id = NO_PRODUCER_ID
+        if is_epoch_exhausted(md.producer_epoch):
+            try:
+                next_producer_id = self._producer_ids()
+            except ProducerIdUnavailable as e:
+                if fencing:
+                    md.has_failed_epoch_fence = True
+                respond(EndTxnResult(e.error_code))
+                return
+            log.info("producer epochs of producer id %d are exhausted; %s moves to producer id %d when its "
+                     "transaction completes", md.producer_id, transactional_id, next_producer_id)
+        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), client_transaction_version,
+                                             next_producer_id, no_partition_added)
+
+        def after_prepare(error: int) -> None:
+            if error != errors.NONE:
+                if fencing:
+                    _, c = self._lookup(transactional_id)
+                    m = c.txns.get(transactional_id) if c is not None else None
+                    if c is not None and m is not None and c.coordinator_epoch == coordinator_epoch:
+                        m.has_failed_epoch_fence = True
+                respond(EndTxnResult(error))
+                return
+            self._after_prepare_written(transactional_id, coordinator_epoch, transit.producer_id,
+                                        transit.producer_epoch, result, respond)
 
         self._append(transactional_id, coordinator_epoch, transit, after_prepare)
 
@@ -688,7 +816,8 @@ class TransactionCoordinator:
             err = errors.INVALID_TXN_STATE
         else:
             complete = md.prepare_complete(self.scheduler.now_ms())
-            respond(EndTxnResult(errors.NONE, md.producer_id, md.producer_epoch))
+            # TV2: the producer id and epoch the client goes on with (after an overflow, the next id)
+            respond(EndTxnResult(errors.NONE, complete.producer_id, complete.producer_epoch))
             self._markers(transactional_id, coordinator_epoch, result, md, complete)
             return
         log.info("not sending the markers of %s after writing %s: error %d", transactional_id,

@@ -10,9 +10,12 @@ as Kafka's completeTransitionTo does), or the coordinator clears the pending sta
 write failed. While a transition is pending no other can be prepared (the coordinator answers
 CONCURRENT_TRANSACTIONS).
 
-The transitions follow transaction.version 0/1 (the client does not bump the epoch on every
-EndTxn); the KIP-890 part 2 fields (previous/next producer id, client transaction version) are
-kept and written to the log. An illegal transition raises :class:`IllegalTransitionError`.
+Each transition carries the client's transaction version (Kafka's clientTransactionVersion):
+below 2 the epoch stays through a transaction's end; at 2 (KIP-890 part 2) PrepareCommit /
+PrepareAbort bump it (the markers carry the bumped epoch, the producer goes on with it), and
+when that exhausts the epochs the next producer id is allocated then, kept in the Prepare
+record's NextProducerId and taken (at epoch 0) by the Complete record, whose
+PreviousProducerId is the old id. An illegal transition raises :class:`IllegalTransitionError`.
 """
 
 from __future__ import annotations
@@ -71,8 +74,7 @@ _S = TransactionState
 
 # Kafka's TransactionState.validPreviousStates. PrepareAbort from Empty/CompleteCommit/
 # CompleteAbort exists for transaction.version 2 clients (an EndTxn(abort) when unsure of the
-# server's state); the coordinator here does not take that path (it answers INVALID_TXN_STATE
-# as Kafka does for older clients), but the table is Kafka's whole table.
+# server's state: an empty abort that bumps the epoch); older clients get INVALID_TXN_STATE.
 VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -100,6 +102,13 @@ def is_epoch_exhausted(producer_epoch: int) -> bool:
 
 
 TopicPartition = tuple[str, int]
+
+TV_2 = 2  # Kafka's TransactionVersion.TV_2: the first client transaction version that bumps the epoch
+
+
+def supports_epoch_bump(client_transaction_version: int) -> bool:
+    """Kafka's TransactionVersion.supportsEpochBump."""
+    return client_transaction_version >= TV_2
 
 
 @dataclass(frozen=True)
@@ -202,30 +211,52 @@ class TransactionMetadata:
                              new_txn_timeout_ms, frozenset(), -1, update_timestamp)
 
     def prepare_add_partitions(self, added: frozenset[TopicPartition] | set[TopicPartition],
-                               update_timestamp: int) -> TxnTransitMetadata:
-        """-> Ongoing with the partitions added; a new transaction starts its clock now."""
+                               update_timestamp: int, client_transaction_version: int | None = None
+                               ) -> TxnTransitMetadata:
+        """-> Ongoing with the partitions added; a new transaction starts its clock now and
+        takes the client's transaction version (Kafka's prepareAddPartitions)."""
         if self.state in (_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT):
             start = update_timestamp
         else:
             start = self.txn_start_timestamp
         return self._prepare(_S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
                              self.txn_timeout_ms, frozenset(self.topic_partitions) | frozenset(added), start,
-                             update_timestamp)
+                             update_timestamp, client_transaction_version=client_transaction_version)
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, update_timestamp: int) -> TxnTransitMetadata:
-        """Ongoing -> PrepareCommit / PrepareAbort (EndTxn, or an abort by the coordinator)."""
+    def prepare_abort_or_commit(self, new_state: TransactionState, update_timestamp: int,
+                                client_transaction_version: int | None = None,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransitMetadata:
+        """-> PrepareCommit / PrepareAbort (EndTxn, or an abort by the coordinator). With a
+        client transaction version of 2 the epoch is bumped (the last epoch remembers the one
+        the client used), ``next_producer_id`` is the id the producer moves to when that bump
+        exhausts the epochs, and an abort of no transaction (``no_partition_added``, from
+        Empty / CompleteX) starts its clock now."""
         if new_state not in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             raise IllegalTransitionError(f"{new_state.state_name} is not PrepareCommit or PrepareAbort")
-        return self._prepare(new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
-                             update_timestamp)
+        tv = self.client_transaction_version if client_transaction_version is None else client_transaction_version
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if supports_epoch_bump(tv) and epoch < SHORT_MAX:
+            epoch, last = epoch + 1, epoch
+        start = update_timestamp if no_partition_added else self.txn_start_timestamp
+        return self._prepare(new_state, self.producer_id, epoch, last, self.txn_timeout_ms,
+                             frozenset(self.topic_partitions), start, update_timestamp,
+                             next_producer_id=next_producer_id, client_transaction_version=tv)
 
     def prepare_complete(self, update_timestamp: int) -> TxnTransitMetadata:
-        """PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort (the markers are written)."""
+        """PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort (the markers are
+        written). With a next producer id (TV2, epochs exhausted) the producer moves to it at
+        epoch 0; the last epoch stays the one the client last saw."""
         new_state = _S.COMPLETE_COMMIT if self.state == _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
-        return self._prepare(new_state, self.producer_id, self.producer_epoch, self.producer_epoch,
-                             self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, update_timestamp)
+        if supports_epoch_bump(self.client_transaction_version):
+            pid, epoch, last = self.producer_id, self.producer_epoch, self.last_producer_epoch
+            if self.next_producer_id != NO_PRODUCER_ID:
+                pid, epoch = self.next_producer_id, 0
+        else:
+            pid, epoch, last = self.producer_id, self.producer_epoch, self.producer_epoch
+        return self._prepare(new_state, pid, epoch, last, self.txn_timeout_ms, frozenset(), self.txn_start_timestamp,
+                             update_timestamp)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         """-> Dead: the transactional id expires (a tombstone is written, then it is forgotten)."""
@@ -235,7 +266,8 @@ class TransactionMetadata:
 
     def _prepare(self, new_state: TransactionState, producer_id: int, epoch: int, last_epoch: int,
                  timeout_ms: int, partitions: frozenset[TopicPartition], start: int,
-                 update_timestamp: int) -> TxnTransitMetadata:
+                 update_timestamp: int, *, next_producer_id: int = NO_PRODUCER_ID,
+                 client_transaction_version: int | None = None) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: preparing a transition to {new_state.state_name} while "
@@ -247,8 +279,9 @@ class TransactionMetadata:
         if self.state not in new_state.valid_previous_states:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: {self.state.state_name} -> {new_state.state_name} is not a valid transition")
-        transit = TxnTransitMetadata(producer_id, self.producer_id, NO_PRODUCER_ID, epoch, last_epoch, timeout_ms,
-                                     new_state, partitions, start, update_timestamp, self.client_transaction_version)
+        tv = self.client_transaction_version if client_transaction_version is None else client_transaction_version
+        transit = TxnTransitMetadata(producer_id, self.producer_id, next_producer_id, epoch, last_epoch, timeout_ms,
+                                     new_state, partitions, start, update_timestamp, tv)
         self.pending_state = new_state
         return transit
 
@@ -277,12 +310,34 @@ class TransactionMetadata:
             self.txn_start_timestamp = t.txn_start_timestamp
             self.topic_partitions |= t.topic_partitions
         elif to in (_S.PREPARE_ABORT, _S.PREPARE_COMMIT):  # EndTxn
-            if not self._valid_epoch(t) or set(self.topic_partitions) != set(t.topic_partitions) \
-                    or self.txn_timeout_ms != t.txn_timeout_ms or self.txn_start_timestamp != t.txn_start_timestamp:
+            bump = supports_epoch_bump(t.client_transaction_version)
+            # TV2: an abort from Empty / CompleteX starts its clock with the abort
+            empty_abort = bump and to == _S.PREPARE_ABORT and self.state in (_S.EMPTY, _S.COMPLETE_COMMIT,
+                                                                              _S.COMPLETE_ABORT)
+            valid_epoch = self._valid_epoch(t) or (bump and t.producer_id == self.producer_id
+                                                   and t.producer_epoch == self.producer_epoch + 1)
+            if not valid_epoch or set(self.topic_partitions) != set(t.topic_partitions) \
+                    or self.txn_timeout_ms != t.txn_timeout_ms \
+                    or (self.txn_start_timestamp != t.txn_start_timestamp and not empty_abort):
                 self._fail(t)
+            if bump:
+                self.txn_start_timestamp = t.txn_start_timestamp
+                self.producer_epoch = t.producer_epoch
+                self.last_producer_epoch = t.last_producer_epoch
+                self.next_producer_id = t.next_producer_id
         elif to in (_S.COMPLETE_ABORT, _S.COMPLETE_COMMIT):  # markers written
-            if not self._valid_epoch(t) or self.txn_timeout_ms != t.txn_timeout_ms or t.txn_start_timestamp == -1:
+            rotated = (supports_epoch_bump(t.client_transaction_version) and self.next_producer_id != NO_PRODUCER_ID
+                       and t.producer_id == self.next_producer_id and t.producer_epoch == 0)
+            if (not self._valid_epoch(t) and not rotated) or self.txn_timeout_ms != t.txn_timeout_ms \
+                    or t.txn_start_timestamp == -1:
                 self._fail(t)
+            if rotated:
+                self.previous_producer_id = self.producer_id
+                self.producer_id = t.producer_id
+                self.producer_epoch = 0
+            self.last_producer_epoch = t.last_producer_epoch if supports_epoch_bump(t.client_transaction_version) \
+                else self.last_producer_epoch
+            self.next_producer_id = NO_PRODUCER_ID
             self.txn_start_timestamp = t.txn_start_timestamp
             self.topic_partitions.clear()
         elif to == _S.PREPARE_EPOCH_FENCE:

@@ -2,6 +2,9 @@
 the transaction as Ongoing with them). v0-3: one transaction, from producers; v4+: batched
 transactions, from brokers, with VerifyOnly (KIP-890 part 1: a partition leader asks whether
 the partitions are in the transaction before appending transactional data; nothing written).
+v5 without VerifyOnly (KIP-890 part 2, transaction.version 2): a partition leader adds the
+partition of a Produce v12 / TxnOffsetCommit v5 to the transaction itself; the transaction
+takes client transaction version 2.
 
 As Kafka's KafkaApis.handleAddPartitionToTxnRequest: with a partition of an unknown topic,
 those answer UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, and nothing
@@ -18,6 +21,7 @@ from odradek.protocol import errors
 from odradek.protocol.codec import error_code, make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_version import client_transaction_version
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -39,7 +43,7 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicP
          done: Callable[[dict[TopicPartition, int]], None]) -> None:
     txn = ctx.services.txn
     topics = ctx.services.topics
-    if not verify_only and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    if not verify_only and ctx.api_version < 4 and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         done(dict.fromkeys(parts, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return
     unwritable = {tp for tp in parts if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])}
@@ -60,7 +64,8 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicP
         code = error_for_version(code, ADD_PARTITIONS_TO_TXN, ctx.api_version)
         done(dict.fromkeys(parts, code))
 
-    txn.coordinator.add_partitions(tid, pid, epoch, parts, respond)
+    txn.coordinator.add_partitions(tid, pid, epoch, parts, respond,
+                                   client_transaction_version(API_KEY, ctx.api_version))
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

@@ -1,6 +1,7 @@
-"""AlterClientQuotas (49, KIP-546): set or remove quota keys of user / client-id entities (and
-their defaults, a null name), each entry on its own, written to /config/users and /config/clients
-(server.quota.store) and announced under /config/changes so every broker applies it."""
+"""AlterClientQuotas (49, KIP-546): set or remove quota keys of user / client-id entities and of
+ip entities (KIP-612), and their defaults (a null name), each entry on its own, written to
+/config/users, /config/clients and /config/ips (server.quota.store) and announced under
+/config/changes so every broker applies it."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             e = entity_from_parts(parts)
             ops = [(op.key, float(op.value), bool(op.remove)) for op in entry.ops]
             if validate_only:
-                svc.quotas.check_ops(ops)
+                svc.quotas.check_ops(ops, e)
             else:
                 path = svc.quotas.alter(svc.cluster.store, e, ops)
                 if path is not None:

@@ -1,5 +1,6 @@
-"""ApiVersions (18): advertises exactly the versions the handlers implement; v3+ also the
-supported features, the finalized features and their epoch (KIP-584, tagged fields)."""
+"""ApiVersions (18): advertises exactly the versions the handlers implement (the transaction
+requests of KIP-890 part 2 only with transaction.version 2 finalized: server.txn_version); v3+
+also the supported features, the finalized features and their epoch (KIP-584, tagged fields)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_version import advertised, transaction_version
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -21,9 +23,10 @@ def _versions() -> list[tuple[int, int, int]]:
     return sorted((k, h.min_version, h.max_version) for k, h in registry.items())
 
 
-def unsupported_version_response() -> bytes:
-    """v0 body with UNSUPPORTED_VERSION: clients retry at a version listed here."""
-    vs = _versions()
+def unsupported_version_response(transaction_version_level: int) -> bytes:
+    """v0 body with UNSUPPORTED_VERSION: clients retry at a version listed here (the same list
+    as a successful ApiVersions under the finalized transaction.version)."""
+    vs = advertised(_versions(), transaction_version_level)
     out = bytearray(struct.pack(">hi", errors.UNSUPPORTED_VERSION, len(vs)))
     for k, lo, hi in vs:
         out += struct.pack(">hhh", k, lo, hi)
@@ -32,7 +35,8 @@ def unsupported_version_response() -> bytes:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in _versions())
+    versions = advertised(_versions(), transaction_version(ctx.services.features))
+    keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in versions)
     if ctx.api_version < 3:
         return make(m.ApiVersionsResponse, error_code=errors.NONE, api_keys=keys, throttle_time=0)
     features = ctx.services.features

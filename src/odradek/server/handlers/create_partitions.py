@@ -1,4 +1,8 @@
-"""CreatePartitions (37): grows topics, answered once the new partitions have leaders."""
+"""CreatePartitions (37): grows topics, answered once the new partitions have leaders.
+
+The partitions added count against the principal's ``controller_mutation_rate`` (KIP-599): from
+v3 a topic met by an exhausted quota fails with THROTTLING_QUOTA_EXCEEDED; older versions only
+get the throttle time."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
 API_KEY = 37
@@ -19,6 +24,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
     m = ctx.response_module
     out = []
+    quota = ctx.controller_mutation_quota()
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -32,14 +38,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             try:
+                if quota.bounded and not request.validate_only:
+                    # validated first: a refused request takes nothing from the quota
+                    svc.admin.create_partitions(t.name, t.count, assignment, validate_only=True)
+                    meta = svc.topics.get(t.name)
+                    quota.record(t.count - (len(meta.partitions) if meta is not None else 0))
                 svc.admin.create_partitions(t.name, t.count, assignment, validate_only=request.validate_only)
             except TopicError as e:
                 code, msg = e.error_code, e.message
+            except ThrottlingQuotaExceeded as e:
+                code, msg = errors.THROTTLING_QUOTA_EXCEEDED, str(e)
         out.append(make(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=msg))
     grown = {t.name: t.count for t in request.topics if counts[t.name] == 1} if not request.validate_only else {}
     grown = {n: c for n, c in grown.items() if any(r.name == n and r.error_code == errors.NONE for r in out)}
+    throttle_ms = ctx.controller_mutation_throttle(quota)
     if not grown:
-        return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(out))
+        return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(out))
     cluster = svc.cluster
 
     def ready(name: str, count: int) -> bool:
@@ -54,7 +68,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 r = make(m.CreatePartitionsTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
                          error_message="The controller did not elect leaders for the new partitions in time")
             final.append(r)
-        return make(m.CreatePartitionsResponse, throttle_time=0, results=tuple(final))
+        return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(final))
 
     # as Kafka's DelayedCreatePartitions: answered once the new partitions have leaders
     timeout_ms = int(request.timeout.total_seconds() * 1000)

@@ -2,7 +2,11 @@
 
 In cluster mode the answer waits (up to the request's timeout, REQUEST_TIMED_OUT after)
 until the controller has elected leaders for every new partition and this broker's
-metadata cache shows them, as Kafka's DelayedCreatePartitions does."""
+metadata cache shows them, as Kafka's DelayedCreatePartitions does.
+
+Each created topic's partitions count against the principal's ``controller_mutation_rate``
+(KIP-599, server.quota.controller_mutation): from v6 a topic met by an exhausted quota fails with
+THROTTLING_QUOTA_EXCEEDED; older versions only get the throttle time."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config_view import topic_entries
+from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
 API_KEY = 19
@@ -28,6 +33,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
     may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
+    quota = ctx.controller_mutation_quota()
     for t in request.topics:
         code = errors.NONE
         msg: str | None = None
@@ -40,6 +46,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
             configs = {c.name: c.value for c in t.configs}
             try:
+                if quota.bounded and not request.validate_only:
+                    # validated first: a refused topic takes nothing from the quota
+                    planned = svc.admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
+                                                     configs, validate_only=True)
+                    quota.record(len(planned.partitions))
                 meta = svc.admin.create_topic(
                     t.name,
                     t.num_partitions,
@@ -50,6 +61,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             except TopicError as e:
                 code, msg = e.error_code, e.message
+            except ThrottlingQuotaExceeded as e:
+                code, msg = errors.THROTTLING_QUOTA_EXCEEDED, str(e)
         cfgs: tuple[Any, ...] = ()
         num_partitions = -1
         rf = -1
@@ -81,9 +94,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     cluster = svc.cluster
+    throttle_ms = ctx.controller_mutation_throttle(quota)
     created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
     if not created:
-        return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+        return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(results))
 
     def ready(name: str) -> bool:
         meta = svc.topics.get(name)
@@ -101,6 +115,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                          **{f: getattr(r, f) for f in ("topic_id", "num_partitions", "replication_factor")
                             if hasattr(r, f)})
             final.append(r)
-        return make(m.CreateTopicsResponse, throttle_time=0, topics=tuple(final))
+        return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(final))
 
     return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)

@@ -1,5 +1,9 @@
 """DeleteTopics (20): by name, or by topic id (v6). In cluster mode the answer waits until
-the controller has deleted the topics (REQUEST_TIMED_OUT after the request's timeout)."""
+the controller has deleted the topics (REQUEST_TIMED_OUT after the request's timeout).
+
+Each deleted topic's partitions count against the principal's ``controller_mutation_rate``
+(KIP-599): from v5 a topic met by an exhausted quota fails with THROTTLING_QUOTA_EXCEEDED; older
+versions only get the throttle time."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
 API_KEY = 20
@@ -27,6 +32,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         targets = [(name, None) for name in request.topic_names]
     out = []
+    quota = ctx.controller_mutation_quota()
     for name, tid in targets:
         code = errors.NONE
         msg = None
@@ -41,9 +47,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             code, msg = errors.TOPIC_AUTHORIZATION_FAILED, f"Cannot delete internal topic {meta.name}"
         else:
             try:
+                quota.record(len(meta.partitions))
                 svc.admin.delete_topic(meta.name)
             except TopicError as e:
                 code, msg = e.error_code, e.message
+            except ThrottlingQuotaExceeded as e:
+                code, msg = errors.THROTTLING_QUOTA_EXCEEDED, str(e)
         out.append(
             make(
                 m.DeletableTopicResult,
@@ -54,9 +63,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     cluster = svc.cluster
+    throttle_ms = ctx.controller_mutation_throttle(quota)
     deleted = [r.name for r in out if r.error_code == errors.NONE]
     if not deleted:
-        return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(out))
+        return make(m.DeleteTopicsResponse, throttle_time=throttle_ms, responses=tuple(out))
     timeout_ms = int(request.timeout.total_seconds() * 1000)
 
     def respond() -> Any:
@@ -68,6 +78,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
             for r in out
         ]
-        return make(m.DeleteTopicsResponse, throttle_time=0, responses=tuple(final))
+        return make(m.DeleteTopicsResponse, throttle_time=throttle_ms, responses=tuple(final))
 
     return cluster.wait_for_metadata(lambda: all(reg.get(n) is None for n in deleted), timeout_ms, respond)

@@ -1,6 +1,9 @@
 """EndTxn (26): commit or abort the producer's transaction. The coordinator writes
 PrepareCommit/PrepareAbort, answers, then writes the markers to every partition of the
-transaction and CompleteCommit/CompleteAbort (KafkaApis.handleEndTxnRequest)."""
+transaction and CompleteCommit/CompleteAbort (KafkaApis.handleEndTxnRequest). v5 is
+transaction.version 2 (KIP-890 part 2): the epoch is bumped and the response carries the
+producer id and epoch to go on with; it is UNSUPPORTED_VERSION while the finalized
+transaction.version is below 2 (server.txn_version)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
+from odradek.server.txn_version import TV_2, client_transaction_version, transaction_version
 
 API_KEY = 26
 MIN_VERSION = 0
-MAX_VERSION = 4  # v5 is transaction.version 2 (KIP-890 part 2: an epoch bump on every EndTxn)
+MAX_VERSION = 5  # v5 is transaction.version 2 (KIP-890 part 2: an epoch bump on every EndTxn)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -31,6 +35,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         respond(EndTxnResult(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return fut.result()
+    tv = client_transaction_version(API_KEY, ctx.api_version)
+    if tv >= TV_2 and transaction_version(ctx.services.features) < TV_2:
+        respond(EndTxnResult(errors.UNSUPPORTED_VERSION))
+        return fut.result()
     ctx.services.txn.coordinator.end_txn(request.transactional_id, int(request.producer_id),
-                                         int(request.producer_epoch), bool(request.committed), respond)
+                                         int(request.producer_epoch), bool(request.committed), respond, tv)
     return fut.result() if fut.done() else fut

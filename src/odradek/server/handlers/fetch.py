@@ -13,7 +13,9 @@ high watermark. As in KafkaApis.handleFetchRequest it needs CLUSTER_ACTION, whic
 inter-broker and control plane listeners hold (server.cluster_access); elsewhere every
 partition is answered TOPIC_AUTHORIZATION_FAILED. A replica id the partition's assignment
 does not name gets Partition.followerReplicaOrThrow's error (UNKNOWN_LEADER_EPOCH when the
-request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing.
+request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing. A follower's
+response counts its bytes of throttled partitions against the leader replication quota (KIP-73,
+server.quota.replication; the ReplicaManager holds back followers outside the ISR over it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
@@ -37,6 +40,12 @@ MAX_VERSION = _ENC_MAX
 
 Key = tuple[str, int]
 log = logging.getLogger("odradek.cluster")
+_UNKNOWN = frozenset({errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID})
+# fetch errors Kafka's ReplicaManager.readFromLog does not count as FailedFetchRequests
+_NOT_FAILED_FETCH = frozenset({
+    errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE, errors.FENCED_LEADER_EPOCH,
+    errors.UNKNOWN_LEADER_EPOCH, errors.KAFKA_STORAGE_ERROR, errors.TOPIC_AUTHORIZATION_FAILED,
+})
 
 
 def _unknown_name(topic_id: Any) -> str:
@@ -117,6 +126,25 @@ def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
     return max_bytes
 
 
+def _count(stats: BrokerTopicStats, read: LogReadResult, consumer: bool) -> None:
+    """Kafka's BrokerTopicMetrics of a fetch, per partition: TotalFetchRequests, FailedFetchRequests
+    (errors other than the ones clients recover from), BytesOut (consumers) or ReplicationBytesOut."""
+    for (name, _p), _cp, pr in read.partitions:
+        code = pr.error_code
+        if code in _UNKNOWN:
+            continue
+        c = stats.topic(name)
+        c.total_fetch += 1
+        if code and code not in _NOT_FAILED_FETCH:
+            c.failed_fetch += 1
+        size = pr.records_size
+        if size:
+            if consumer:
+                c.bytes_out += size
+            else:
+                c.replication_bytes_out += size
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     svc = ctx.services
@@ -163,7 +191,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     consumer = params.replica_id < 0
 
     def respond(read: LogReadResult) -> RawResponse:
-        if consumer and svc.quotas.fetch.quotas:
+        _count(svc.replica_manager.topic_stats, read, consumer)
+        if not consumer:
+            svc.replica_manager.record_leader_replication(read)  # KIP-73 leader side
+        elif svc.quotas.fetch.quotas:
             throttle = _fetch_throttle_ms(ctx, read.bytes)
             if throttle:  # Kafka's getThrottledResponse: nothing read is sent, the session stays as it was
                 session_id = fetch_context.response_session_id if fetch_context.incremental else 0

@@ -4,7 +4,8 @@ A refused batch is answered with Kafka's error code and message (v8+), and with 
 that failed validation in ``record_errors`` (KIP-467), so clients fail just those records.
 Transactional batches (a transactional id in the request) are appended once the transaction
 coordinator confirms the partition is in the producer's transaction (server.txn_verification,
-KIP-890 part 1). Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
+KIP-890 part 1); from v12 with transaction.version 2 the leader adds the partition to the
+transaction itself (KIP-890 part 2). Client produce to an internal topic (``__consumer_offsets``, ``__transaction_state``) is refused
 with INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does.
 
 Client quotas (``producer_byte_rate``): the request's record bytes are recorded against the
@@ -33,7 +34,7 @@ from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import NO_RESPONSE
 from odradek.server.purgatory import future_of
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import RemoteCheck, produce_error, verify_transactional_append
+from odradek.server.txn_verification import RemoteCheck, produce_error, run_check, verify_transactional_append
 
 API_KEY = 0
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
@@ -100,8 +101,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _answer(ctx, request, topics_out, required, throttle_ms)
     loop_fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     left = [len(deferred)]
-    channel = svc.txn.channel
-    assert channel is not None
 
     def verified_one(entry: tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck],
                      codes: dict[tuple[str, int], int]) -> None:
@@ -129,8 +128,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     for entry in deferred:
         check = entry[5]
-        channel.verify(check.broker_id, txn_id or "", check.producer_id, check.producer_epoch,
-                       [(entry[2], entry[3])], lambda codes, e=entry: verified_one(e, codes))  # type: ignore[misc]
+        run_check(svc, check, txn_id or "", [(entry[2], entry[3])],
+                  lambda codes, e=entry: verified_one(e, codes))  # type: ignore[misc]
     return loop_fut
 
 

@@ -5,7 +5,9 @@ partition in a transactional batch and become visible only when the transaction 
 instance id, and a consumer fenced by a rebalance cannot commit (KIP-447). Before the first
 commit of a transaction, the transaction coordinator confirms the group's __consumer_offsets
 partition is in the transaction (KIP-890 part 1, as for Produce): a commit without
-AddOffsetsToTxn cannot leave offsets pending for ever."""
+AddOffsetsToTxn cannot leave offsets pending for ever. v5 (transaction.version 2, KIP-890 part
+2) comes without AddOffsetsToTxn: the group's partition is added to the transaction here; it is
+UNSUPPORTED_VERSION while the finalized transaction.version is below 2."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import RemoteCheck, coordinator_verdict
+from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check
+from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
 
 API_KEY = 28
 MIN_VERSION = 0
-MAX_VERSION = 4  # v5 is transaction.version 2 (KIP-890 part 2)
+MAX_VERSION = 5  # v5 is transaction.version 2 (KIP-890 part 2)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -73,6 +76,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         code = errors.GROUP_AUTHORIZATION_FAILED
+    add = is_tv2_request(API_KEY, ctx.api_version)
+    if not code and add and transaction_version(ctx.services.features) < TV_2:
+        code = errors.UNSUPPORTED_VERSION
     if not code and (int(request.producer_id) < 0 or int(request.producer_epoch) < 0):
         code = errors.INVALID_REQUEST  # no transactional batch can be written without them
     if code:
@@ -81,11 +87,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # KIP-890: the group's __consumer_offsets partition must be in the transaction (AddOffsetsToTxn)
     partition = groups.coordinator.partition_for(request.group_id)
     verdict = coordinator_verdict(ctx.services, request.transactional_id, "__consumer_offsets", partition,
-                                  int(request.producer_id), int(request.producer_epoch))
+                                  int(request.producer_id), int(request.producer_epoch), add)
     if not isinstance(verdict, RemoteCheck):
         return commit(verdict)
-    channel = ctx.services.txn.channel
-    assert channel is not None
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     def relay(f: asyncio.Future[Any]) -> None:
@@ -101,8 +105,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             fut.set_result(out)
 
-    channel.verify(verdict.broker_id, request.transactional_id, verdict.producer_id, verdict.producer_epoch,
-                   [("__consumer_offsets", partition)], verified)
+    run_check(ctx.services, verdict, request.transactional_id, [("__consumer_offsets", partition)], verified)
     return fut
 
 

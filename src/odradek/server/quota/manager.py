@@ -39,6 +39,7 @@ FETCH = "consumer_byte_rate"
 REQUEST = "request_percentage"
 CONTROLLER_MUTATION = "controller_mutation_rate"
 QUOTA_KEYS = (PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION)
+CONNECTION_CREATION = "connection_creation_rate"  # KIP-612: the one quota of ip entities
 
 DEFAULT_NAME = "<default>"  # Kafka's ConfigEntityName.Default in ZooKeeper paths
 
@@ -55,6 +56,8 @@ class QuotaEntity:
     client_id: str | None = None
     user_default: bool = False
     client_default: bool = False
+    ip: str | None = None  # KIP-612 ip entities (never combined with a user or client id)
+    ip_default: bool = False
 
     @property
     def has_user(self) -> bool:
@@ -63,6 +66,10 @@ class QuotaEntity:
     @property
     def has_client(self) -> bool:
         return self.client_id is not None or self.client_default
+
+    @property
+    def has_ip(self) -> bool:
+        return self.ip is not None or self.ip_default
 
 
 def entity(*, user: str | None | bool = False, client_id: str | None | bool = False) -> QuotaEntity:
@@ -75,6 +82,8 @@ def entity(*, user: str | None | bool = False, client_id: str | None | bool = Fa
 def zk_path(e: QuotaEntity) -> str:
     """The entity's znode under /config (Kafka's ZooKeeper layout; names are sanitized by the caller)."""
     parts = []
+    if e.has_ip:
+        return f"ips/{DEFAULT_NAME if e.ip_default else e.ip}"
     if e.has_user:
         parts.append(f"users/{DEFAULT_NAME if e.user_default else e.user}")
     if e.has_client:
@@ -85,8 +94,10 @@ def zk_path(e: QuotaEntity) -> str:
 
 
 def parse_zk_path(path: str) -> QuotaEntity:
-    """Inverse of :func:`zk_path` (``users/u``, ``users/u/clients/c``, ``clients/c``)."""
+    """Inverse of :func:`zk_path` (``users/u``, ``users/u/clients/c``, ``clients/c``, ``ips/i``)."""
     segs = path.strip("/").split("/")
+    if len(segs) == 2 and segs[0] == "ips":
+        return QuotaEntity(ip=None if segs[1] == DEFAULT_NAME else segs[1], ip_default=segs[1] == DEFAULT_NAME)
     user: str | None | bool = False
     client: str | None | bool = False
     while segs:
@@ -144,6 +155,8 @@ class ClientQuotaManager:
         self._rates: dict[tuple[str, str], SampledRate | TokenBucket] = {}
         # (user, client id) -> its resolution; cleared whenever a bound changes
         self._resolved: dict[tuple[str, str], tuple[QuotaEntity, tuple[str, str]] | None] = {}
+        # (user, client id) -> (sum, count) of its throttle times: Kafka's throttle-time sensor
+        self.throttle_times: dict[tuple[str, str], tuple[SampledRate, SampledRate]] = {}
 
     @property
     def window_ms(self) -> int:
@@ -190,6 +203,31 @@ class ClientQuotaManager:
         hit = self._resolve(user, client_id)
         if hit is None:
             return 0
+        throttle = self._record(hit, value, now_ms)
+        self._note_throttle(hit[1], throttle, now_ms)
+        return throttle
+
+    def _note_throttle(self, tags: tuple[str, str], throttle_ms: int, now_ms: int) -> None:
+        """Kafka's throttle-time sensor of the (user, client id): every throttle time, zero or not,
+        of a client a quota applies to, averaged over the quota window (read by odradek.metrics)."""
+        pair = self.throttle_times.get(tags)
+        if pair is None:
+            if len(self.throttle_times) > 10_000:
+                self.throttle_times.clear()
+            pair = self.throttle_times[tags] = (SampledRate(self.config.samples, self.window_ms),
+                                                SampledRate(self.config.samples, self.window_ms))
+        pair[0].record(throttle_ms, now_ms)
+        pair[1].record(1, now_ms)
+
+    def throttle_time_avg_ms(self, now_ms: int) -> dict[tuple[str, str], float]:
+        """(user, client id) -> average throttle time (ms) over the quota window."""
+        out: dict[tuple[str, str], float] = {}
+        for tags, (total, count) in self.throttle_times.items():
+            n = count.total(now_ms)
+            out[tags] = total.total(now_ms) / n if n > 0 else 0.0
+        return out
+
+    def _record(self, hit: tuple[QuotaEntity, tuple[str, str]], value: float, now_ms: int) -> int:
         e, tags = hit
         bound = self.quotas[e]
         r = self._rate(tags, bound, now_ms)
@@ -205,6 +243,17 @@ class ClientQuotaManager:
         if self.kind == REQUEST:
             throttle = min(throttle, self.window_ms)  # ClientRequestQuotaManager's maxThrottleTimeMs
         return int(throttle)
+
+    def bucket(self, user: str, client_id: str, now_ms: int) -> TokenBucket | None:
+        """The token bucket (user, client id) shares, None without a quota (controller mutations)."""
+        if self.kind != CONTROLLER_MUTATION or not self.quotas:
+            return None
+        hit = self._resolve(user, client_id)
+        if hit is None:
+            return None
+        r = self._rate(hit[1], self.quotas[hit[0]], now_ms)
+        assert isinstance(r, TokenBucket)
+        return r
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take a recorded value back (a throttled Fetch returns no data: Kafka's unrecordQuotaSensor)."""

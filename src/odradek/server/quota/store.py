@@ -3,6 +3,7 @@
     /config/users/<user>                      {"version": 1, "config": {"producer_byte_rate": "1048576"}}
     /config/users/<user>/clients/<client-id>  same payload
     /config/clients/<client-id>               same payload
+    /config/ips/<ip>                          {"version": 1, "config": {"connection_creation_rate": "10"}}
 
 Names are sanitized as Kafka's Sanitizer does (URL encoding: letters, digits and ``.-_*`` kept,
 ``*`` then written %2A, everything else percent-encoded as UTF-8); the default entity is
@@ -32,6 +33,8 @@ def desanitize(name: str) -> str:
 
 def entity_path(e: QuotaEntity) -> str:
     """``users/<sanitized>/clients/<sanitized>`` (defaults as ``<default>``)."""
+    if e.has_ip:
+        return zk_path(e)  # an address needs no sanitizing (Kafka writes it as it is)
     sane = QuotaEntity(
         None if e.user is None else sanitize(e.user), None if e.client_id is None else sanitize(e.client_id),
         e.user_default, e.client_default,
@@ -41,6 +44,8 @@ def entity_path(e: QuotaEntity) -> str:
 
 def _entity_of_path(path: str) -> QuotaEntity:
     e = parse_zk_path(path)
+    if e.has_ip:
+        return e
     return QuotaEntity(
         None if e.user is None else desanitize(e.user), None if e.client_id is None else desanitize(e.client_id),
         e.user_default, e.client_default,
@@ -76,6 +81,7 @@ def read_all(store: MetadataStore) -> dict[QuotaEntity, dict[str, str]]:
         paths.append(f"users/{user}")
         paths.extend(f"users/{user}/clients/{c}" for c in _children(store, f"/config/users/{user}/clients"))
     paths.extend(f"clients/{c}" for c in _children(store, "/config/clients"))
+    paths.extend(f"ips/{i}" for i in _children(store, "/config/ips"))
     out: dict[QuotaEntity, dict[str, str]] = {}
     for p in paths:
         cfg = _read(store, f"/config/{p}")

@@ -1,0 +1,73 @@
+"""Building the console from the broker's parts (called by the Broker when it binds http.listeners).
+Each part the console gets is narrow: a Kafka request dispatcher, a record reader, a password
+check and a counter snapshot."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from odradek.config import BrokerConfig, ConfigError
+from odradek.console.app import ConsoleApp
+from odradek.console.auth import CredentialCheck
+from odradek.console.dispatch import InProcessDispatch
+from odradek.console.records import LogRecordSource
+from odradek.log.manager import LogManager
+from odradek.metrics.stats import FETCH_CONSUMER, BrokerTopicStats, RequestStats
+from odradek.security.jaas import parse_jaas, plain_users
+from odradek.security.listeners import listener_lookup
+from odradek.security.services import SecurityServices
+from odradek.server.request_context import BrokerServices
+
+PRODUCE = 0
+
+
+def plain_users_of(config: BrokerConfig) -> dict[str, str]:
+    """The SASL/PLAIN users of every listener that enables PLAIN (their JAAS configs)."""
+    out: dict[str, str] = {}
+    for name, _host, _port in config.listeners:
+        lookup = listener_lookup(config, name)
+        mechs = [m.strip().upper() for m in (lookup("sasl.enabled.mechanisms") or "").split(",")]
+        jaas = lookup("plain.sasl.jaas.config") or lookup("sasl.jaas.config")
+        if "PLAIN" in mechs and jaas:
+            try:
+                out.update(plain_users(parse_jaas(jaas)))
+            except ConfigError:
+                continue
+    return out
+
+
+def stats_snapshot(topics: BrokerTopicStats, requests: RequestStats | None) -> Callable[[], dict[str, Any]]:
+    """The counters the charts poll: all-topics BrokerTopicMetrics and RequestMetrics' TotalTimeMs."""
+
+    def snapshot() -> dict[str, Any]:
+        t = topics.all_topics()
+        reqs: dict[str, int] = {}
+        latency: dict[str, dict[str, float]] = {}
+        if requests is not None:
+            for rv, n in list(requests.requests.items()):
+                key = rv >> 8
+                name = "Produce" if key == PRODUCE else "Fetch" if key == FETCH_CONSUMER else None
+                if name:
+                    reqs[name] = reqs.get(name, 0) + n
+            for key, name in ((PRODUCE, "Produce"), (FETCH_CONSUMER, "Fetch")):
+                hs = requests.latency.get(key)
+                if hs is not None:
+                    latency[name] = dict(hs[-1].percentiles_ms())
+        return {"time_ms": int(time.time() * 1000), "bytes_in": t.bytes_in, "bytes_out": t.bytes_out,
+                "messages_in": t.messages_in, "requests": reqs, "latency_ms": latency}
+
+    return snapshot
+
+
+def build_console(config: BrokerConfig, services: Callable[[], BrokerServices | None], listener: str,
+                  logs: LogManager, security: SecurityServices, topics: BrokerTopicStats,
+                  requests: RequestStats | None) -> ConsoleApp:
+    creds = security.credentials
+    return ConsoleApp(
+        InProcessDispatch(services, listener),
+        LogRecordSource(logs, security.authorize),
+        CredentialCheck(plain_users_of(config), creds.lookup if creds is not None else None),
+        stats_snapshot(topics, requests),
+    )

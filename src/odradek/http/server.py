@@ -1,0 +1,255 @@
+"""A small HTTP/1.1 server on the broker's event loop: the ``http.listeners`` endpoint.
+
+Routes are registered by path prefix (:meth:`HttpServer.register`); the longest registered prefix
+matching a request's path answers it. ``/metrics`` is one route (odradek.metrics); a console or
+another read-only page is mounted the same way on the same listener.
+
+What a request may be (refused cheaply, as the Kafka listener refuses oversized frames):
+
+* request line and headers: at most ``MAX_HEADER_BYTES`` (8 KiB) together, received within
+  ``HEADER_TIMEOUT_S`` of the first byte of the request (slow senders are dropped, a slowloris
+  holds a connection for that long at most) — 431 or a closed connection otherwise;
+* a body: ``Content-Length`` only (no chunked uploads), at most ``MAX_BODY_BYTES``, received
+  within ``BODY_TIMEOUT_S`` — 413 / 411 / closed otherwise;
+* at most ``max_connections`` connections at once (more are closed on accept), each closed after
+  ``IDLE_TIMEOUT_S`` without a request (keep-alive is honoured between requests).
+
+A handler that raises answers 500 and the connection goes on; nothing a client sends reaches
+the Kafka listener or the broker's state except through a handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlsplit
+
+log = logging.getLogger("odradek.http")
+
+MAX_HEADER_BYTES = 8 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+MAX_HEADERS = 64
+HEADER_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 60.0
+DEFAULT_MAX_CONNECTIONS = 64
+
+_REASONS = {
+    200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
+}
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    target: str  # as sent: path and query
+    path: str  # decoded path, without the query
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-case names; a repeated header keeps its last value
+    body: bytes
+    peer: str
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[HttpRequest], "HttpResponse | Awaitable[HttpResponse]"]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_listener(url: str) -> tuple[str, int]:
+    """``http://host:port`` -> (host, port); a port of 0 binds a free one. ValueError otherwise."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() != "http" or not parts.netloc or parts.path not in ("", "/"):
+        raise ValueError(f"an http listener is http://host:port, not {url!r}")
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"bad port in http listener {url!r}") from None
+    if port is None:
+        raise ValueError(f"an http listener names its port: {url!r}")
+    return host, port
+
+
+class HttpServer:
+    def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+        self.host = host
+        self.header_timeout_s = header_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.port = port
+        self.max_connections = max_connections
+        self.routes: dict[str, Handler] = {}
+        self.bound: tuple[str, int] | None = None
+        self.requests_served = 0
+        self.refused = 0  # requests or connections refused (limits, malformed input)
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+
+    def register(self, prefix: str, handler: Handler) -> None:
+        """Serve paths starting with ``prefix`` (``/metrics``, ``/``) with ``handler``."""
+        if not prefix.startswith("/"):
+            raise ValueError(f"a route prefix starts with '/': {prefix!r}")
+        self.routes[prefix] = handler
+
+    def route(self, path: str) -> Handler | None:
+        best: str | None = None
+        for prefix in self.routes:
+            matches = path == prefix or path.startswith(prefix.rstrip("/") + "/") or prefix == "/"
+            if matches and (best is None or len(prefix) > len(best)):
+                best = prefix
+        return None if best is None else self.routes[best]
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await asyncio.start_server(
+            self._on_connection, self.host or None, self.port, limit=MAX_HEADER_BYTES, backlog=128,
+            reuse_address=True,
+        )
+        sock = self._server.sockets[0].getsockname()
+        self.bound = (str(sock[0]), int(sock[1]))
+        return self.bound
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for t, w in list(self._conns.items()):
+            w.transport.abort()
+            t.cancel()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=2.0)
+
+    # -- connections
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if len(self._conns) >= self.max_connections:
+            self.refused += 1
+            writer.close()
+            return
+        assert task is not None
+        self._conns[task] = writer
+        peer = writer.get_extra_info("peername")
+        peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        try:
+            while True:
+                try:
+                    first = await asyncio.wait_for(reader.read(1), self.idle_timeout_s)
+                except TimeoutError:
+                    return
+                if not first:
+                    return
+                try:
+                    request = await asyncio.wait_for(self._read_request(first, reader, peer_s),
+                                                     self.header_timeout_s)
+                except TimeoutError:
+                    self.refused += 1
+                    await self._send(writer, HttpResponse(408, b"request not received in time\n"), False, True)
+                    return
+                except _Refused as e:
+                    self.refused += 1
+                    await self._send(writer, HttpResponse(e.status, f"{e}\n".encode()), False, True)
+                    return
+                response = await self._answer(request)
+                keep = request.headers.get("connection", "").lower() != "close"
+                await self._send(writer, response, request.method == "HEAD", not keep)
+                self.requests_served += 1
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, OSError, RuntimeError, TimeoutError):
+            return
+        except asyncio.CancelledError:  # stop(): the server is going away, the connection with it
+            return
+        finally:
+            self._conns.pop(task, None)
+            writer.close()
+
+    async def _read_request(self, first: bytes, reader: asyncio.StreamReader, peer: str) -> HttpRequest:
+        try:
+            rest = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            raise _Refused(431, "request line and headers exceed 8 KiB") from None
+        except asyncio.IncompleteReadError:
+            raise ConnectionResetError("peer closed before the headers ended") from None
+        head = first + rest
+        if len(head) > MAX_HEADER_BYTES:
+            raise _Refused(431, "request line and headers exceed 8 KiB")
+        try:
+            text = head.decode("latin-1")
+        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes any byte
+            raise _Refused(400, "bad request") from None
+        lines = text.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or parts[0] not in _METHODS or not parts[1].startswith("/"):
+            raise _Refused(400, "bad request line")
+        method, target, version = parts
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise _Refused(505, "HTTP/1.1 only")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            if len(headers) >= MAX_HEADERS:
+                raise _Refused(431, "too many headers")
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip() or any(c in name for c in " \t"):
+                raise _Refused(400, "bad header line")
+            headers[name.lower()] = value.strip()
+        if version == "HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
+            headers["connection"] = "close"
+        if "transfer-encoding" in headers:
+            raise _Refused(411, "chunked request bodies are not accepted: send Content-Length")
+        body = b""
+        length_s = headers.get("content-length")
+        if length_s is not None:
+            if not length_s.isdigit() or len(length_s) > 10:
+                raise _Refused(400, "bad Content-Length")
+            length = int(length_s)
+            if length > MAX_BODY_BYTES:
+                raise _Refused(413, "request body larger than 1 MiB")
+            if length:
+                body = await asyncio.wait_for(reader.readexactly(length), BODY_TIMEOUT_S)
+        split = urlsplit(target)
+        return HttpRequest(method, target, unquote(split.path), parse_qs(split.query), headers, body, peer)
+
+    async def _answer(self, request: HttpRequest) -> HttpResponse:
+        handler = self.route(request.path)
+        if handler is None:
+            return HttpResponse(404, b"not found\n")
+        try:
+            out = handler(request)
+            if inspect.isawaitable(out):
+                out = await out
+            assert isinstance(out, HttpResponse)
+            return out
+        except Exception:
+            log.exception("http handler for %s failed", request.path)
+            return HttpResponse(500, b"internal error\n")
+
+    @staticmethod
+    async def _send(writer: asyncio.StreamWriter, r: HttpResponse, head_only: bool, close: bool) -> None:
+        lines = [f"HTTP/1.1 {r.status} {_REASONS.get(r.status, 'Status')}",
+                 f"Content-Type: {r.content_type}", f"Content-Length: {len(r.body)}"]
+        lines += [f"{k}: {v}" for k, v in r.headers.items()]
+        if close:
+            lines.append("Connection: close")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        if not head_only and r.body:
+            writer.write(r.body)
+        await asyncio.wait_for(writer.drain(), BODY_TIMEOUT_S)

@@ -1,0 +1,1 @@
+"""Broker metrics: plain counters on the hot path, a Prometheus collector at scrape time."""

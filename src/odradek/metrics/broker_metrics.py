@@ -1,0 +1,76 @@
+"""The broker's side of ``http.listeners``: the HTTP server with its ``/metrics`` route, wired from
+the broker's components by :func:`start_http`, which the Broker calls once its Kafka listeners are
+bound. A console or another route is added with ``server.register(prefix, handler)``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from odradek.config import SRC_DEFAULT, BrokerConfig, ConfigError
+from odradek.http.server import HttpServer, parse_listener
+from odradek.metrics.collector import KafkaCollector, MetricsSources
+
+__all__ = ["HttpServer", "api_names", "committed_offsets", "http_listener", "start_http"]
+from odradek.metrics.endpoint import MetricsRoute
+from odradek.server.handlers import registry
+
+log = logging.getLogger("odradek.http")
+
+
+def http_listener(config: BrokerConfig) -> tuple[str, int] | None:
+    """(host, port) of ``http.listeners``, None when it is empty (no HTTP endpoint, no request metrics)."""
+    raw = (config.raw("http.listeners")[0] or "").strip()
+    if not raw:
+        return None
+    urls = [u for u in raw.split(",") if u.strip()]
+    if len(urls) != 1:
+        raise ConfigError(f"http.listeners takes one http://host:port, got {raw!r}")
+    try:
+        return parse_listener(urls[0])
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def api_names() -> dict[int, str]:
+    """Kafka's request names (ApiKeys' JSON names: ListOffsets, OffsetForLeaderEpoch...) by api key."""
+    out: dict[int, str] = {}
+    for key, h in registry.items():
+        mod = h.module.__name__.rsplit(".", 1)[-1]
+        out[key] = "".join(w.capitalize() for w in mod.split("_"))
+    return out
+
+
+def committed_offsets(groups: Any) -> Iterable[tuple[str, str, int, int]]:
+    """(group, topic, partition, committed offset) of the groups this broker coordinates."""
+    coordinator = getattr(groups, "coordinator", None)
+    if coordinator is None:
+        return
+    for group_id, g in list(coordinator.groups.items()):
+        for (topic, partition), om in list(g.offsets.items()):
+            yield group_id, topic, partition, om.offset
+
+
+async def start_http(config: BrokerConfig, sources: MetricsSources,
+                     extra_routes: Mapping[str, Callable[..., Any]] | None = None) -> HttpServer | None:
+    """Bind ``http.listeners`` and serve ``/metrics``. When the default address is taken (another
+    broker on this host) the broker runs without it and says so; an address set explicitly that
+    cannot be bound fails the start, as a Kafka listener does."""
+    where = http_listener(config)
+    if where is None:
+        return None
+    server = HttpServer(*where)
+    server.register("/metrics", MetricsRoute(KafkaCollector(sources)))
+    for prefix, handler in (extra_routes or {}).items():
+        server.register(prefix, handler)
+    try:
+        bound = await server.start()
+    except OSError as e:
+        if config.raw("http.listeners")[1] == SRC_DEFAULT:
+            log.warning("http.listeners: cannot bind the default http://%s:%d (%s); no /metrics endpoint. "
+                        "Set http.listeners (port 0 for any free port, empty to disable)", where[0], where[1], e)
+            return None
+        raise
+    log.info("serving /metrics on http://%s:%d", *bound)
+    return server

@@ -1,0 +1,278 @@
+"""``/metrics``: the broker's counters and gauges under the names Strimzi's JMX-exporter rules
+(examples/metrics/kafka-metrics.yaml, ``lowercaseOutputName: true``) give Kafka's MBeans, so
+dashboards made for a Kafka broker read an Odradek broker unchanged. docs/metrics.md lists them.
+
+Everything is read when Prometheus scrapes (a prometheus_client custom Collector): the hot paths
+only increment ints in the broker's own objects (odradek.metrics.stats, ReplicaManager's ISR
+counters, ClientQuotaManager's throttle times). The scrape runs on the broker's event loop, so it
+reads a consistent state; with 10,000 partitions it is a few tens of milliseconds.
+
+MBean -> name (Strimzi's generic rules):
+
+* ``kafka.server<type=BrokerTopicMetrics, name=XPerSec, topic=T><>Count`` ->
+  ``kafka_server_brokertopicmetrics_x_total{topic="T"}`` (no label: all topics)
+* ``kafka.network<type=RequestMetrics, name=RequestsPerSec, request=R, version=V><>Count`` ->
+  ``kafka_network_requestmetrics_requests_total{request="R",version="V"}``
+* ``kafka.network<type=RequestMetrics, name=TotalTimeMs, request=R><>99thPercentile`` ->
+  ``kafka_network_requestmetrics_totaltimems{request="R",quantile="0.99"}``, ``..._count``
+* ``kafka.server<type=ReplicaManager, name=X><>Value`` -> ``kafka_server_replicamanager_x``
+* ``kafka.controller<type=KafkaController, name=X><>Value`` -> ``kafka_controller_kafkacontroller_x``
+* ``kafka.log<type=Log, name=Size, topic=T, partition=P><>Value`` -> ``kafka_log_log_size{topic,partition}``
+* quota sensors ``kafka.server<type=Produce|Fetch|Request, user=U, client-id=C><>throttle-time`` ->
+  ``kafka_server_quota_throttle_time{resource,user,clientId}`` (the jmx-exporter quota rule)
+* consumer group lag: Kafka has no broker MBean for it; the names are kafka_exporter's (which
+  Strimzi deploys for lag): ``kafka_consumergroup_lag{consumergroup,topic,partition}`` = high
+  watermark - committed offset, ``kafka_consumergroup_current_offset``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, UnknownMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, BrokerTopicStats, RequestStats
+
+_TOPIC_METRICS = (  # (Kafka's BrokerTopicMetrics name, lower-cased as Strimzi's rule does; counter attribute)
+    ("messagesin", "messages_in", "MessagesInPerSec: records appended"),
+    ("bytesin", "bytes_in", "BytesInPerSec: record bytes appended by producers"),
+    ("bytesout", "bytes_out", "BytesOutPerSec: record bytes sent to consumers"),
+    ("replicationbytesout", "replication_bytes_out", "ReplicationBytesOutPerSec: record bytes sent to followers"),
+    ("totalproducerequests", "total_produce", "TotalProduceRequestsPerSec: partition appends asked"),
+    ("failedproducerequests", "failed_produce", "FailedProduceRequestsPerSec: partition appends failed"),
+    ("totalfetchrequests", "total_fetch", "TotalFetchRequestsPerSec: partition reads asked"),
+    ("failedfetchrequests", "failed_fetch", "FailedFetchRequestsPerSec: partition reads failed"),
+)
+
+
+class PartitionState(Protocol):
+    """What the collector reads of a hosted replica (replication.partition.Partition)."""
+
+    topic: str
+    index: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+
+    def is_leader(self, broker_id: int) -> bool: ...
+
+
+class LogState(Protocol):
+    topic: str
+    partition: int
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def number_of_segments(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+
+class TopicState(Protocol):
+    name: str
+    partitions: Any  # list of (index, replicas, leader, leader_epoch, isr) records
+
+
+class QuotaThrottles(Protocol):
+    def throttle_time_avg_ms(self, now_ms: int) -> dict[tuple[str, str], float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSources:
+    """The broker's narrow edges the collector reads (each a callable, evaluated per scrape)."""
+
+    node_id: int
+    topic_stats: BrokerTopicStats
+    request_stats: RequestStats | None
+    api_names: Mapping[int, str]
+    partitions: Callable[[], Iterable[PartitionState]]  # the replicas this broker hosts
+    isr_changes: Callable[[], tuple[int, int]]  # (shrinks, expands)
+    offline_replicas: Callable[[], int]
+    min_isr: Callable[[str], int]
+    logs: Callable[[], Iterable[LogState]]
+    is_controller: Callable[[], bool]
+    topics: Callable[[], Iterable[TopicState]]  # the metadata cache
+    live_brokers: Callable[[], set[int]]
+    committed_offsets: Callable[[], Iterable[tuple[str, str, int, int]]]  # (group, topic, partition, offset)
+    connections: Callable[[], Mapping[str, int]]  # listener -> open connections
+    quotas: Mapping[str, QuotaThrottles]  # Produce / Fetch / Request
+    now_ms: Callable[[], int]
+
+
+class KafkaCollector(Collector):
+    def __init__(self, src: MetricsSources) -> None:
+        self.src = src
+        self._idle_mark: tuple[float, float] | None = None  # (wall, event-loop thread CPU) at the last scrape
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._topic_metrics()
+        yield from self._request_metrics()
+        yield from self._replica_manager()
+        yield from self._controller()
+        yield from self._logs_and_lag()
+        yield from self._quotas()
+        yield from self._socket_server()
+
+    # -- BrokerTopicMetrics
+    def _topic_metrics(self) -> Iterator[Any]:
+        stats = self.src.topic_stats
+        total = stats.all_topics()
+        for short, attr, doc in _TOPIC_METRICS:
+            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+            for name, c in sorted(stats.topics.items()):
+                fam.add_metric([name], getattr(c, attr))
+            # the all-topics MBean (no topic key): the same family without the label
+            fam.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}_total", {}, getattr(total, attr)))
+            yield fam
+
+    # -- RequestMetrics
+    def _request_name(self, key: int) -> str:
+        if key == FETCH_CONSUMER:
+            return "FetchConsumer"
+        if key == FETCH_FOLLOWER:
+            return "FetchFollower"
+        return self.src.api_names.get(key, str(key))
+
+    def _request_metrics(self) -> Iterator[Any]:
+        rs = self.src.request_stats
+        if rs is None:
+            return
+        fam = CounterMetricFamily("kafka_network_requestmetrics_requests", "RequestsPerSec per request and version",
+                                  labels=["request", "version"])
+        for rv, n in sorted(rs.requests.items()):
+            fam.add_metric([self._request_name(rv >> 8), str(rv & 0xFF)], n)
+        yield fam
+        for i, phase in enumerate(PHASES):
+            name = f"kafka_network_requestmetrics_{phase.lower()}"
+            gauge = GaugeMetricFamily(name, f"{phase} percentiles (recent requests)", labels=["request", "quantile"])
+            count = UnknownMetricFamily(name + "_count", f"{phase}: requests measured", labels=["request"])
+            for key, hs in sorted(rs.latency.items()):
+                request = self._request_name(key)
+                h = hs[i]
+                for label, value in h.percentiles_ms():
+                    gauge.add_metric([request, label], value)
+                count.add_metric([request], rs.measured.get(key, 0))
+            yield gauge
+            yield count
+
+    # -- ReplicaManager
+    def _replica_manager(self) -> Iterator[Any]:
+        node = self.src.node_id
+        hosted = leaders = under = under_min = at_min = 0
+        for p in self.src.partitions():
+            hosted += 1
+            if not p.is_leader(node):
+                continue
+            leaders += 1
+            isr = len(p.isr)
+            if isr < len(p.replicas):
+                under += 1
+            min_isr = self.src.min_isr(p.topic)
+            if isr < min_isr:
+                under_min += 1
+            elif isr == min_isr:
+                at_min += 1
+        shrinks, expands = self.src.isr_changes()
+        g = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(g + "partitioncount", "replicas hosted by this broker", value=hosted)
+        yield GaugeMetricFamily(g + "leadercount", "partitions this broker leads", value=leaders)
+        yield GaugeMetricFamily(g + "underreplicatedpartitions", "led partitions whose ISR is smaller than the "
+                                "replica set", value=under)
+        yield GaugeMetricFamily(g + "underminisrpartitioncount", "led partitions with fewer in sync replicas than "
+                                "min.insync.replicas", value=under_min)
+        yield GaugeMetricFamily(g + "atminisrpartitioncount", "led partitions exactly at min.insync.replicas",
+                                value=at_min)
+        yield GaugeMetricFamily(g + "offlinereplicacount", "replicas in offline log directories",
+                                value=self.src.offline_replicas())
+        yield CounterMetricFamily(g + "isrshrinks", "IsrShrinksPerSec: ISR shrinks committed by this leader",
+                                  value=shrinks)
+        yield CounterMetricFamily(g + "isrexpands", "IsrExpandsPerSec: ISR expansions committed by this leader",
+                                  value=expands)
+
+    # -- KafkaController
+    def _controller(self) -> Iterator[Any]:
+        active = self.src.is_controller()
+        topics = partitions = offline = 0
+        if active:  # Kafka's controller gauges are non-zero on the active controller only
+            live = self.src.live_brokers()
+            for t in self.src.topics():
+                topics += 1
+                for p in t.partitions:
+                    partitions += 1
+                    if p.leader < 0 or p.leader not in live:
+                        offline += 1
+        c = "kafka_controller_kafkacontroller_"
+        yield GaugeMetricFamily(c + "activecontrollercount", "1 on the active controller", value=int(active))
+        yield GaugeMetricFamily(c + "offlinepartitionscount", "partitions without a live leader", value=offline)
+        yield GaugeMetricFamily(c + "globaltopiccount", "topics in the cluster", value=topics)
+        yield GaugeMetricFamily(c + "globalpartitioncount", "partitions in the cluster", value=partitions)
+
+    # -- Log, consumer group lag
+    def _logs_and_lag(self) -> Iterator[Any]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_log_log_size", "bytes of the partition's log on this broker", labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "log start offset", labels=labels)
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "log end offset", labels=labels)
+        segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "segments of the log", labels=labels)
+        hw: dict[tuple[str, int], int] = {}
+        for lg in self.src.logs():
+            lab = [lg.topic, str(lg.partition)]
+            size.add_metric(lab, lg.size_in_bytes)
+            start.add_metric(lab, lg.log_start_offset)
+            end.add_metric(lab, lg.log_end_offset)
+            segs.add_metric(lab, lg.number_of_segments)
+            hw[(lg.topic, lg.partition)] = lg.high_watermark
+        yield from (size, start, end, segs)
+        glabels = ["consumergroup", "topic", "partition"]
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "high watermark - committed offset (groups this broker "
+                                "coordinates, partitions it hosts)", labels=glabels)
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "committed offset", labels=glabels)
+        for group, topic, partition, offset in self.src.committed_offsets():
+            lab = [group, topic, str(partition)]
+            current.add_metric(lab, offset)
+            high = hw.get((topic, partition))
+            if high is not None:
+                lag.add_metric(lab, max(high - offset, 0))
+        yield lag
+        yield current
+
+    # -- quotas
+    def _quotas(self) -> Iterator[Any]:
+        fam = GaugeMetricFamily("kafka_server_quota_throttle_time", "average throttle time (ms) over the quota window",
+                                labels=["resource", "user", "clientId"])
+        now = self.src.now_ms()
+        for resource, q in self.src.quotas.items():
+            for (user, client), avg in sorted(q.throttle_time_avg_ms(now).items()):
+                fam.add_metric([resource, user, client], avg)
+        yield fam
+
+    # -- SocketServer
+    def _socket_server(self) -> Iterator[Any]:
+        fam = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count", "open connections",
+                                labels=["listener", "networkProcessor"])
+        for listener, n in sorted(self.src.connections().items()):
+            fam.add_metric([listener, "0"], n)
+        yield fam
+        # the event loop is the one network processor: its idle share since the previous scrape
+        wall, cpu = time.monotonic(), time.thread_time()
+        idle = 1.0
+        if self._idle_mark is not None and wall > self._idle_mark[0]:
+            idle = 1.0 - min(max((cpu - self._idle_mark[1]) / (wall - self._idle_mark[0]), 0.0), 1.0)
+        self._idle_mark = (wall, cpu)
+        yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidle_percent",
+                                "share of time the event loop's thread was not on the CPU (0..1)", value=idle)
+
