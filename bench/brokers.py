@@ -39,6 +39,15 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+def child_env() -> dict[str, str]:
+    """The environment with PYTHONPATH made absolute: brokers start in their own directory, where a
+    relative ``PYTHONPATH=src`` would silently fall back to the installed package."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    return env
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -124,7 +133,7 @@ class BenchBroker:
             log.flush()
             t0 = time.monotonic()
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         cwd=self.workdir, start_new_session=True)
+                                         cwd=self.workdir, start_new_session=True, env=child_env())
         deadline = t0 + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -2,10 +2,17 @@
 Debian's ZooKeeper) against the same workload on one embedded broker (RF=1), alternating, medians of
 ``--reps`` runs, in one process so the ratio is measured under the same machine load.
 
-    python bench/cluster_bench.py [--records 200000] [--record-size 1024] [--partitions 6] [--reps 3]
+    python bench/cluster_bench.py [--client c|python] [--records 200000] [--record-size 1024] [--partitions 6]
+                                  [--reps 3] [--rate MSGS_PER_S] [--profile DIR]
 
 Prints one line per run and a summary table: MB/s, records/s, p99 latency and broker CPU seconds
-(summed over the cluster's brokers), and the ratio cluster / single. On this 2-core machine the
+(summed over the cluster's brokers), and the ratio cluster / single. The client is librdkafka's C perf
+tool by default (rdkafka_performance, built by bench/build_rdkafka.sh; bench/rdkafka_perf.py), so the
+brokers rather than a Python producer loop are measured; ``--client python`` runs `odradek perf`.
+Latency is the produce-to-acknowledgement time of each record (the C tool's ``-l``). ``--rate`` caps
+the producer (messages/s, e.g. 102400 for 100 MB/s of 1 KB records) for latency at a given load.
+``--profile DIR`` records every broker with py-spy (``$PY_SPY`` or on the PATH) during the measured
+produce (speedscope files). On this 2-core machine the
 three brokers, ZooKeeper and the client share two cores, so the ratio says as much about CPU
 per replicated byte as about replication latency.
 """
@@ -13,17 +20,23 @@ per replicated byte as about replication latency.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
@@ -32,6 +45,10 @@ from odradek.devcluster.zookeeper import Ensemble  # noqa: E402
 
 
 def perf(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    if args.client == "c":
+        r, _ = rdkafka_perf.run(args.binary, "produce", bootstrap, topic, args.records, args.record_size,
+                                acks="all", rate=args.rate, timeout_s=600)
+        return r
     cmd = [sys.executable, "-m", "odradek", "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
            "--num-records", str(args.records), "--record-size", str(args.record_size), "--acks", "all",
            "--partitions", str(args.partitions), "--json", "--timeout", "600"]
@@ -48,13 +65,26 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
         topic].result(120)
 
 
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> leader, once every partition has one (the produce spreads over all leaders)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(topic, timeout=10).topics[topic]
+        out = {p: m.leader for p, m in md.partitions.items()}
+        if out and all(v >= 0 for v in out.values()) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
 def run_single(base: Path, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     b = OdradekBroker(base / f"single{rep}", {"offsets.topic.replication.factor": "1"})
     b.start()
     try:
         create(b.bootstrap, "w", args.partitions, 1)
         cpu0 = b.cpu_seconds()
-        r = perf(b.bootstrap, "w", args)
+        with profiled([b], args, f"single{rep}"):
+            r = perf(b.bootstrap, "w", args)
         r["broker_cpu_s"] = b.cpu_seconds() - cpu0
         r["p99_ms"] = r.get("latency_ms", {}).get("p99", 0.0)
         return r
@@ -88,14 +118,39 @@ def run_cluster(base: Path, zk: Ensemble, args: argparse.Namespace, rep: int) ->
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+        r_leaders = leaders(bootstrap, "w")
         cpu0 = sum(b.cpu_seconds() for b in brokers)
-        r = perf(bootstrap, "w", args)
+        with profiled(brokers, args, f"cluster{rep}"):
+            r = perf(bootstrap, "w", args)
         r["broker_cpu_s"] = sum(b.cpu_seconds() for b in brokers) - cpu0
+        r["leaders"] = r_leaders
         r["p99_ms"] = r.get("latency_ms", {}).get("p99", 0.0)
         return r
     finally:
         for b in brokers:
             b.stop()
+
+
+@contextlib.contextmanager
+def profiled(brokers: list[OdradekBroker], args: argparse.Namespace, tag: str) -> Iterator[None]:
+    """py-spy on every broker while the body runs (``--profile DIR``), else nothing."""
+    if not args.profile:
+        yield
+        return
+    args.profile.mkdir(parents=True, exist_ok=True)
+    pyspy = os.environ.get("PY_SPY") or shutil.which("py-spy") or "py-spy"
+    spies = [subprocess.Popen([pyspy, "record", "--pid", str(b.pid), "--rate", "200", "--format", "speedscope",
+                               "--output", str(args.profile / f"{tag}-b{i}.json")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for i, b in enumerate(brokers, 1)]
+    time.sleep(1.0)  # py-spy attached
+    try:
+        yield
+    finally:
+        for s in spies:
+            s.send_signal(signal.SIGINT)
+        for s in spies:
+            s.wait(60)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--client", choices=["c", "python"], default="c")
+    ap.add_argument("--rate", type=int, default=None, help="producer messages/s (C client)")
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy every broker into this directory")
     args = ap.parse_args(argv)
+    args.binary = rdkafka_perf.ensure_built() if args.client == "c" else None
     base = Path(tempfile.mkdtemp(prefix="odradek-cluster-bench-"))
     zk = Ensemble(base / "zk", 1).start()
     results: dict[str, list[dict[str, Any]]] = {"single": [], "cluster": []}
@@ -113,9 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             for kind in ("single", "cluster"):
                 r = run_single(base, args, rep) if kind == "single" else run_cluster(base, zk, args, rep)
                 results[kind].append(r)
+                if "error" in r:
+                    r["error"] = f"{r['error']} {r.get('stdout_tail', '')[-300:]!r}"
                 print(f"rep {rep + 1} {kind:7s}: " + (r.get("error") or
                       f"{r.get('mb_per_sec', 0):8.1f} MB/s {r.get('records_per_sec', 0):10,.0f} rec/s "
-                      f"p99 {r.get('p99_ms', 0):7.1f} ms  broker CPU {r['broker_cpu_s']:.1f} s"), flush=True)
+                      f"p99 {r.get('p99_ms', 0):7.1f} ms  broker CPU {r['broker_cpu_s']:.1f} s"
+                      + (f"  leaders {sorted(r['leaders'].values())}" if "leaders" in r else "")), flush=True)
     finally:
         zk.stop()
 
@@ -123,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         vals = [float(r[key]) for r in results[kind] if key in r and "error" not in r]
         return statistics.median(vals) if vals else None
 
-    print(f"\nacks=all, {args.records:,} x {args.record_size} B, {args.partitions} partitions; medians of {args.reps}")
+    rate = f", {args.rate:,} msg/s" if args.rate else ""
+    print(f"\n{args.client} client, acks=all, {args.records:,} x {args.record_size} B{rate}, {args.partitions} "
+          f"partitions; medians of {args.reps}")
     print(f"{'':10s}{'MB/s':>10s}{'rec/s':>12s}{'p99 ms':>10s}{'broker CPU s':>14s}")
     for kind, label in (("single", "1 broker"), ("cluster", "3 (RF=3)")):
         vals = [med(kind, k) for k in ("mb_per_sec", "records_per_sec", "p99_ms", "broker_cpu_s")]

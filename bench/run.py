@@ -1,13 +1,20 @@
 """Side-by-side broker benchmark: Odradek (and, with --peer tansu, Tansu 0.6) on the standard workloads.
 
-    python bench/run.py [--peer tansu] [--workloads W1,W2,...] [--repeat 3] [--quick] [--w6-gb 5]
-                        [--json-out results.json]
+    python bench/run.py [--peer tansu] [--client python|c|both] [--workloads W1,W2,...] [--repeat 3]
+                        [--quick] [--w6-gb 5] [--json-out results.json]
 
 Every workload runs in a fresh broker (W3 consumes what W2 wrote, on W2's broker), as a subprocess
 `odradek perf ... --json`, started SETTLE_S after the broker answers; with a peer, the brokers
 alternate per repetition (Odradek first in odd repetitions, the peer first in even ones). For each run the broker's CPU seconds (utime+stime from
 /proc/<pid>/stat) and peak RSS (VmHWM, reset per workload) are recorded; loopback TCP bandwidth is
 measured in the same run. The table shows medians over the repetitions and the issue's targets.
+
+Clients (--client): ``python`` runs `odradek perf` (confluent-kafka's Python binding with a Python loop
+around it); ``c`` runs librdkafka's own C perf tool, rdkafka_performance (built from librdkafka 2.15.0's
+source by bench/build_rdkafka.sh into the ignored bench/.rdkafka; bench/rdkafka_perf.py parses its
+summary into the same result), so the broker rather than a Python client loop is measured; ``both``
+runs each workload with both clients on the same broker, one after the other, and reports both. W4
+(end-to-end latency) runs with the Python client only; with ``c`` it is skipped.
 
 Units: MB = 2**20 bytes and GB = 2**30 bytes (as Kafka's perf tools), latencies in ms.
 
@@ -42,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import rdkafka_perf  # noqa: E402
 from brokers import BenchBroker, OdradekBroker, TansuBroker, fetch_tansu  # noqa: E402
 from loopback import loopback_mb_per_sec  # noqa: E402
 from w6 import run_w6  # noqa: E402
@@ -120,6 +128,8 @@ class Bench:
         self.tansu_binary: Path | None = None
         self.runs: list[dict[str, Any]] = []
         self.run_id = uuid.uuid4().hex[:6]
+        self.clients: list[str] = ["python", "c"] if args.client == "both" else [args.client]
+        self.rdkafka_perf: Path | None = rdkafka_perf.ensure_built() if "c" in self.clients else None
 
     def log(self, msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -144,8 +154,17 @@ class Bench:
         if partitions > 100:
             self.log(f"created {topic} with {partitions} partitions on {broker.kind} in {time.monotonic() - t0:.1f} s")
 
-    def perf(self, w: Workload, broker: BenchBroker, topic: str) -> tuple[dict[str, Any], float]:
+    def perf_c(self, w: Workload, broker: BenchBroker, topic: str) -> tuple[dict[str, Any], float]:
+        """Run rdkafka_performance for ``w``; its result in `odradek perf`'s form and its CPU seconds."""
+        assert self.rdkafka_perf is not None
+        acks = w.args[w.args.index("--acks") + 1] if "--acks" in w.args else "1"
+        return rdkafka_perf.run(self.rdkafka_perf, w.mode, broker.bootstrap, topic, w.records, w.record_size,
+                                acks=acks, partitions=w.partitions, timeout_s=self.args.timeout)
+
+    def perf(self, w: Workload, broker: BenchBroker, topic: str, client: str = "python") -> tuple[dict[str, Any], float]:
         """Run `odradek perf` for ``w``; returns its JSON result and the client's CPU seconds."""
+        if client == "c":
+            return self.perf_c(w, broker, topic)
         cmd = [sys.executable, "-m", "odradek", "perf", w.mode, "--bootstrap-server", broker.bootstrap,
                "--topic", topic, "--num-records", str(w.records), "--record-size", str(w.record_size),
                "--partitions", str(w.partitions), "--json", "--timeout", str(self.args.timeout), *w.args]
@@ -173,16 +192,16 @@ class Bench:
         return result, client_cpu
 
     def measure(self, w: Workload, broker: BenchBroker, kind: str, rep: int, topic: str,
-                record: bool = True) -> dict[str, Any]:
+                record: bool = True, client: str = "python") -> dict[str, Any]:
         peak_reset = broker.reset_peak_rss()
         cpu0 = broker.cpu_seconds()
         t0 = time.monotonic()
-        result, client_cpu = self.perf(w, broker, topic)
+        result, client_cpu = self.perf(w, broker, topic, client)
         wall = time.monotonic() - t0
         cpu = broker.cpu_seconds() - cpu0
         nbytes = float(result.get("bytes") or result.get("records", 0) * w.record_size)
         run = {
-            "workload": w.name, "broker": kind, "rep": rep, "topic": topic, "records": w.records,
+            "workload": w.name, "broker": kind, "client": client, "rep": rep, "topic": topic, "records": w.records,
             "record_size": w.record_size, "wall_s": round(wall, 3),
             "metric": metric_of(result, w.metric),
             "broker_cpu_s": round(cpu, 3),
@@ -199,7 +218,7 @@ class Bench:
         m = run["metric"]
         shown = f"{m:,.1f} {w.unit}" if m is not None else "n/a"
         err = f"  ERROR: {result.get('error')}" if "error" in result else ""
-        self.log(f"{w.name} {kind:8s} rep {rep}: {shown}; broker {cpu:.2f} CPU s ({run['broker_cores']} cores), "
+        self.log(f"{w.name} {kind:8s} {client:6s} rep {rep}: {shown}; broker {cpu:.2f} CPU s ({run['broker_cores']} cores), "
                  f"peak RSS {run['broker_peak_rss_mb']:.0f} MB; client {client_cpu:.2f} CPU s{err}")
         return run
 
@@ -211,28 +230,34 @@ class Bench:
             broker.start()
         except Exception as e:
             self.log(f"{kind} failed to start: {e}")
-            for name in names:
-                self.runs.append({"workload": name, "broker": kind, "rep": rep, "metric": None,
-                                  "perf": {"error": f"broker start failed: {e}"}})
+            for client in self.clients:
+                for name in names:
+                    self.runs.append({"workload": name, "broker": kind, "client": client, "rep": rep, "metric": None,
+                                      "perf": {"error": f"broker start failed: {e}"}})
             return
         time.sleep(SETTLE_S)  # start-up housekeeping (Odradek's protocol warm-up) is not the workload's
         topics: dict[str, str] = {}
         try:
-            for name in names:
-                w = self.defs[name]
-                key = w.topic_from or name
-                try:
-                    if key not in topics:
-                        topics[key] = f"bench-{key.lower()}-{self.run_id}-{rep}"
-                        # created before the clock (and the CPU count) starts: W5's 1,000 partitions take a while
-                        self.create_topic(broker, topics[key], w.partitions)
-                        if w.topic_from:  # W3 without W2: fill the topic W2 would have written, unmeasured
-                            self.measure(self.defs[w.topic_from], broker, kind, rep, topics[key], record=False)
-                    self.measure(w, broker, kind, rep, topics[key])
-                except Exception as e:  # recorded; the other workloads go on
-                    self.log(f"{name} {kind} rep {rep} failed: {type(e).__name__}: {e}")
-                    self.runs.append({"workload": name, "broker": kind, "rep": rep, "metric": None,
-                                      "perf": {"error": f"{type(e).__name__}: {e}"}})
+            for client in self.clients:
+                for name in names:
+                    w = self.defs[name]
+                    if client == "c" and w.mode == "e2e":
+                        continue  # the C tool's latency mode needs a producer and a consumer pair: Python only
+                    key = w.topic_from or name
+                    ckey = f"{key}-{client}"
+                    try:
+                        if ckey not in topics:
+                            topics[ckey] = f"bench-{key.lower()}-{client}-{self.run_id}-{rep}"
+                            # created before the clock (and the CPU count) starts: W5's 1,000 partitions take a while
+                            self.create_topic(broker, topics[ckey], w.partitions)
+                            if w.topic_from:  # W3 without W2: fill the topic W2 would have written, unmeasured
+                                self.measure(self.defs[w.topic_from], broker, kind, rep, topics[ckey], record=False,
+                                             client=client)
+                        self.measure(w, broker, kind, rep, topics[ckey], client=client)
+                    except Exception as e:  # recorded; the other workloads go on
+                        self.log(f"{name} {kind} {client} rep {rep} failed: {type(e).__name__}: {e}")
+                        self.runs.append({"workload": name, "broker": kind, "client": client, "rep": rep,
+                                          "metric": None, "perf": {"error": f"{type(e).__name__}: {e}"}})
         finally:
             rc = broker.stop()
             if rc not in (0, None) and kind == "odradek":
@@ -256,6 +281,7 @@ class Bench:
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "quick": self.quick, "repeat": args.repeat, "workloads": selected, "peer": args.peer,
+            "clients": self.clients,
             "loadavg_start": loadavg(),
         }
         self.log(f"workdir {self.workdir}; measuring loopback bandwidth")
@@ -301,28 +327,36 @@ def summarise(data: dict[str, Any], quick: bool) -> tuple[str, list[dict[str, An
     defs = workloads(quick)
     peer = data["meta"].get("peer")
     kinds = ["odradek"] + ([peer] if peer else [])
+    clients: list[str] = data["meta"].get("clients") or ["python"]
+    for r in runs:
+        r.setdefault("client", "python")
+    # rows per workload and client: "W2" (Python client), "W2/c" (librdkafka's C perf tool)
+    row_defs = [(name if client == "python" else f"{name}/c", client, name, w)
+                for client in clients for name, w in defs.items()]
 
-    def med(w: str, kind: str, key: str) -> float | None:
-        return median([r.get(key) for r in runs if r["workload"] == w and r["broker"] == kind])
+    def med(w: str, client: str, kind: str, key: str) -> float | None:
+        return median([r.get(key) for r in runs
+                       if r["workload"] == w and r["broker"] == kind and r["client"] == client])
 
     rows = []
     summary: dict[str, dict[str, dict[str, float | None]]] = {}
-    for name, w in defs.items():
-        if not any(r["workload"] == name for r in runs):
+    for row, client, name, w in row_defs:
+        if not any(r["workload"] == name and r["client"] == client for r in runs):
             continue
-        summary[name] = {}
+        summary[row] = {}
         for kind in kinds:
-            summary[name][kind] = {k: med(name, kind, k) for k in
-                                   ("metric", "broker_cpu_s", "broker_cpu_s_per_gb", "broker_peak_rss_mb",
-                                    "broker_cores", "client_cpu_s")}
-        o = summary[name]["odradek"]
-        t = summary[name].get(peer or "", {})
+            summary[row][kind] = {k: med(name, client, kind, k) for k in
+                                  ("metric", "broker_cpu_s", "broker_cpu_s_per_gb", "broker_peak_rss_mb",
+                                   "broker_cores", "client_cpu_s")}
+        o = summary[row]["odradek"]
+        t = summary[row].get(peer or "", {})
         om, tm = o.get("metric"), t.get("metric")
         ratio = om / tm if om is not None and tm else None
-        n_ok = {k: sum(1 for r in runs if r["workload"] == name and r["broker"] == k and r.get("metric") is not None)
+        n_ok = {k: sum(1 for r in runs if r["workload"] == name and r["client"] == client and r["broker"] == k
+                       and r.get("metric") is not None)
                 for k in kinds}
         rows.append([
-            name, w.title, w.unit,
+            row, w.title + (" [C client]" if client == "c" else ""), w.unit,
             fmt(o["metric"]), fmt(t.get("metric")), fmt(ratio, ".2f"),
             fmt(o["broker_cpu_s"], ".2f"), fmt(o["broker_cpu_s_per_gb"], ".2f"),
             fmt(t.get("broker_cpu_s"), ".2f"), fmt(t.get("broker_cpu_s_per_gb"), ".2f"),
@@ -354,7 +388,20 @@ def summarise(data: dict[str, Any], quick: bool) -> tuple[str, list[dict[str, An
     loop = max(data["meta"].get("loopback_mb_per_sec") or [0.0])
     lines.append(f"\nloopback TCP {fmt(loop, ',.0f')} MB/s (max of before/after); load average "
                  f"{data['meta'].get('loadavg_start')} -> {data['meta'].get('loadavg_end')}")
-    checks = targets(summary, peer, loop)
+    checks = []
+    for client in clients:
+        suffix = "" if client == "python" else "/c"
+        per_client = {name: summary[name + suffix] for name in ALL_WORKLOADS if name + suffix in summary}
+        if "W6" in summary:
+            per_client.setdefault("W6", summary["W6"])
+        for c in targets(per_client, peer, loop):
+            if c["target"].startswith("W6") and client != clients[0]:
+                continue  # W6 has no client: listed once
+            if client == "c":
+                if c["target"].startswith("W4"):
+                    continue  # no C run of W4
+                c["target"] = f"[C client] {c['target']}"
+            checks.append(c)
     lines.append("\nTargets (issue 4):")
     for c in checks:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[c["pass"]]
@@ -426,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", choices=["tansu", METRICS_OFF], default=None,
                     help=f"also run the workloads against this broker ({METRICS_OFF}: Odradek with http.listeners= "
                          "empty, to measure what /metrics costs)")
+    ap.add_argument("--client", choices=["python", "c", "both"], default="python",
+                    help="the perf client: odradek perf (python), librdkafka's rdkafka_performance (c), or both")
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help="comma-separated (default all)")
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per workload and broker (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="reduced sizes for a smoke check")

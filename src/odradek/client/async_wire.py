@@ -2,7 +2,8 @@
 follower's replica fetcher needs to talk to its leader (Fetch, OffsetForLeaderEpoch).
 
 Frames: int32 size, request header v1/v2 (by the API's flexible versions), body; the
-response (header v0/v1) is read whole. Both are :mod:`odradek.client.framer`'s; the response
+response (header v0/v1) is read whole, straight into a frame-sized buffer
+(:mod:`odradek.client.frame_reader`, installed on the connection once it is open). Both are :mod:`odradek.client.framer`'s; the response
 body is checked by :mod:`odradek.protocol.kio_guard`, then decoded with kio.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from kio.serial import entity_reader
 
 from odradek.client import framer
+from odradek.client.frame_reader import FrameReader
 from odradek.protocol import codec, kio_guard
 from odradek.protocol.framing import FrameError
 
@@ -60,38 +62,51 @@ class AsyncWireClient:
         self._connect = connect or plain_connect
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.WriteTransport | None = None
+        self._frames: FrameReader | None = None
         self._corr = 0
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None
+        return self._transport is not None
 
     async def connect(self) -> None:
+        """Open the connection (TCP, TLS, SASL as ``connect`` does them), then read its responses
+        with a :class:`FrameReader` straight into frame-sized buffers."""
         try:
-            self._reader, self._writer = await self._connect(*self.address, self.timeout_s)
+            reader, writer = await self._connect(*self.address, self.timeout_s)
         except (OSError, TimeoutError) as e:
             raise WireError(f"cannot connect to {self.address[0]}:{self.address[1]}: {e}") from None
+        leftover: Any = getattr(reader, "_buffer", None)
+        if reader.at_eof() or leftover:  # request/response in lockstep: nothing left over
+            writer.close()
+            raise WireError(f"unexpected bytes from {self.address[0]}:{self.address[1]} after connecting")
+        transport = writer.transport
+        frames = FrameReader(transport, MAX_RESPONSE)
+        transport.set_protocol(frames)
+        # the writer is kept: a StreamWriter that goes away closes its transport
+        self._writer, self._transport, self._frames = writer, transport, frames
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._transport is not None:
+            self._transport.close()
+        self._writer = self._transport = self._frames = None
 
-    def encode(self, api_key: int, version: int, fields: dict[str, Any]) -> bytes:
+    def encode(self, api_key: int, version: int, fields: dict[str, Any] | bytes) -> bytes:
+        """The request frame; ``fields`` as a dict (built into a kio entity) or an encoded body."""
         req_cls = codec.request_class(api_key, version)
         assert req_cls is not None, (api_key, version)
         self._corr = (self._corr + 1) & 0x7FFFFFFF
+        body = fields if isinstance(fields, bytes) else codec.encode(build(req_cls, fields))
         return framer.encode_request(
-            api_key, version, self._corr, self.client_id, codec.encode(build(req_cls, fields)),
+            api_key, version, self._corr, self.client_id, body,
             flexible_header=req_cls.__header_schema__.__version__ >= 2,
         )
 
     async def request(self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float | None = None) -> Any:
-        if self._writer is None:
+        if self._transport is None:
             await self.connect()
-        assert self._reader is not None and self._writer is not None
         frame = self.encode(api_key, version, fields)
         corr = self._corr
         try:
@@ -103,16 +118,39 @@ class AsyncWireClient:
             self.close()
             raise
 
-    async def _round_trip(self, frame: bytes, corr: int, api_key: int, version: int) -> Any:
-        assert self._reader is not None and self._writer is not None
-        self._writer.write(frame)
-        await self._writer.drain()
+    async def request_frame(
+        self, api_key: int, version: int, fields: dict[str, Any] | bytes, timeout_s: float | None = None
+    ) -> tuple[bytearray, int]:
+        """Like :meth:`request`, but the response undecoded: ``(frame, offset of the body)``, for
+        a caller that encodes the request body (``fields`` as bytes) and parses the response body
+        itself (the replica fetcher's Fetch requests and responses, read without copying records)."""
+        if self._transport is None:
+            await self.connect()
+        frame = self.encode(api_key, version, fields)
+        corr = self._corr
         try:
-            data, offset = await framer.read_response(
-                self._reader, corr, codec.response_header_flexible(api_key, version), MAX_RESPONSE
-            )
+            return await asyncio.wait_for(self._exchange(frame, corr, api_key, version), timeout_s or self.timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
+            self.close()
+            raise WireError(f"request {api_key} v{version} to {self.address[0]}:{self.address[1]} failed: {e!r}") from None
+        except WireError:
+            self.close()
+            raise
+
+    async def _exchange(self, frame: bytes, corr: int, api_key: int, version: int) -> tuple[bytearray, int]:
+        transport, frames = self._transport, self._frames
+        if transport is None or frames is None or transport.is_closing():
+            raise ConnectionError("not connected")
+        transport.write(frame)  # a request is small: no flow control needed
+        data = await frames.read_frame()
+        try:
+            return data, framer.response_body_offset(data, corr, codec.response_header_flexible(api_key, version))
         except FrameError as e:
             raise WireError(str(e)) from None
+
+    async def _round_trip(self, frame: bytes, corr: int, api_key: int, version: int) -> Any:
+        raw, offset = await self._exchange(frame, corr, api_key, version)
+        data = bytes(raw)  # kio's entities keep bytes fields
         resp_cls = codec.response_class(api_key, version)
         try:
             kio_guard.check(resp_cls, data, offset)  # a lying count aborts kio's native reader

@@ -70,7 +70,7 @@ def response_size(prefix: bytes, max_size: int = MAX_RESPONSE) -> int:
     return size
 
 
-def response_body_offset(frame: bytes, correlation_id: int, flexible_header: bool) -> int:
+def response_body_offset(frame: bytes | bytearray, correlation_id: int, flexible_header: bool) -> int:
     """Check the response header at the start of ``frame`` (the bytes after the size field)
     and return where the body starts."""
     if len(frame) < 4:

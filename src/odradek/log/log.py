@@ -541,7 +541,7 @@ class Log:
         max_ts = max(h.max_timestamp for h in kept)
         if self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms):
             self.roll(now_ms)
-        self.active_segment.append(bytes(data) if isinstance(records, memoryview) else data, kept)
+        self.active_segment.append(data, kept)  # one write, straight from the fetch response
         cache = self.leader_epoch_cache
         for h in kept:
             if h.partition_leader_epoch > cache.latest_epoch:

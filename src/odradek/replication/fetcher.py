@@ -9,7 +9,12 @@ under an old leader and never replicated is dropped rather than kept. With no ep
 known it truncates to its high watermark. Then it fetches (Fetch v12 with replica id and
 current leader epoch) from its log end offset, appends the leader's batches unchanged
 (append_as_follower keeps offsets, epochs and producer state), and takes the leader's
-high watermark, capped at its own log end offset.
+high watermark, capped at its own log end offset. The request is written by hand
+(protocol.fetch_request_writer) and the response read without copying records
+(protocol.fetch_response_reader: memoryview slices of the frame the socket was read into,
+client.frame_reader, one write per partition);
+the next fetch goes out as soon as a response is applied, and its fetch offset is what moves
+the leader's high watermark and completes its acks=all produces.
 
 Replication quota (KIP-73, follower side): partitions listed in their topic's
 follower.replication.throttled.replicas ("partition:broker" or "*") share this broker's
@@ -27,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 from odradek.client.async_wire import AsyncWireClient, Connect, WireError
 from odradek.log.errors import LogError
 from odradek.protocol import errors
+from odradek.protocol.fetch_request_writer import FetchPartition, encode_fetch_request
+from odradek.protocol.fetch_response_reader import FetchedPartition, FetchResponseError, read_fetch_response
 from odradek.protocol.records import InvalidRecordError, complete_batches_length, validate_batches
 
 if TYPE_CHECKING:
@@ -224,7 +230,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ fetch
     async def _fetch(self, tps: list[TP]) -> None:
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         sent: dict[TP, FetchState] = {}
         wait = self.quota.delay() if self.quota is not None else 0.0
         self._rotation = (self._rotation + 1) % max(len(tps), 1)  # fairness under the response size limit
@@ -241,22 +247,24 @@ class ReplicaFetcher:
                     state.retry_at = time.monotonic() + wait
                     continue
                 throttled.add(tp)
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.cfg.max_bytes,
-            })
+            topics.setdefault(tp[0], []).append((
+                tp[1], state.leader_epoch, plog.log_end_offset, -1, plog.log_start_offset, self.cfg.max_bytes,
+            ))
             sent[tp] = state
         if not topics:
             return
         cfg = self.cfg
-        resp = await self.client.request(1, FETCH_VERSION, {
-            "cluster_id": None, "replica_id": cfg.broker_id,
-            "max_wait": datetime.timedelta(milliseconds=cfg.wait_max_ms), "min_bytes": cfg.min_bytes,
-            "max_bytes": cfg.response_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": tuple({"topic": t, "partitions": tuple(ps)} for t, ps in topics.items()),
-            "forgotten_topics_data": (), "rack_id": "",
-        }, timeout_s=cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0)
+        request = encode_fetch_request(
+            cfg.broker_id, cfg.wait_max_ms, cfg.min_bytes, cfg.response_max_bytes, topics.items()
+        )
+        frame, body = await self.client.request_frame(
+            1, FETCH_VERSION, request, timeout_s=cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0
+        )
+        try:  # records stay slices of the frame: appended from there, never copied
+            resp = read_fetch_response(frame, body)
+        except FetchResponseError as e:
+            self.client.close()
+            raise WireError(f"fetch response from broker {self.leader_id}: {e}") from None
         if int(resp.error_code) != errors.NONE:
             log.info("fetch from broker %d failed: error %d", self.leader_id, int(resp.error_code))
             for tp, state in sent.items():
@@ -276,7 +284,7 @@ class ReplicaFetcher:
                     self.quota.record(len(p.records))
                 self._apply(tp, st, plog, p, now_ms)
 
-    def _apply(self, tp: TP, state: FetchState, plog: Log, p: Any, now_ms: int) -> None:
+    def _apply(self, tp: TP, state: FetchState, plog: Log, p: FetchedPartition, now_ms: int) -> None:
         code = int(p.error_code)
         if code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = int(p.log_start_offset)
@@ -293,10 +301,11 @@ class ReplicaFetcher:
             self._back_off(tp, state)
             return
         records = p.records
-        if records:
+        if records is not None and len(records):
             whole = complete_batches_length(records)  # the response may end in a partial batch
-            records = memoryview(records)[:whole] if whole < len(records) else records
-        if records:
+            if whole < len(records):
+                records = records[:whole]
+        if records is not None and len(records):
             try:
                 headers = validate_batches(records, check_records=False)
                 plog.append_as_follower(records, headers, now_ms)
