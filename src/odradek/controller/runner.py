@@ -123,15 +123,20 @@ class ControllerRunner:
 
     def _process(self, kind: str, args: dict[str, Any]) -> None:
         c = self.controller
+        on_error: Callable[[BaseException], None] | None = args.pop("on_error", None)
         try:
             run = self.before_event(kind)
             if run is None:
+                if on_error is not None:
+                    on_error(RuntimeError(f"controller event {kind} was not run"))
                 return
             c.put(run, **args)
             c.process_all()
             self.after_event(run, c)
-        except Exception:
+        except Exception as e:
             log.exception("controller event %s failed", kind)
+            if on_error is not None:  # a request waits on this event: fail it rather than leave it hanging
+                on_error(e)
         self._sync_channel()
 
     def call_controller(self, kind: str, then: Callable[[Any], Any], **args: Any) -> asyncio.Future[Any]:
@@ -148,7 +153,14 @@ class ControllerRunner:
         def reply(*result: Any) -> None:
             loop.call_soon_threadsafe(settle, result if len(result) != 1 else result[0])
 
-        self.put(kind, reply=reply, **args)
+        def fail(exc: BaseException) -> None:
+            if not fut.done():
+                fut.set_exception(exc)
+
+        def on_error(exc: BaseException) -> None:
+            loop.call_soon_threadsafe(fail, exc)
+
+        self.put(kind, reply=reply, on_error=on_error, **args)
         return fut
 
     # ------------------------------------------------------------------ the controller's requests
