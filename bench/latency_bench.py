@@ -20,7 +20,8 @@ Per setup and rate, on fresh brokers (each with ``http.listeners`` on a free por
 Reported: the rate reached (the tool's rate limiter sleeps ``1/RATE`` between produce calls by polling
 with a timeout rounded down to milliseconds, i.e. it busy-polls below 1 ms, and adds the produce call's
 own time, so it falls short of RATE at high rates), e2e p50/p99/p99.9/max, the producer's acks=all
-produce-to-acknowledgement p99, CPU seconds of the brokers, the producer and the consumer, and for
+produce-to-acknowledgement p99, CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
+one-minute load average: other work on the machine shows up in every latency), and for
 Produce, FetchConsumer and FetchFollower each phase of Kafka's RequestMetrics (request queue, local,
 remote, response queue, response send, total: p50/p99/p99.9 over the broker's last minute, scraped
 after the run; the worst broker for the cluster) with the request count of the run (after - before).
@@ -164,7 +165,7 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     cpu0 = sum(b.cpu_seconds() for b in brokers)
     produced, producer_cpu = rdkafka_perf.run(args.binary, "produce", bootstrap, "w", records, args.record_size,
                                               acks="all", rate=rate, props={"linger.ms": str(args.linger_ms)},
-                                              timeout_s=args.seconds * 20 + 60)
+                                              timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
     consumer.wait(60)
     broker_cpu = sum(b.cpu_seconds() for b in brokers) - cpu0
     after = [scrape(p) for p in http_ports]
@@ -174,7 +175,8 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
         "mb_per_sec": produced.get("mb_per_sec"), "e2e_ms": e2e,
         "produce_ack_ms": produced.get("latency_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
         "producer_cpu_s": round(producer_cpu, 2), "consumer_cpu_s": round(consumer.cpu_s, 2),
-        "elapsed_s": produced.get("elapsed_s"), "broker_share": broker_share(before, after),
+        "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice, "loadavg_1m": round(os.getloadavg()[0], 2),
+        "broker_share": broker_share(before, after),
         "producer_command": produced.get("command"), "consumer_command": consumer.command,
     }
     if "error" in produced:
@@ -225,7 +227,8 @@ def line(setup: str, r: dict[str, Any]) -> str:
     return (f"{setup:8s} {r['rate_asked']:>8,} asked {r['rate_reached'] or 0:>10,.0f} msg/s {r['mb_per_sec'] or 0:7.1f} MB/s"
             f"  e2e p50 {e['p50']:6.2f} p99 {e['p99']:6.2f} p99.9 {e['p999']:6.2f} max {e['max']:7.2f} ms"
             f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms"
-            f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}")
+            f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
+            f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
 
 
 def share_lines(r: dict[str, Any]) -> list[str]:
@@ -247,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-ms", type=int, default=1)
     ap.add_argument("--fetch-wait-max-ms", type=int, default=100)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--producer-nice", type=int, default=0,
+                    help="the producer's niceness: its rate limiter spins, taking a core from the brokers")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     args.binary = rdkafka_perf.ensure_built()
