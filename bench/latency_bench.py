@@ -4,7 +4,7 @@ min.insync.replicas=2), with the broker's share from its RequestMetrics.
 
     python bench/latency_bench.py [--rates 1000,102400] [--seconds 10] [--setups single,cluster]
                                   [--partitions 6] [--record-size 1024] [--linger-ms 1]
-                                  [--fetch-wait-max-ms 100] [--json FILE]
+                                  [--fetch-wait-max-ms 100] [--producer-nice N] [--json FILE] [--profile DIR]
 
 Per setup and rate, on fresh brokers (each with ``http.listeners`` on a free port):
 
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker, free_port  # noqa: E402
-from cluster_bench import create  # noqa: E402
+from cluster_bench import create, profiled  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from odradek.devcluster.zookeeper import Ensemble  # noqa: E402
@@ -62,7 +62,11 @@ SAMPLE = re.compile(r'^(kafka_network_requestmetrics_\w+?)\{([^}]*)\}\s+(\S+)$')
 def scrape(port: int) -> dict[tuple[str, str, str], float]:
     """(metric, request, quantile or '') -> value of the RequestMetrics samples."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
+        return parse_metrics(r.read().decode())
+
+
+def parse_metrics(text: str) -> dict[tuple[str, str, str], float]:
+    """The RequestMetrics samples of Prometheus' text format."""
     out: dict[tuple[str, str, str], float] = {}
     for line in text.splitlines():
         m = SAMPLE.match(line)
@@ -163,9 +167,10 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     time.sleep(1.0)
     before = [scrape(p) for p in http_ports]
     cpu0 = sum(b.cpu_seconds() for b in brokers)
-    produced, producer_cpu = rdkafka_perf.run(args.binary, "produce", bootstrap, "w", records, args.record_size,
-                                              acks="all", rate=rate, props={"linger.ms": str(args.linger_ms)},
-                                              timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
+    with profiled(brokers, args, f"{len(brokers)}b-{rate}"):
+        produced, producer_cpu = rdkafka_perf.run(args.binary, "produce", bootstrap, "w", records, args.record_size,
+                                                  acks="all", rate=rate, props={"linger.ms": str(args.linger_ms)},
+                                                  timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
     consumer.wait(60)
     broker_cpu = sum(b.cpu_seconds() for b in brokers) - cpu0
     after = [scrape(p) for p in http_ports]
@@ -253,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producer-nice", type=int, default=0,
                     help="the producer's niceness: its rate limiter spins, taking a core from the brokers")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy every broker into this directory")
     args = ap.parse_args(argv)
     args.binary = rdkafka_perf.ensure_built()
     rates = [int(x) for x in args.rates.split(",")]
