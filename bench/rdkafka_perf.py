@@ -138,8 +138,10 @@ def parse_consume(stdout: str, record_size: int) -> dict[str, Any]:
 
 def run(binary: Path, mode: str, bootstrap: str, topic: str, records: int, record_size: int, *,
         acks: str = "all", partitions: int = 1, latency: bool = True, rate: int | None = None,
-        props: dict[str, str] | None = None, timeout_s: float = 300.0) -> tuple[dict[str, Any], float]:
-    """Run the tool once; (the result dict, the client's CPU seconds)."""
+        props: dict[str, str] | None = None, timeout_s: float = 300.0,
+        nice: int = 0) -> tuple[dict[str, Any], float]:
+    """Run the tool once; (the result dict, the client's CPU seconds). ``nice``: the tool's niceness
+    (its rate limiter spins between messages; a positive value lets brokers on the same cores go first)."""
     cmd = [str(binary), "-b", bootstrap, "-t", topic, "-c", str(records)]
     conf = {"client.id": "odradek-bench-c", **(props or {})}
     if mode == "produce":
@@ -171,7 +173,8 @@ def run(binary: Path, mode: str, bootstrap: str, topic: str, records: int, recor
             cmd += ["-X", f"{k}={v}"]
         out_path, err_path = Path(tmp) / "out", Path(tmp) / "err"
         with out_path.open("w") as fout, err_path.open("w") as ferr:
-            proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, stdin=subprocess.DEVNULL,
+                                    preexec_fn=(lambda: os.nice(nice)) if nice else None)
             killer = threading.Timer(timeout_s, proc.kill)
             killer.start()
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time

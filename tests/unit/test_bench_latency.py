@@ -1,0 +1,49 @@
+"""bench/latency_bench.py: the broker's RequestMetrics share read from /metrics text, and the
+end-to-end percentiles of the consumer's per-record latencies. The runs themselves need
+rdkafka_performance (bench/build_rdkafka.sh), outside the suite."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import latency_bench  # noqa: E402
+
+TEXT = """# HELP kafka_network_requestmetrics_totaltimems TotalTimeMs percentiles (recent requests)
+# TYPE kafka_network_requestmetrics_totaltimems gauge
+kafka_network_requestmetrics_totaltimems{quantile="0.50",request="Produce"} 1.535
+kafka_network_requestmetrics_totaltimems{quantile="0.99",request="Produce"} 6.143
+kafka_network_requestmetrics_totaltimems{quantile="0.999",request="Produce"} 24.575
+kafka_network_requestmetrics_remotetimems{quantile="0.99",request="FetchConsumer"} 114.687
+kafka_network_requestmetrics_totaltimems_count{request="Produce"} %d
+kafka_network_requestmetrics_totaltimems_count{request="FetchConsumer"} 7
+kafka_network_requestmetrics_requests_total{request="Produce",version="9"} 12
+kafka_server_brokertopicmetrics_messagesin_total 5.0
+"""
+
+
+def test_parse_metrics_keys_by_metric_request_quantile() -> None:
+    m = latency_bench.parse_metrics(TEXT % 12)
+    assert m[("kafka_network_requestmetrics_totaltimems", "Produce", "0.99")] == 6.143
+    assert m[("kafka_network_requestmetrics_totaltimems_count", "Produce", "")] == 12
+    assert m[("kafka_network_requestmetrics_remotetimems", "FetchConsumer", "0.99")] == 114.687
+    assert not any(k[0].startswith("kafka_server") for k in m)
+
+
+def test_broker_share_counts_the_run_and_takes_the_worst_broker() -> None:
+    before = [latency_bench.parse_metrics(TEXT % 2), latency_bench.parse_metrics(TEXT % 0)]
+    after = [latency_bench.parse_metrics(TEXT % 12), latency_bench.parse_metrics((TEXT % 5).replace("6.143", "9.0"))]
+    share = latency_bench.broker_share(before, after)
+    assert share["Produce"]["requests"] == 10 + 5
+    assert share["Produce"]["totaltimems"] == {"0.50": 1.535, "0.99": 9.0, "0.999": 24.575}
+    assert share["Produce"]["localtimems"] == {"0.50": 0.0, "0.99": 0.0, "0.999": 0.0}
+    assert "FetchConsumer" not in share  # no request during the run
+    assert "FetchFollower" not in share
+
+
+def test_e2e_summary_percentiles_in_ms() -> None:
+    values = list(range(1, 1001))  # 1..1000 µs
+    s = latency_bench.e2e_summary(values)
+    assert s["records"] == 1000
+    assert (s["p50"], s["p99"], s["p999"], s["max"]) == (0.501, 0.991, 1.0, 1.0)
+    assert latency_bench.e2e_summary([]) == {}
