@@ -53,7 +53,7 @@ class Cluster:
 
     def ensure_chroot(self) -> None:
         zk = KazooClient(hosts=self.zk.servers[0].connect, **self.zk_client_options)
-        zk.start(timeout=10)
+        zk.start(timeout=60)
         zk.ensure_path(self.chroot)
         zk.stop()
         zk.close()
@@ -84,7 +84,7 @@ class Cluster:
     def zkc(self) -> KazooClient:
         if self._zk is None:
             self._zk = KazooClient(hosts=self.connect, **self.zk_client_options)
-            self._zk.start(timeout=10)
+            self._zk.start(timeout=60)
         return self._zk
 
     def zk_children(self, path: str) -> list[str]:

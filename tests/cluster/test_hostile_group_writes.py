@@ -74,8 +74,8 @@ def _join(w: WireClient, group: str) -> tuple[str, int] | None:
         protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\0\0\0\0\0\0\0\0"),),
     )
     r = w.request(11, 5, **fields)
-    if r.error_code in (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS):
-        return None
+    if r.error_code in (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE):
+        return None  # all three send a client back to FindCoordinator
     assert r.error_code == MEMBER_ID_REQUIRED
     r = w.request(11, 5, **dict(fields, member_id=r.member_id))
     assert r.error_code == NONE, r

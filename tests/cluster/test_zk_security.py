@@ -86,7 +86,7 @@ def cluster(tmp_path: Path, sasl_zookeeper: Ensemble) -> Iterator[Cluster]:
 
 def _other(c: Cluster) -> KazooClient:
     zk = KazooClient(hosts=c.connect, **_sasl("other", OTHER_PASSWORD))
-    zk.start(timeout=10)
+    zk.start(timeout=60)
     return zk
 
 
@@ -262,7 +262,7 @@ def test_zookeeper_security_migration(tmp_path: Path, sasl_zookeeper: Ensemble) 
     env = {"KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
     chroot = "/migrate-" + tmp_path.name[-8:]
     zk = KazooClient(hosts=sasl_zookeeper.connect, **_sasl("kafka", KAFKA_PASSWORD))
-    zk.start(timeout=10)
+    zk.start(timeout=60)
     try:
         for path in ("/brokers/topics/t", "/config/users/alice", "/kafka-acl/Topic/t", "/controller_epoch",
                      "/unrelated/x"):

@@ -58,7 +58,7 @@ def test_security_that_is_not_built_is_refused(
     )
     broker.port = port
     with pytest.raises(BrokerError, match="during start-up"):
-        broker.start(timeout=15)
+        broker.start(timeout=60)
     assert broker.exit_codes == [2]
     errors = [line for line in broker.log_text().splitlines() if " ERROR " in line]
     assert any(named in line for line in errors), errors

@@ -28,18 +28,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from odradek.devcluster.zookeeper import free_port as zk_free_port
 from odradek.embedded.probe import api_versions_ok
 
 HOST = "127.0.0.1"
-START_TIMEOUT = 20.0
+# generous: three test workers, their brokers and Spark share two cores, each broker importing under coverage
+START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 CMD_ENV = "ODRADEK_TEST_BROKER_CMD"
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A port for a broker or listener started later: below the kernel's ephemeral range, a slice per
+    pytest-xdist worker (odradek.devcluster.zookeeper.free_port)."""
+    return zk_free_port()
 
 
 def normalise_overrides(overrides: Mapping[str, object] | None = None, **kw: object) -> dict[str, str]:

@@ -36,6 +36,8 @@ leadership", and use ``*_async(...).get(timeout=...)`` since blocking calls hang
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import shutil
 import signal
 import socket
@@ -53,10 +55,78 @@ class ZooKeeperError(RuntimeError):
     """ZooKeeper cannot be started or did not start serving."""
 
 
-def free_port() -> int:
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+class _PortPicker:
+    """Ports for servers started later by another process (ZooKeeper, brokers, HTTP listeners).
+
+    A port from ``bind(("127.0.0.1", 0))`` comes from the kernel's ephemeral range, which outgoing
+    connections also draw their local ports from, and another process asking the same way may be handed it
+    again before the server binds it: with several test workers starting brokers at once both happen.
+    Ports are therefore taken below the ephemeral range, walking a slice of it in order (a port is handed out
+    again only after the whole slice), one slice per pytest-xdist worker (``PYTEST_XDIST_WORKER=gwN``), the
+    start within the slice random so that processes sharing a slice rarely meet; each port is checked free
+    with a bind. Where the range below the ephemeral one is too small, the kernel's choice is used."""
+
+    FIRST = 10000
+    SLICES = 8
+
+    def __init__(self) -> None:
+        self._next: int | None = None
+        self._range: tuple[int, int] | None = None
+
+    def _slice(self) -> tuple[int, int] | None:
+        lo, _ = _ephemeral_range()
+        span = lo - self.FIRST
+        if span < self.SLICES * 200:
+            return None
+        width = span // self.SLICES
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        index = int(worker[2:]) % self.SLICES if worker.startswith("gw") and worker[2:].isdigit() else \
+            self.SLICES - 1
+        start = self.FIRST + index * width
+        return start, start + width
+
+    def pick(self) -> int:
+        if self._range is None:
+            self._range = self._slice() or (0, 0)
+            if self._range != (0, 0):
+                self._next = random.SystemRandom().randrange(*self._range)  # not the seeded global one
+        start, end = self._range
+        if start == end:
+            return _kernel_port()
+        assert self._next is not None
+        for _ in range(end - start):
+            port = self._next
+            self._next = start + (port + 1 - start) % (end - start)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+        return _kernel_port()
+
+
+def _kernel_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+_picker = _PortPicker()
+
+
+def free_port() -> int:
+    """A free loopback port for a server another process will bind (see _PortPicker)."""
+    return _picker.pick()
 
 
 def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:

@@ -1,0 +1,89 @@
+"""[[dw.aggregating]] end to end: the -Merge of the states equals the ODS recomputation across a kill. Helpers in test_ods.py."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration.broker import Broker
+
+from .test_ods import (
+    PAYMENT_COLUMNS,
+    CdcStream,
+    Event,
+    Feed,
+    _reap,
+    generate_facts,
+    payments_config,
+    pipeline_cmd,
+    query,
+    truth,
+)
+
+
+@pytest.mark.timeout(900)
+def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: Callable[..., str],
+                                           tmp_path: Path) -> None:
+    """[[dw.aggregating]] end to end: an append-only stream with re-deliveries, the job killed with
+    SIGKILL mid-run and run again; the -Merge of the AggregatingMergeTree's states equals the same
+    aggregates computed from the ODS and from the events themselves."""
+    rnd = random.Random(20261126)
+    topic = new_topic(2, prefix="shop.payments")
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 120))
+    feed = Feed(pipeline_broker.bootstrap)
+    payments = CdcStream("payments", "payment_id", rnd)
+    sent: list[Event] = []
+    generate_facts(rnd, feed, topic, payments, 700, sent)
+    feed.flush()
+    log = open(tmp_path / "run1.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
+                            text=True, cwd=tmp_path, start_new_session=True)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 240
+        while sum(1 for x in lines if x.startswith("batch ")) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (tmp_path / "run1.log").read_text()
+            time.sleep(0.05)
+        assert sum(1 for x in lines if x.startswith("batch ")) >= 2, "\n".join(lines)
+        generate_facts(rnd, feed, topic, payments, 300, sent)
+        feed.flush()
+        time.sleep(rnd.uniform(0.0, 1.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        _reap(proc)
+        log.close()
+    cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 2000))
+    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
+                         text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+
+    want = truth(sent, "payment_id", PAYMENT_COLUMNS)
+    merged = query(cfg, "SELECT day, customers, amount_q, n FROM dw.daily_payments_merged ORDER BY day")
+    recomputed = query(cfg, "SELECT day AS day, uniq(customer_id) AS customers, "
+                            "quantiles(0.5, 0.9, 0.99)(amount) AS amount_q, count() AS n FROM ods.payments "
+                            "GROUP BY day ORDER BY day")
+    assert merged == recomputed
+    by_day: dict[int, list[dict[str, Any]]] = {}
+    for row in want.values():
+        by_day.setdefault(int(row["day"]), []).append(row)
+    assert {int(r["day"]): int(r["n"]) for r in merged} == {d: len(rs) for d, rs in by_day.items()}
+    assert {int(r["day"]): int(r["customers"]) for r in merged} == {
+        d: len({r["customer_id"] for r in rs}) for d, rs in by_day.items()}
+    assert len(want) < len(sent)  # re-deliveries were sent, and none was counted twice
