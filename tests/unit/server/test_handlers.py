@@ -45,3 +45,22 @@ def test_broker_process_loads_kio_without_hypothesis() -> None:
         "import hypothesis.strategies\n"  # still importable afterwards
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_odradek_command_loads_kio_without_hypothesis() -> None:
+    """The ``odradek`` command's own imports (every subcommand module) do not pull hypothesis in
+    through kio before the broker's guard runs (a features_cmd import did: ~2.5 s of each start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from odradek.cli import main\n"
+        "try:\n"
+        "    main.main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'kio.static.primitive' in sys.modules, 'no subcommand imports kio any more'\n"
+        "assert 'hypothesis' not in sys.modules, 'kio pulled in hypothesis'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
