@@ -64,3 +64,25 @@ def test_odradek_command_loads_kio_without_hypothesis() -> None:
         "assert 'hypothesis' not in sys.modules, 'kio pulled in hypothesis'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_metadata_partition_entities_follow_leader_isr_and_liveness() -> None:
+    """The per-partition entity cache of the Metadata handler never answers with stale state."""
+    import uuid
+
+    from odradek.controller.topics import PartitionMeta, TopicMeta
+    from odradek.protocol import codec
+    from odradek.server.handlers import metadata
+
+    codec.load(3, 12)
+    m = codec.response_module(3, 12)
+    meta = TopicMeta("t", uuid.uuid4(), [PartitionMeta(0, [1, 2], 1, 5, [1, 2])])
+    first = metadata._topic_response(m, meta, 12, {1, 2}).partitions[0]
+    assert (first.leader_id, first.leader_epoch, first.isr_nodes) == (1, 5, (1, 2))
+    assert metadata._topic_response(m, meta, 12, {1, 2}).partitions[0] is first  # cached
+    meta.partitions[0].isr.remove(2)  # mutated in place, as the ISR updates do
+    meta.partitions[0].leader_epoch = 6
+    p = metadata._topic_response(m, meta, 12, {1, 2}).partitions[0]
+    assert (p.leader_epoch, p.isr_nodes) == (6, (1,))
+    p = metadata._topic_response(m, meta, 12, {2}).partitions[0]  # the leader is not live
+    assert (p.leader_id, p.error_code, p.offline_replicas) == (-1, 5, (1,))
