@@ -86,3 +86,30 @@ def test_metadata_partition_entities_follow_leader_isr_and_liveness() -> None:
     assert (p.leader_epoch, p.isr_nodes) == (6, (1,))
     p = metadata._topic_response(m, meta, 12, {2}).partitions[0]  # the leader is not live
     assert (p.leader_id, p.error_code, p.offline_replicas) == (-1, 5, (1,))
+
+
+def test_metadata_response_encoding_memo_follows_the_content() -> None:
+    """An equal MetadataResponse is sent as the remembered bytes; any change is encoded afresh."""
+    import uuid
+
+    from odradek.controller.topics import PartitionMeta, TopicMeta
+    from odradek.protocol import codec
+    from odradek.server.handlers import metadata
+
+    codec.load(3, 12)
+    m = codec.response_module(3, 12)
+    meta = TopicMeta("t", uuid.uuid4(), [PartitionMeta(i, [1], 1, 0, [1]) for i in range(3)])
+
+    def body(throttle: int = 0) -> bytes:
+        topic = metadata._topic_response(m, meta, 12, {1})
+        return codec.encode(codec.make(m.MetadataResponse, throttle_time=throttle, brokers=(), cluster_id="c",
+                                       controller_id=1, topics=(topic,)))
+
+    first = body()
+    assert body() is first  # remembered
+    meta.partitions[2].leader_epoch = 7
+    changed = body()
+    assert changed != first
+    assert body(throttle=50) not in (first, changed)
+    codec._MEMO.clear()
+    assert body() == changed  # what a fresh encoding gives

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from odradek.controller.topics import TopicError, validate_topic_name
-from odradek.protocol import errors
+from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.cluster_access import endpoint_for
@@ -30,6 +30,8 @@ _ZERO_UUID = uuid.UUID(int=0)
 # (librdkafka asks again at each producer start and metadata refresh)
 _PARTITION_CACHE: dict[tuple[Any, ...], Any] = {}
 _PARTITION_CACHE_MAX = 200_000
+# an answer equal to a recent one is sent as the same bytes (encoding 10,000 partitions is ~130 ms)
+codec.memoize_encoding("MetadataResponse")
 
 
 def _partition_response(m: Any, p: Any, live: Any) -> Any:
