@@ -12,6 +12,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a Kafka-compatible broker in Python")
     parser.add_argument("--version", action="version", version=f"odradek {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    # before any subcommand module pulls kio in (features_cmd imports the wire client): kio loaded
+    # with hypothesis importable registers a test strategy per primitive type, seconds of every
+    # command's and every broker's start on a loaded machine
+    from odradek.cli.broker_cmd import import_kio
+
+    import_kio()
     from odradek.cli import (
         acls_cmd,
         broker_cmd,

@@ -214,8 +214,10 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         time_ms: int | None = None,
+        log_recovery: bool = True,
     ) -> Log:
-        """Load an existing partition directory (see :mod:`odradek.log.log_loader`)."""
+        """Load an existing partition directory (see :mod:`odradek.log.log_loader`). ``log_recovery``
+        false: the line about an unclean load is logged at INFO only if bytes were truncated."""
         parsed = parse_dir_name(dir.name)
         if parsed is None:
             raise ValueError(f"{dir.name} is not a <topic>-<partition> directory name")
@@ -239,7 +241,10 @@ class Log:
             if epoch > cache.latest_epoch:
                 cache.assign(epoch, start)
         if not clean:
-            log.info(
+            # at DEBUG when the caller says so (LogManager: past the first 100 recovered partitions of a
+            # directory, unless bytes were truncated; 10,000 INFO lines were ~1 s of a recovery here)
+            log.log(
+                logging.INFO if loaded.truncated_bytes or log_recovery else logging.DEBUG,
                 "Recovered partition %s: %d segment(s) checked from offset %d, %d bytes truncated, "
                 "log end offset %d",
                 lg.name, loaded.recovered_segments, recovery_point, loaded.truncated_bytes, lg.log_end_offset,

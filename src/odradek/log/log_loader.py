@@ -115,6 +115,7 @@ def load_segments(
                 active=i == len(bases) - 1,
                 time_ms=now_ms,
                 indexes_present=present,
+                txn_index_present=f"{prefix}{TXN_INDEX_SUFFIX}" in index_files,
             )
         )
 

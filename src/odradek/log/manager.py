@@ -52,6 +52,10 @@ from odradek.log.segment import now_ms as _clock
 if TYPE_CHECKING:
     import asyncio
 
+# an unclean start logs this many partitions' recovery lines at INFO per directory, the rest at DEBUG
+# (those that lost bytes always at INFO); the directory's total follows
+RECOVERY_LINES_AT_INFO = 100
+
 log = logging.getLogger("odradek.log")
 
 DELETE_DIR_SUFFIX = "-delete"
@@ -122,6 +126,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0),
+                log_recovery=loaded < RECOVERY_LINES_AT_INFO,
             )
             self._logs[tp] = lg
             self._dir_of[tp] = d

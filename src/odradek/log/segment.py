@@ -91,6 +91,7 @@ class LogSegment:
         active: bool,
         time_ms: int,
         indexes_present: bool = True,
+        txn_index_present: bool = True,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
@@ -110,7 +111,7 @@ class LogSegment:
         self._roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
         self.dirty = False  # appended to or truncated since the last flush
         self._renamed_for_delete = False
-        self.txn_index = TransactionIndex(self.txn_index_path, base_offset)
+        self.txn_index = TransactionIndex(self.txn_index_path, base_offset, absent=not txn_index_present)
 
     # ------------------------------------------------------------------ opening
 
@@ -148,10 +149,13 @@ class LogSegment:
         active: bool,
         time_ms: int,
         indexes_present: bool = True,
+        txn_index_present: bool = True,
     ) -> LogSegment:
-        """An existing segment whose ``.log`` is ``size`` bytes; nothing is read yet."""
+        """An existing segment whose ``.log`` is ``size`` bytes; nothing is read yet.
+        ``txn_index_present`` false: the directory listing has no ``.txnindex`` for it."""
         records = FileRecords(dir / f"{filename_prefix(base_offset)}{LOG_SUFFIX}", size)
-        return cls(dir, base_offset, config, records, active=active, time_ms=time_ms, indexes_present=indexes_present)
+        return cls(dir, base_offset, config, records, active=active, time_ms=time_ms, indexes_present=indexes_present,
+                   txn_index_present=txn_index_present)
 
     @property
     def offset_index_path(self) -> Path:

@@ -79,10 +79,13 @@ class TxnIndexSearchResult(NamedTuple):
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, start_offset: int) -> None:
+    def __init__(self, path: Path, start_offset: int, *, absent: bool = False) -> None:
+        """``absent``: the caller listed the directory and the file is not there (a segment that
+        never held an aborted transaction): nothing to read, nothing to empty on reset."""
         self.path = path
         self.start_offset = start_offset
-        self._entries: list[AbortedTxn] | None = None  # None: not read yet
+        self._entries: list[AbortedTxn] | None = [] if absent else None  # None: not read yet
+        self._absent = absent
         self._fd = -1
         self._dirty = False
 
@@ -143,6 +146,7 @@ class TransactionIndex:
             )
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._absent = False
         os.write(self._fd, txn.encode())
         entries.append(txn)
         self._dirty = True
@@ -168,8 +172,9 @@ class TransactionIndex:
     def reset(self) -> None:
         """Drop every entry (the file is kept, emptied)."""
         self._entries = []
-        with contextlib.suppress(FileNotFoundError):
-            os.truncate(self.path, 0)
+        if not self._absent:  # a recovery resets every recovered segment's: no failed truncate per partition
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self.path, 0)
         self._dirty = True
 
     # ------------------------------------------------------------------ reading

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import io
+from collections import OrderedDict
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -102,10 +103,35 @@ def decode_request(api_key: int, version: int, frame: bytes | bytearray | memory
     return value
 
 
+# entity classes (by name, any version) whose encodings are remembered: a few recent responses,
+# entity -> bytes. kio entities are frozen dataclasses (hashable, compared by value), so an equal
+# response is the same bytes; hashing one costs a fraction of encoding it again.
+_MEMO_NAMES: set[str] = set()
+_MEMO: OrderedDict[Any, bytes] = OrderedDict()
+_MEMO_MAX = 8
+
+
+def memoize_encoding(class_name: str) -> None:
+    """Remember the encodings of entities of this class name (large and often repeated, e.g. a
+    MetadataResponse describing thousands of partitions)."""
+    _MEMO_NAMES.add(class_name)
+
+
 def encode(entity: Any) -> bytes:
+    memo = type(entity).__name__ in _MEMO_NAMES
+    if memo:
+        hit = _MEMO.get(entity)
+        if hit is not None:
+            _MEMO.move_to_end(entity)
+            return hit
     buf = io.BytesIO()
     _writer(_any(type(entity)))(buf, entity)
-    return buf.getvalue()
+    out = buf.getvalue()
+    if memo:
+        _MEMO[entity] = out
+        if len(_MEMO) > _MEMO_MAX:
+            _MEMO.popitem(last=False)
+    return out
 
 
 @cache

@@ -45,3 +45,71 @@ def test_broker_process_loads_kio_without_hypothesis() -> None:
         "import hypothesis.strategies\n"  # still importable afterwards
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_odradek_command_loads_kio_without_hypothesis() -> None:
+    """The ``odradek`` command's own imports (every subcommand module) do not pull hypothesis in
+    through kio before the broker's guard runs (a features_cmd import did: ~2.5 s of each start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from odradek.cli import main\n"
+        "try:\n"
+        "    main.main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'kio.static.primitive' in sys.modules, 'no subcommand imports kio any more'\n"
+        "assert 'hypothesis' not in sys.modules, 'kio pulled in hypothesis'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_metadata_partition_entities_follow_leader_isr_and_liveness() -> None:
+    """The per-partition entity cache of the Metadata handler never answers with stale state."""
+    import uuid
+
+    from odradek.controller.topics import PartitionMeta, TopicMeta
+    from odradek.protocol import codec
+    from odradek.server.handlers import metadata
+
+    codec.load(3, 12)
+    m = codec.response_module(3, 12)
+    meta = TopicMeta("t", uuid.uuid4(), [PartitionMeta(0, [1, 2], 1, 5, [1, 2])])
+    first = metadata._topic_response(m, meta, 12, {1, 2}).partitions[0]
+    assert (first.leader_id, first.leader_epoch, first.isr_nodes) == (1, 5, (1, 2))
+    assert metadata._topic_response(m, meta, 12, {1, 2}).partitions[0] is first  # cached
+    meta.partitions[0].isr.remove(2)  # mutated in place, as the ISR updates do
+    meta.partitions[0].leader_epoch = 6
+    p = metadata._topic_response(m, meta, 12, {1, 2}).partitions[0]
+    assert (p.leader_epoch, p.isr_nodes) == (6, (1,))
+    p = metadata._topic_response(m, meta, 12, {2}).partitions[0]  # the leader is not live
+    assert (p.leader_id, p.error_code, p.offline_replicas) == (-1, 5, (1,))
+
+
+def test_metadata_response_encoding_memo_follows_the_content() -> None:
+    """An equal MetadataResponse is sent as the remembered bytes; any change is encoded afresh."""
+    import uuid
+
+    from odradek.controller.topics import PartitionMeta, TopicMeta
+    from odradek.protocol import codec
+    from odradek.server.handlers import metadata
+
+    codec.load(3, 12)
+    m = codec.response_module(3, 12)
+    meta = TopicMeta("t", uuid.uuid4(), [PartitionMeta(i, [1], 1, 0, [1]) for i in range(3)])
+
+    def body(throttle: int = 0) -> bytes:
+        topic = metadata._topic_response(m, meta, 12, {1})
+        return codec.encode(codec.make(m.MetadataResponse, throttle_time=throttle, brokers=(), cluster_id="c",
+                                       controller_id=1, topics=(topic,)))
+
+    first = body()
+    assert body() is first  # remembered
+    meta.partitions[2].leader_epoch = 7
+    changed = body()
+    assert changed != first
+    assert body(throttle=50) not in (first, changed)
+    codec._MEMO.clear()
+    assert body() == changed  # what a fresh encoding gives

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from odradek.controller.topics import TopicError, validate_topic_name
-from odradek.protocol import errors
+from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.cluster_access import endpoint_for
@@ -24,22 +24,43 @@ _NO_OPS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+# (response module, partition index, leader, leader epoch, replicas, isr, leader live, offline) -> the
+# partition's response entity. kio entities are immutable, so one serves every response that describes the
+# partition the same way; building them was most of a Metadata answer for a topic of 10,000 partitions
+# (librdkafka asks again at each producer start and metadata refresh)
+_PARTITION_CACHE: dict[tuple[Any, ...], Any] = {}
+_PARTITION_CACHE_MAX = 200_000
+# an answer equal to a recent one is sent as the same bytes (encoding 10,000 partitions is ~130 ms)
+codec.memoize_encoding("MetadataResponse")
+
+
+def _partition_response(m: Any, p: Any, live: Any) -> Any:
+    replicas = tuple(p.replicas)
+    isr = tuple(p.isr)
+    up = live is None or p.leader in live
+    offline = () if live is None else tuple(b for b in replicas if b not in live)
+    key = (m, p.index, p.leader, p.leader_epoch, replicas, isr, up, offline)
+    entity = _PARTITION_CACHE.get(key)
+    if entity is None:
+        if len(_PARTITION_CACHE) >= _PARTITION_CACHE_MAX:
+            _PARTITION_CACHE.clear()
+        entity = _PARTITION_CACHE[key] = make(
+            m.MetadataResponsePartition,
+            error_code=errors.NONE if up else errors.LEADER_NOT_AVAILABLE,
+            partition_index=p.index,
+            leader_id=p.leader if up else -1,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=replicas,
+            isr_nodes=isr,
+            offline_replicas=offline,
+        )
+    return entity
+
+
 def _topic_response(m: Any, meta: Any, version: int, live: Any, ops: int = _NO_OPS) -> Any:
     """``live``: the live broker ids (a partition whose leader is not among them has no
     leader: LEADER_NOT_AVAILABLE)."""
-    parts = tuple(
-        make(
-            m.MetadataResponsePartition,
-            error_code=errors.NONE if live is None or p.leader in live else errors.LEADER_NOT_AVAILABLE,
-            partition_index=p.index,
-            leader_id=p.leader if live is None or p.leader in live else -1,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.isr),
-            offline_replicas=() if live is None else tuple(b for b in p.replicas if b not in live),
-        )
-        for p in meta.partitions
-    )
+    parts = tuple(_partition_response(m, p, live) for p in meta.partitions)
     return make(
         m.MetadataResponseTopic,
         error_code=errors.NONE,
