@@ -2,6 +2,7 @@
 
     python bench/pipeline_bench.py [--bootstrap-server HOST:PORT] [--messages 1000000] [--value-bytes 100]
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
+                                   [--variant 'NAME;KEY=VALUE;...' ...]
 
 1. source read: a topic of ``--messages`` messages (3 partitions) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
@@ -10,7 +11,10 @@
    record) and ``reader=wire`` (the default: Fetch responses decoded into Arrow in C).
 2. freshness: ``odradek pipeline run`` (a separate process, continuous trigger) on a CDC topic while
    events are produced at ``--rate`` per second for ``--seconds``; per event, produced (the record's
-   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max.
+   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max. Each ``--variant``
+   runs it once more in the same run, in order, with its settings (``spark.*`` keys go to ``[spark] conf``,
+   the others to ``[spark] source_options``), e.g. ``--variant 'split;coalesceBelowRecords=0' --variant
+   default`` for a before/after pair.
 
 Without --bootstrap-server an embedded broker is started in a temporary directory.
 """
@@ -209,15 +213,30 @@ payload = "String"
 """
 
 
-def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path) -> None:
+def variant_toml(spec: str) -> tuple[str, str]:
+    """``NAME;KEY=VALUE;...`` → (name, the ``[spark]`` tables to append to the config)."""
+    name, *pairs = spec.split(";")
+    conf: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for pair in pairs:
+        k, _, v = pair.partition("=")
+        (conf if k.startswith("spark.") else source)[k.strip()] = v.strip()
+    toml = "".join(f"[spark.{table}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in d.items())
+                   for table, d in (("conf", conf), ("source_options", source)) if d)
+    return name, toml
+
+
+def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path, variant: str = "default") -> None:
     from confluent_kafka import Producer
 
+    name, extra = variant_toml(variant)
+    print(f"--- freshness, variant {name}" + (f": {extra.strip()!r}" if extra else ""))
     topic = f"bench-cdc-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, 3)
-    work = tmp / "fresh"
+    work = tmp / f"fresh-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     cfg = work / "pipeline.toml"
-    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic))
+    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic) + extra)
     log = open(work / "job.log", "w")  # noqa: SIM115
     job = subprocess.Popen([sys.executable, "-m", "odradek", "pipeline", "run", "--config", str(cfg)],
                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=work)
@@ -268,7 +287,7 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
                           "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
                           "FROM ods.events_state WHERE id > 0"], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout)
-    print(f"freshness (produced -> visible in the ODS) over {int(r['n']):,} events at {rate}/s: "
+    print(f"freshness [{name}] (produced -> visible in the ODS) over {int(r['n']):,} events at {rate}/s: "
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
     phases: dict[str, list[int]] = {}
     batches = [x for x in lines if x.startswith("batch ")]
@@ -294,6 +313,9 @@ def main() -> None:
     ap.add_argument("--min-partitions", type=int, help="the source's minPartitions (Spark tasks) for the read")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="'NAME;KEY=VALUE;...': one more freshness run with these settings (spark.* keys are Spark "
+                         "conf, the others source options); repeat for a before/after comparison in one run")
     args = ap.parse_args()
     if os.environ.get("PYTHONPATH"):  # the job runs in its own directory: PYTHONPATH=src must still resolve
         os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep)
@@ -308,7 +330,8 @@ def main() -> None:
         if not args.skip_read:
             bench_read(bootstrap, args.messages, args.value_bytes, args.master, args.min_partitions)
         if not args.skip_freshness:
-            bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp)
+            for variant in args.variant or ["default"]:
+                bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant)
     finally:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)

@@ -91,6 +91,9 @@ city = "Nullable(String)"
     assert cfg.warehouse_path == (tmp_path / "wh").resolve()
     t = cfg.ods[0]
     assert t.key == ("id",) and t.columns["city"].nullable and t.columns["city"].base == "String"
+    assert cfg.source_options == {}
+    f.write_text(text + '[spark.source_options]\ncoalesceBelowRecords = 5000\n')
+    assert config.load(f).source_options == {"coalesceBelowRecords": "5000"}
     f.write_text(text.replace('city = "Nullable(String)"', 'city = "Map(String, String)"'))
     with pytest.raises(config.ConfigError, match="unsupported type"):
         config.load(f)
@@ -158,3 +161,24 @@ def test_kafka_security_options_as_spark_gives_them() -> None:
     })
     assert params == {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
                       "sasl.username": "alice", "sasl.password": "s3cret", "ssl.ca.location": "/etc/ca.pem"}
+
+
+def test_small_batches_are_read_by_one_task() -> None:
+    from odradek.pipeline.source import CoalescedInputPartition, KafkaInputPartition, plan_ranges
+
+    ranges = {("t", 0): (0, 10), ("t", 1): (5, 5), ("t", 2): (7, 9), ("u", 0): (0, 3)}
+    one = plan_ranges(ranges, None, coalesce_below=100)
+    assert len(one) == 1 and isinstance(one[0], CoalescedInputPartition)
+    assert one[0].ranges == [KafkaInputPartition("t", 0, 0, 10), KafkaInputPartition("t", 2, 7, 9),
+                             KafkaInputPartition("u", 0, 0, 3)]  # the empty range is left out
+    # at or above the threshold, or with minPartitions > 1, or turned off: one task per topic partition
+    for got in (plan_ranges(ranges, None, coalesce_below=15), plan_ranges(ranges, 2, coalesce_below=100),
+                plan_ranges(ranges, None, coalesce_below=0)):
+        assert all(isinstance(p, KafkaInputPartition) for p in got) and len(got) >= 3
+    assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True).coalesce_below \
+        == 0  # off unless asked for
+    assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "coalescebelowrecords": "500"},
+                               streaming=True).coalesce_below == 500
+    with pytest.raises(OptionError):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "coalesceBelowRecords": "-1"},
+                            streaming=True)

@@ -94,6 +94,10 @@ def test_batch_read_equals_produced(spark: Any, pipeline_broker: Broker, new_top
     assert {r["topic"] for r in rows} == {topic}
     assert {r["timestampType"] for r in rows} == {0}  # CreateTime
     assert rows_to_records(rows) == produced
+    # a small batch read by one task for all three partitions (coalesceBelowRecords) gives the same rows
+    coalesced = read_batch(spark, pipeline_broker, topic, includeHeaders="true", coalesceBelowRecords="1000")
+    assert coalesced.rdd.getNumPartitions() == 1
+    assert rows_to_records(coalesced.collect()) == produced
     # without includeHeaders the column is absent, as in Spark
     plain = read_batch(spark, pipeline_broker, topic)
     assert "headers" not in plain.columns

@@ -13,6 +13,7 @@
     starting_offsets = "earliest"
     fail_on_data_loss = true
     conf = { "spark.sql.shuffle.partitions" = "4" }
+    source_options = { "minPartitions" = "4" }   # more options of the odradek source
     [[ods]]
     table = "customers"             # current state readable as ods.customers
     topics = ["crm.customers"]
@@ -89,6 +90,7 @@ class PipelineConfig:
     kafka_options: dict[str, str] = field(default_factory=dict)
     master: str = "local[*]"
     spark_conf: dict[str, str] = field(default_factory=dict)
+    source_options: dict[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
     trigger_interval: str = "0 seconds"
     starting_offsets: str = "earliest"
@@ -178,6 +180,7 @@ def parse(data: dict[str, Any], base: Path) -> PipelineConfig:
         kafka_options={str(k): str(v) for k, v in opts.items()},
         master=str(spark.get("master", "local[*]")),
         spark_conf={str(k): str(v) for k, v in spark.get("conf", {}).items()},
+        source_options={str(k): str(v) for k, v in spark.get("source_options", {}).items()},
         max_offsets_per_trigger=int(mopt) if mopt is not None else None,
         trigger_interval=str(spark.get("trigger_interval", "0 seconds")),
         starting_offsets=str(spark.get("starting_offsets", "earliest")),

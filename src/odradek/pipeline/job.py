@@ -225,6 +225,8 @@ class Job:
                       .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower()))
             for k, v in ods_kafka_options(cfg).items():
                 reader = reader.option(f"kafka.{k}", v)
+            for k, v in cfg.source_options.items():
+                reader = reader.option(k, v)
             if cfg.max_offsets_per_trigger:
                 reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
             processor = BatchProcessor(cfg, sink)

@@ -10,9 +10,13 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``endingOffsetsByTimestamp`` (JSON ``{"topicA": {"0": 1700000000000}}``), with
   ``startingOffsetsByTimestampStrategy`` = ``error`` | ``latest`` when no record is that recent;
 - ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
-  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``; and ``reader`` (Odradek's own): ``wire`` (the
+  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``; and, Odradek's own, ``reader``: ``wire`` (the
   default: Fetch requests whose record batches are decoded into Arrow in C, ``wire_fetch.py``) or
-  ``librdkafka`` (confluent-kafka's consumer; always used for ``includeHeaders`` and TLS/SASL);
+  ``librdkafka`` (confluent-kafka's consumer; always used for ``includeHeaders`` and TLS/SASL), and
+  ``coalesceBelowRecords`` (default 0: off): a batch of fewer records than that is read by one Spark
+  task for all its topic partitions instead of one task per partition (one task's fixed cost instead of
+  several for a small micro-batch; on a CPU-starved machine one task gets less CPU than several, so
+  measure it with ``bench/pipeline_bench.py --variant`` before turning it on);
 - ``kafka.*``: handed to the confluent-kafka client with the prefix removed; the Java client's security
   settings (``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...) become librdkafka's.
   ``kafka.isolation.level`` (``read_uncommitted``, the default as in Spark, or ``read_committed``: no
@@ -285,6 +289,7 @@ class SourceOptions:
     group_id_prefix: str
     timestamp_strategy: str
     reader: str = "wire"  # "wire" (Fetch + C record decoding) or "librdkafka" (confluent-kafka's consumer)
+    coalesce_below: int = 0  # fewer records than this in a batch: one task reads every range (0: off)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
@@ -297,7 +302,7 @@ class SourceOptions:
                 "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
                 "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
                 "includeHeaders", "maxOffsetsPerTrigger", "minPartitions", "kafkaConsumer.pollTimeoutMs",
-                "groupIdPrefix", "reader",
+                "groupIdPrefix", "reader", "coalesceBelowRecords",
             )
         }
         norm: dict[str, str] = {}
@@ -325,6 +330,7 @@ class SourceOptions:
             group_id_prefix=norm.get("groupIdPrefix", "spark-kafka-source"),
             timestamp_strategy=strategy,
             reader=reader,
+            coalesce_below=_int(norm, "coalesceBelowRecords", 0, minimum=0) or 0,
         )
 
 

@@ -110,6 +110,13 @@ class KafkaInputPartition(InputPartition):
     end: int
 
 
+@dataclass
+class CoalescedInputPartition(InputPartition):
+    """One task for a small batch: every range, read one after the other."""
+
+    ranges: list[KafkaInputPartition]
+
+
 def _split(tp: TopicPartitionKey, start: int, end: int, pieces: int) -> list[KafkaInputPartition]:
     if pieces <= 1 or end - start < 2:
         return [KafkaInputPartition(tp[0], tp[1], start, end)]
@@ -117,14 +124,19 @@ def _split(tp: TopicPartitionKey, start: int, end: int, pieces: int) -> list[Kaf
     return [KafkaInputPartition(tp[0], tp[1], s, min(s + step, end)) for s in range(start, end, step)]
 
 
-def plan_ranges(ranges: dict[TopicPartitionKey, tuple[int, int]], min_partitions: int | None) -> list[KafkaInputPartition]:
+def plan_ranges(ranges: dict[TopicPartitionKey, tuple[int, int]], min_partitions: int | None,
+                coalesce_below: int = 0) -> list[InputPartition]:
     """One input partition per topic partition with data, split further (largest first, in proportion to
-    size) when ``minPartitions`` asks for more tasks than there are topic partitions."""
+    size) when ``minPartitions`` asks for more tasks than there are topic partitions; one input
+    partition for all of them when they hold fewer than ``coalesce_below`` records together (and
+    ``minPartitions`` does not ask for more than one task)."""
     live = {tp: r for tp, r in sorted(ranges.items()) if r[1] > r[0]}
+    total = sum(e - s for s, e in live.values())
+    if len(live) > 1 and total < coalesce_below and (min_partitions or 1) <= 1:
+        return [CoalescedInputPartition([KafkaInputPartition(t, p, s, e) for (t, p), (s, e) in live.items()])]
     if not min_partitions or min_partitions <= len(live):
         return [KafkaInputPartition(t, p, s, e) for (t, p), (s, e) in live.items()]
-    total = sum(e - s for s, e in live.values())
-    out: list[KafkaInputPartition] = []
+    out: list[InputPartition] = []
     for tp, (s, e) in live.items():
         out.extend(_split(tp, s, e, max(1, round(min_partitions * (e - s) / total))))
     return out
@@ -153,9 +165,12 @@ class _Planner:
         state["_lookup"] = None
         return state
 
-    def _read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-        yield from kafka_client.read_range(self.opts, arrow_schema(self.schema), partition.topic,
-                                           partition.partition, partition.start, partition.end)
+    def _read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        ranges = partition.ranges if isinstance(partition, CoalescedInputPartition) else [partition]
+        schema = arrow_schema(self.schema)
+        for r in ranges:
+            if isinstance(r, KafkaInputPartition):
+                yield from kafka_client.read_range(self.opts, schema, r.topic, r.partition, r.start, r.end)
 
 
 class OdradekBatchReader(_Planner, DataSourceReader):
@@ -174,11 +189,11 @@ class OdradekBatchReader(_Planner, DataSourceReader):
                     f"(startingOffsets={self.opts.starting.describe()}, endingOffsets={self.opts.ending.describe()})"
                 )
             ranges[tp] = (s, e)
-        return plan_ranges(ranges, self.opts.min_partitions)
+        return plan_ranges(ranges, self.opts.min_partitions, self.opts.coalesce_below)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KafkaInputPartition):  # Spark's stand-in when there is nothing to read
-            return iter(())
+        if not isinstance(partition, (KafkaInputPartition, CoalescedInputPartition)):
+            return iter(())  # Spark's stand-in when there is nothing to read
         return self._read(partition)
 
 
@@ -248,11 +263,11 @@ class OdradekStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvail
             if s > e:
                 s = e  # reported as data loss when the offset was planned
             ranges[tp] = (s, e)
-        return plan_ranges(ranges, self.opts.min_partitions)
+        return plan_ranges(ranges, self.opts.min_partitions, self.opts.coalesce_below)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KafkaInputPartition):  # Spark's stand-in when there is nothing to read
-            return iter(())
+        if not isinstance(partition, (KafkaInputPartition, CoalescedInputPartition)):
+            return iter(())  # Spark's stand-in when there is nothing to read
         return self._read(partition)
 
     def commit(self, end: dict[str, int]) -> None:
