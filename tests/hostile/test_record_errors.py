@@ -32,7 +32,8 @@ def _send(broker: Broker, topic: str, records: bytes) -> tuple[int, int, list[tu
 
 def _deliver(bootstrap: str, topic: str, msgs: list[dict[str, object]]) -> list[tuple[int | None, str]]:
     """Produce ``msgs`` in one batch with librdkafka; -> [(error code or None, error string)] per message."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200, "acks": "all",
+    # a long linger: on a loaded machine the first record's batch must not leave before the last is added
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "acks": "all",
                   "enable.idempotence": False, "retries": 0})
     out: list[tuple[int | None, str]] = [(None, "")] * len(msgs)
     done: list[int] = []

@@ -91,6 +91,19 @@ async def serve(
     from odradek.server.broker import Broker
 
     broker = Broker(config)
+    asked = False
+
+    def ask_stop() -> None:
+        nonlocal asked
+        asked = True
+        broker.request_stop()
+
+    if not embedded:
+        # before the start: a SIGTERM while the broker starts (its port may already accept) must end in a
+        # clean stop once it has started, not in the signal's default action
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, ask_stop)
     try:
         await broker.start()
     except BaseException:
@@ -98,12 +111,10 @@ async def serve(
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(broker.stop(), 10.0)
         raise
+    if asked:
+        broker.request_stop()
     if started is not None:
         started(broker)
-    if not embedded:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.wait_stopped()
     finally:
