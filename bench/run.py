@@ -76,9 +76,9 @@ class Workload:
     topic_from: str | None = None  # consume the topic another workload produced
 
 
-def workloads(quick: bool) -> dict[str, Workload]:
+def workloads(quick: bool, scale: float = 1.0) -> dict[str, Workload]:
     def n(full: int, small: int) -> int:
-        return small if quick else full
+        return max(1, int((small if quick else full) * scale))
 
     return {
         "W1": Workload("W1", "1M x 100 B acks=1, 1 partition", "produce", n(1_000_000, 100_000), 100,
@@ -123,7 +123,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.quick: bool = args.quick
-        self.defs = workloads(self.quick)
+        self.defs = workloads(self.quick, args.scale)
         self.workdir = Path(tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir))
         self.tansu_binary: Path | None = None
         self.runs: list[dict[str, Any]] = []
@@ -322,9 +322,9 @@ def fmt(v: float | None, spec: str = ",.1f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def summarise(data: dict[str, Any], quick: bool) -> tuple[str, list[dict[str, Any]]]:
+def summarise(data: dict[str, Any], quick: bool, scale: float = 1.0) -> tuple[str, list[dict[str, Any]]]:
     runs = data["runs"]
-    defs = workloads(quick)
+    defs = workloads(quick, scale)
     peer = data["meta"].get("peer")
     kinds = ["odradek"] + ([peer] if peer else [])
     clients: list[str] = data["meta"].get("clients") or ["python"]
@@ -478,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help="comma-separated (default all)")
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per workload and broker (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="reduced sizes for a smoke check")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply the record counts of the workloads (longer runs average out a noisy machine)")
     ap.add_argument("--w6-gb", type=float, default=None, help="GB on disk for W6 (default 5; 0.05 with --quick)")
     ap.add_argument("--w6-partitions", type=int, default=1000)
     ap.add_argument("--w6-crash-records", type=int, default=None,
@@ -496,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = Bench(args)
     data = bench.run()
-    report, checks = summarise(data, args.quick)
+    report, checks = summarise(data, args.quick, args.scale)
     title = (f"odradek bench ({'quick, ' if args.quick else ''}median of {args.repeat}; "
              f"MB = 2^20 B; {data['meta']['cpus']} CPUs)")
     print(f"\n{title}\ncommand: {data['meta']['command']}\n")
