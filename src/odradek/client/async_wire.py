@@ -105,15 +105,9 @@ class AsyncWireClient:
         )
 
     async def request(self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float | None = None) -> Any:
-        if self._transport is None:
-            await self.connect()
-        frame = self.encode(api_key, version, fields)
-        corr = self._corr
+        raw, offset = await self.request_frame(api_key, version, fields, timeout_s)
         try:
-            return await asyncio.wait_for(self._round_trip(frame, corr, api_key, version), timeout_s or self.timeout_s)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
-            self.close()
-            raise WireError(f"request {api_key} v{version} to {self.address[0]}:{self.address[1]} failed: {e!r}") from None
+            return self._decode(raw, offset, api_key, version)
         except WireError:
             self.close()
             raise
@@ -148,8 +142,8 @@ class AsyncWireClient:
         except FrameError as e:
             raise WireError(str(e)) from None
 
-    async def _round_trip(self, frame: bytes, corr: int, api_key: int, version: int) -> Any:
-        raw, offset = await self._exchange(frame, corr, api_key, version)
+    @staticmethod
+    def _decode(raw: bytearray, offset: int, api_key: int, version: int) -> Any:
         data = bytes(raw)  # kio's entities keep bytes fields
         resp_cls = codec.response_class(api_key, version)
         try:
