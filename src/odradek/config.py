@@ -428,8 +428,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("cluster.id", T_STRING, None,
               "The cluster's id; generated and stored in the metadata store (and meta.properties) when unset."),
     ConfigDef("zookeeper.connect", T_STRING, None,
-              "The ZooKeeper ensemble (host:port,...[/chroot]) that holds the cluster's metadata; unset runs "
-              "the embedded single-broker controller."),
+              "The ZooKeeper ensemble (host:port,...[/chroot]) that holds the cluster's metadata (a missing "
+              "chroot is created at start-up); unset runs the embedded single-broker controller."),
     ConfigDef("zookeeper.session.timeout.ms", T_INT, "18000",
               "The ZooKeeper session timeout; a broker silent for longer loses its registration."),
     ConfigDef("zookeeper.connection.timeout.ms", T_INT, None,

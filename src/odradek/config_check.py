@@ -160,6 +160,19 @@ KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(_KAFKA_BROKER_CONFIG_NAMES
 KAFKA_BROKER_CONFIG_PREFIXES = ("listener.name.", "rlmm.config.", "rsm.config.")
 
 
+# The settings the broker reads per listener (``listener.name.<listener>.<setting>``, falling back to
+# ``<setting>``): TLS (Kafka's SslFactory), SASL (SaslChannelBuilder), re-authentication (KIP-368) and the
+# connection creation rate (KIP-612). A listener-prefixed override of any other setting is not applied
+# per listener, so it is warned about even when the unprefixed setting is implemented.
+_PER_LISTENER_SETTINGS = """
+ssl.keystore.type ssl.keystore.location ssl.keystore.password ssl.key.password ssl.keystore.certificate.chain
+ssl.keystore.key ssl.truststore.type ssl.truststore.location ssl.truststore.certificates ssl.truststore.password
+ssl.client.auth ssl.enabled.protocols ssl.cipher.suites ssl.endpoint.identification.algorithm
+sasl.enabled.mechanisms sasl.jaas.config connections.max.reauth.ms max.connection.creation.rate
+"""
+PER_LISTENER_SETTINGS: frozenset[str] = frozenset(_PER_LISTENER_SETTINGS.split())
+
+
 @dataclass(frozen=True)
 class Unsupported:
     """A setting given to the broker that it does not implement."""
@@ -183,7 +196,8 @@ def is_kafka_broker_config(name: str) -> bool:
 
 
 def _implemented(name: str) -> bool:
-    """A ConfigDef's name, or a per-listener override of one (``listener.name.<l>.<setting>``,
+    """A ConfigDef's name, or a per-listener override of a setting read per listener
+    (``listener.name.<l>.<setting>`` for :data:`PER_LISTENER_SETTINGS`,
     ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
     implemented = _config.BROKER_CONFIGS
     if name in implemented:
@@ -192,8 +206,8 @@ def _implemented(name: str) -> bool:
         rest = name[len("listener.name."):].split(".", 1)
         if len(rest) == 2:
             setting = rest[1]
-            if setting in implemented:
-                return True
+            if setting in PER_LISTENER_SETTINGS:
+                return setting in implemented
             mech, _, tail = setting.partition(".")
             return tail == "sasl.jaas.config" and mech.upper() in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     return False

@@ -98,8 +98,9 @@ def _not_implemented_section() -> str:
         "",
         f"These {len(names)} Kafka broker settings are recognised: a broker given one starts, and logs a "
         "warning naming it as \"not implemented, ignored\" (a name that is not a Kafka setting at all is "
-        "warned about as \"unknown\"). Per-listener overrides (`listener.name.<listener>.<config>`) of the "
-        "settings above are implemented; other `listener.name.`, `rlmm.config.` and `rsm.config.` "
+        "warned about as \"unknown\"). Per-listener overrides (`listener.name.<listener>.<config>`) are "
+        "implemented for " + ", ".join(f"`{n}`" for n in sorted(_check.PER_LISTENER_SETTINGS)) + " and "
+        "`<mechanism>.sasl.jaas.config`; other `listener.name.`, `rlmm.config.` and `rsm.config.` "
         "settings are recognised and ignored likewise.",
         "",
     ]

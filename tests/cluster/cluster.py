@@ -59,7 +59,7 @@ class Cluster:
         zk.close()
 
     def start(self) -> Cluster:
-        self.ensure_chroot()
+        # no ensure_chroot(): each broker creates its missing chroot, as Kafka's do
         try:
             for b in self.brokers.values():
                 b.start()

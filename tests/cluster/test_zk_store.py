@@ -79,3 +79,31 @@ def test_ephemeral_node_vanishes_with_session(zookeeper: Ensemble) -> None:
         wait_until(lambda: b.exists("/brokers/ids/1") is None, 10, "the closed session's ephemeral znode to go")
     finally:
         b.close()
+
+
+def test_missing_chroot_created_only_when_asked(zookeeper: Ensemble) -> None:
+    """A broker's store creates its missing chroot, every level of it (Kafka's
+    createChrootIfNecessary); a tool's store does not."""
+    from kazoo.client import KazooClient
+
+    root = f"/c{uuid.uuid4().hex[:8]}/kafka/prod"
+    tool = ZkStore(zookeeper.connect + root, session_timeout_ms=4000)
+    tool.start()
+    try:
+        assert tool.exists("/") is None
+    finally:
+        tool.close()
+    broker = ZkStore(zookeeper.connect + root, session_timeout_ms=4000, create_chroot=True)
+    broker.start()
+    try:
+        assert broker.exists("/") is not None
+        broker.create("/brokers/ids/1", b"{}", makepath=True)
+    finally:
+        broker.close()
+    plain = KazooClient(hosts=zookeeper.connect)
+    plain.start(timeout=30)
+    try:
+        assert plain.exists(root + "/brokers/ids/1") is not None
+    finally:
+        plain.stop()
+        plain.close()

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -98,10 +99,15 @@ class ZkStore:
         chroot: str | None = None,
         sasl_options: dict[str, str] | None = None,
         acls_for: Callable[[str], tuple[AclSpec, ...]] | None = None,
+        create_chroot: bool = False,
     ) -> None:
+        self._create_chroot = create_chroot
         if chroot:
             hosts = hosts.rstrip("/") + "/" + chroot.strip("/")
         self.op_timeout = op_timeout_s
+        self._root_client_options: dict[str, Any] = {
+            "hosts": hosts.partition("/")[0], "timeout": session_timeout_ms / 1000.0,
+            "sasl_options": dict(sasl_options) if sasl_options else None}
         self.client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_ms / 1000.0,
@@ -142,7 +148,10 @@ class ZkStore:
         if self._sasl:
             self._record_sasl_errors()
         try:
-            self.client.start(timeout=self._connect_timeout)
+            with warnings.catch_warnings():
+                if self._create_chroot:  # kazoo warns of a missing chroot, which is about to be made
+                    warnings.filterwarnings("ignore", message="No chroot path exists")
+                self.client.start(timeout=self._connect_timeout)
         except Exception as e:
             self.close()
             if self._sasl_error is not None:  # the session closed before start() saw it connected
@@ -158,13 +167,38 @@ class ZkStore:
             self.close()
             raise ZkAuthFailedError(f"ZooKeeper refused the SASL authentication ({type(self._sasl_error).__name__})")
         try:
-            probe.get(timeout=0)
+            root = probe.get(timeout=0)
         except ZkAuthFailed as e:
             self.close()
             raise ZkAuthFailedError("ZooKeeper refused the SASL authentication (AuthFailedError)") from e
         except Exception as e:
             self.close()
             raise _translate(e, "/") from e
+        if root is None and self.client.chroot and self._create_chroot:
+            try:
+                self._make_chroot()
+            except Exception as e:
+                self.close()
+                raise _translate(e, self.client.chroot) from e
+
+    def _make_chroot(self) -> None:
+        """Create the missing chroot path (Kafka's ``KafkaServer.createChrootIfNecessary``), through a
+        short-lived session on the ensemble's root: the chrooted session cannot name the chroot's
+        parents. Each created znode gets the ACL it would get under ``zookeeper.set.acl``."""
+        chroot: str = self.client.chroot
+        root = KazooClient(**self._root_client_options)
+        root.start(timeout=self._connect_timeout)
+        try:
+            parts = chroot.strip("/").split("/")
+            for i in range(1, len(parts) + 1):
+                path = "/" + "/".join(parts[:i])
+                if root.exists(path) is None:
+                    with contextlib.suppress(NodeExistsError):
+                        root.create(path, b"", acl=self._acl(path))
+            log.info("Created the ZooKeeper chroot %s", chroot)
+        finally:
+            root.stop()
+            root.close()
 
     def _acl(self, path: str) -> list[Any] | None:
         if self._acls_for is None:

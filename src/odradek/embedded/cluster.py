@@ -109,8 +109,7 @@ class EmbeddedCluster:
         try:
             if self.zk is not None:
                 self.zk.start(tie_to_parent=True)
-            self._ensure_chroot()
-            for b in self.brokers.values():
+            for b in self.brokers.values():  # each broker creates the missing chroot itself
                 b.launch()
             for b in self.brokers.values():
                 b.wait_started(t0)
@@ -120,17 +119,6 @@ class EmbeddedCluster:
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
-
-    def _ensure_chroot(self) -> None:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(hosts=self.zk_hosts, connection_retry={"max_tries": -1, "max_delay": 1})
-        zk.start(timeout=30)
-        try:
-            zk.ensure_path_async(self.chroot).get(timeout=30)
-        finally:
-            zk.stop()
-            zk.close()
 
     def wait_ready(self, live: set[int], timeout: float | None = None) -> None:
         """Until the brokers' metadata lists exactly the ``live`` brokers and a controller among them."""

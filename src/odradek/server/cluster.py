@@ -136,6 +136,7 @@ class ClusterLink:
                 connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
                 sasl_options=zk_security.sasl_options(),
                 acls_for=(lambda path: zd.default_acls(path, True)) if zk_security.set_acl else None,
+                create_chroot=True,
             )
             self.store = self.zk
         zk = self.zk

@@ -25,12 +25,15 @@ def test_unimplemented_kafka_settings_and_unknown_names() -> None:
         "listener.name.internal.ssl.keystore.location": "/i.pem",
         "listener.name.client.scram-sha-256.sasl.jaas.config": "x required;",
         "listener.name.internal.sasl.kerberos.service.name": "kafka",
+        "listener.name.internal.num.partitions": "6",  # implemented, but not per listener
+        "listener.name.internal.max.connection.creation.rate": "10",
         "sasl.kerberos.service.name": "kafka",
         "num.network.threads": "8",
         "typo.retention.ms": "1",
         "retention.ms": "5",
     }
     assert unsupported_settings(props) == [
+        Unsupported("listener.name.internal.num.partitions", NOT_IMPLEMENTED),
         Unsupported("listener.name.internal.sasl.kerberos.service.name", NOT_IMPLEMENTED),
         Unsupported("num.network.threads", NOT_IMPLEMENTED),
         Unsupported("retention.ms", UNKNOWN),
@@ -38,10 +41,10 @@ def test_unimplemented_kafka_settings_and_unknown_names() -> None:
         Unsupported("typo.retention.ms", UNKNOWN),
     ]
     messages = check_startup(props)
-    assert len(messages) == 5
+    assert len(messages) == 6
     assert "'sasl.kerberos.service.name'" in messages[-2] and "not implemented, ignored" in messages[-2]
     assert "'typo.retention.ms'" in messages[-1] and "unknown" in messages[-1]
-    assert "log.retention.ms" in messages[2]  # the topic config's broker synonym is suggested
+    assert "log.retention.ms" in messages[3]  # the topic config's broker synonym is suggested
 
 
 def test_a_setting_is_implemented_once_it_has_a_config_def(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,3 +108,12 @@ def test_plaintext_is_accepted(props: dict[str, str]) -> None:
 def test_security_that_is_not_built_is_refused(props: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         check_startup(props)
+
+
+def test_per_listener_settings_are_broker_settings() -> None:
+    """Every setting read per listener is one the broker implements (a typo here would warn for a
+    setting that is applied)."""
+    from odradek.config import BROKER_CONFIGS
+    from odradek.config_check import PER_LISTENER_SETTINGS
+
+    assert set(BROKER_CONFIGS) >= PER_LISTENER_SETTINGS
