@@ -12,6 +12,8 @@ import trustme
 from odradek.config import BrokerConfig, ConfigError
 from odradek.security.inter_broker import inter_broker_security
 
+from .tls_handshake import memory_handshake
+
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";'
 
 
@@ -62,28 +64,6 @@ def test_ssl_without_truststore_trusts_the_system_cas() -> None:
     assert sec.ssl_context is not None and sec.ssl_context.verify_mode == ssl.CERT_REQUIRED
 
 
-def _handshake(client_ctx: ssl.SSLContext, server_ctx: ssl.SSLContext) -> bool:
-    """A TLS handshake over memory BIOs (True: the client accepted the server's certificate)."""
-    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
-    for _ in range(10):
-        for end in (client, server):
-            try:
-                end.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLError:
-                return False
-        s_in.write(c_out.read())
-        c_in.write(s_out.read())
-    try:
-        client.do_handshake()
-        return True
-    except ssl.SSLError:
-        return False
-
-
 def test_client_stores_reloaded_when_the_files_change(tmp_path: Path, stores: dict[str, str]) -> None:
     """A renewed CA in the trust store reaches the next inter-broker connection without a restart."""
     import time
@@ -95,11 +75,11 @@ def test_client_stores_reloaded_when_the_files_change(tmp_path: Path, stores: di
     new_ca = trustme.CA()
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     new_ca.issue_cert("127.0.0.1").configure_cert(server)
-    assert first is not None and not _handshake(first, server)
+    assert first is not None and not memory_handshake(first, server)
     new_ca.cert_pem.write_to_path(stores["ssl.truststore.location"])
     time.sleep(1.1)  # the files are looked at once a second at most
     second = sec.current_ssl_context()
-    assert second is not None and second is not first and _handshake(second, server)
+    assert second is not None and second is not first and memory_handshake(second, server)
     Path(stores["ssl.truststore.location"]).write_text("not a certificate")  # a broken file keeps the last good one
     time.sleep(1.1)
     assert sec.current_ssl_context() is second

@@ -28,6 +28,8 @@ from odradek.security.tls import (
     parse_mapping_rules,
 )
 
+from .tls_handshake import memory_handshake
+
 CERT = {"subject": ((("countryName", "US"),), (("organizationName", "Example, Inc"),),
                     (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
 
@@ -170,24 +172,7 @@ def _handshake_trusting(ctx: ssl.SSLContext, ca: trustme.CA) -> bool:
     """An in-memory TLS handshake against ``ctx`` by a client trusting only ``ca``."""
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
-    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    server = ctx.wrap_bio(s_in, s_out, server_side=True)
-    for _ in range(10):
-        for obj in (client, server):
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLError:
-                return False
-        s_in.write(c_out.read())
-        c_in.write(s_out.read())
-    try:
-        client.do_handshake()
-        return True
-    except ssl.SSLError:
-        return False
+    return memory_handshake(client_ctx, ctx)
 
 
 def test_tls_stores_reloaded_when_the_files_change(tmp_path) -> None:  # type: ignore[no-untyped-def]
