@@ -45,6 +45,11 @@ def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[Cluster]:
 
 def _fill(c: Cluster, admin: AdminClient, topic: str) -> None:
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(30)
+    _fill_existing(c, topic)
+
+
+def _fill_existing(c: Cluster, topic: str) -> None:
+    """SIZE bytes of RECORD-sized records to partition 0 of ``topic``, acks=all."""
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 200_000})
     payload = b"x" * RECORD
     for _ in range(SIZE // RECORD):
@@ -155,15 +160,3 @@ def test_in_sync_followers_are_not_held(cluster: Cluster) -> None:
     assert took < 20.0, f"6 MB acks=all took {took:.1f}s: the in-sync follower was throttled to 10 KB/s"
     assert sorted(c.state("insync", 0)["isr"]) == [1, 2]
 
-
-def _fill_existing(c: Cluster, topic: str) -> None:
-    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 200_000})
-    payload = b"x" * RECORD
-    for _ in range(SIZE // RECORD):
-        while True:
-            try:
-                p.produce(topic, payload, partition=0)
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(60) == 0
