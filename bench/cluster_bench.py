@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"  leaders {sorted(r['leaders'].values())}" if "leaders" in r else "")), flush=True)
     finally:
         zk.stop()
+        shutil.rmtree(base, ignore_errors=True)  # GBs of segments per run
 
     def med(kind: str, key: str) -> float | None:
         vals = [float(r[key]) for r in results[kind] if key in r and "error" not in r]

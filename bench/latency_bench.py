@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -284,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if zk is not None:
             zk.stop()
+        shutil.rmtree(base, ignore_errors=True)  # GBs of segments per run
     print(f"\n{args.record_size} B records, acks=all, {args.partitions} partitions, linger.ms={args.linger_ms}, "
           f"fetch.wait.max.ms={args.fetch_wait_max_ms}; broker phases p50/p99/p99.9 ms (worst broker)")
     for setup in setups:
