@@ -42,6 +42,13 @@ def test_isr_shrink_and_expand_and_controller_gauges(cluster: Cluster) -> None:
     # both followers read what was appended
     wait_until(lambda: value(scrape(lb), "kafka_server_brokertopicmetrics_replicationbytesout_total",
                              topic=topic) >= 2 * 100 * 1000, 30, "followers' bytes")
+    # ... and each follower counts what it appended (ReplicationBytesIn); the leader appended none as follower
+    for b in cluster.brokers:
+        if b != leader:
+            wait_until(lambda b=b: value(scrape(cluster.brokers[b]),
+                                         "kafka_server_brokertopicmetrics_replicationbytesin_total",
+                                         topic=topic) >= 100 * 1000, 30, f"broker {b}'s replicated bytes")
+    assert value(scrape(lb), "kafka_server_brokertopicmetrics_replicationbytesin_total", topic=topic) == 0
     assert total(scrape(lb), "kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
     assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     controllers = [b for b in cluster.brokers.values()

@@ -42,6 +42,7 @@ _TOPIC_METRICS = (  # (Kafka's BrokerTopicMetrics name, lower-cased as Strimzi's
     ("messagesin", "messages_in", "MessagesInPerSec: records appended"),
     ("bytesin", "bytes_in", "BytesInPerSec: record bytes appended by producers"),
     ("bytesout", "bytes_out", "BytesOutPerSec: record bytes sent to consumers"),
+    ("replicationbytesin", "replication_bytes_in", "ReplicationBytesInPerSec: record bytes appended as a follower"),
     ("replicationbytesout", "replication_bytes_out", "ReplicationBytesOutPerSec: record bytes sent to followers"),
     ("totalproducerequests", "total_produce", "TotalProduceRequestsPerSec: partition appends asked"),
     ("failedproducerequests", "failed_produce", "FailedProduceRequestsPerSec: partition appends failed"),

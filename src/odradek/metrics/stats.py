@@ -5,7 +5,7 @@ metric names when ``/metrics`` is scraped. Each object belongs to the event loop
 (the scrape runs on that loop too), so no locks.
 
 * :class:`BrokerTopicStats` — Kafka's BrokerTopicMetrics per topic: MessagesIn, BytesIn, BytesOut,
-  ReplicationBytesOut, TotalProduceRequests, FailedProduceRequests, TotalFetchRequests,
+  ReplicationBytesIn, ReplicationBytesOut, TotalProduceRequests, FailedProduceRequests, TotalFetchRequests,
   FailedFetchRequests (counted per partition, as Kafka's ReplicaManager marks them). The all-topics
   values are the sums, made at scrape time.
 * :class:`RequestStats` — Kafka's RequestMetrics: requests per (request, version) and the
@@ -30,13 +30,15 @@ _NBUCKETS = 40 * _SUB  # up to 2**40 µs (12 days)
 
 
 class TopicCounters:
-    __slots__ = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_out", "total_produce",
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_in", "replication_bytes_out",
+                 "total_produce",
                  "failed_produce", "total_fetch", "failed_fetch")
 
     def __init__(self) -> None:
         self.messages_in = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.replication_bytes_in = 0
         self.replication_bytes_out = 0
         self.total_produce = 0
         self.failed_produce = 0

@@ -110,6 +110,7 @@ class ReplicaFetcher:
         self.throttled = throttled
         self.quota = quota
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
+        self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # ReplicationBytesIn
         self.leader_id = leader_id
         self.address = (host, port)
         self.get_log = get_log
@@ -309,6 +310,7 @@ class ReplicaFetcher:
             try:
                 headers = validate_batches(records, check_records=False)
                 plog.append_as_follower(records, headers, now_ms)
+                self.on_appended(tp[0], len(records))
             except (InvalidRecordError, LogError) as e:
                 log.warning("cannot append what broker %d sent for %s-%d (%s); truncating and fetching again",
                             self.leader_id, tp[0], tp[1], e)
@@ -334,6 +336,7 @@ class ReplicaFetcherManager:
         self.throttled = throttled
         self.quota = ByteQuota(throttle_rate) if throttle_rate is not None else None
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
+        self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # (topic, bytes) per append
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[TP, int] = {}
 
@@ -351,6 +354,7 @@ class ReplicaFetcherManager:
                 self.cfg, leader_id, host, port, self.get_log, self.throttled, self.quota
             )
             f.on_storage_error = self.on_storage_error
+            f.on_appended = self.on_appended
         f.add(tp, leader_epoch)
         self.leader_of[tp] = leader_id
 

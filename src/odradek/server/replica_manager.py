@@ -575,7 +575,11 @@ class ReplicaManager:
     def start_fetchers(self, fetchers: ReplicaFetcherManager) -> None:
         """Start-up: the follower side; a fetcher's storage error takes its log dir offline."""
         fetchers.on_storage_error = self.handle_log_dir_failure
+        fetchers.on_appended = self._count_replication_bytes_in
         self.fetchers = fetchers
+
+    def _count_replication_bytes_in(self, topic: str, size: int) -> None:
+        self.topic_stats.topic(topic).replication_bytes_in += size
 
     async def shutdown_fetchers(self) -> None:
         """Stop replicating; LeaderAndIsr and StopReplica are ignored from now on."""
