@@ -1,0 +1,44 @@
+"""Smoke versions of the benchmarks (bench/run.py, bench/cluster_bench.py): each runs end to end on tiny
+sizes with the Python client and reports a figure for every workload, so the tools the performance notes
+quote keep working. The figures themselves are not judged here (speed is measured by the benches on a
+quiet machine, not by timed tests); bench/partitions_bench.py's smoke version is test_many_partitions.py,
+the C client's output parser is unit-tested (tests/unit/test_bench_rdkafka_perf.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _run(args: list[str], timeout: float) -> str:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def test_run_py_quick_reports_every_workload(tmp_path: Path) -> None:
+    raw = tmp_path / "results.json"
+    text = _run([str(BENCH / "run.py"), "--quick", "--client", "python", "--scale", "0.05",
+                 "--dir", str(tmp_path), "--json-out", str(raw)], 600)
+    data = json.loads(raw.read_text())
+    ran = {r["workload"] for r in data["runs"]}
+    assert ran == {"W1", "W2", "W3", "W4", "W5"}, ran
+    for r in data["runs"]:
+        assert "error" not in r, r
+        assert r["metric"] > 0 and r["broker_peak_rss_mb"] > 0, r
+    assert data["w6"], data.get("w6")
+    for w in ("W1", "W2", "W3", "W4", "W5"):
+        assert f"\n{w} " in text, text
+
+
+def test_cluster_bench_reports_a_ratio() -> None:
+    text = _run([str(BENCH / "cluster_bench.py"), "--client", "python", "--records", "3000", "--reps", "1"], 600)
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if line.startswith("rep 1")}
+    assert set(lines) == {"rep 1 single", "rep 1 cluster"}, text
+    assert all("MB/s" in line for line in lines.values()), text  # a figure, not an error
+    ratio = float(text.rsplit("ratio cluster/single MB/s:", 1)[1].split()[0])
+    assert ratio > 0, text
