@@ -36,7 +36,7 @@ import socket
 import struct
 
 from odradek.protocol.framing import FrameError
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.varint import VarintError, skip_tagged_fields
 
 _REQUEST_HEADER = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
 _I32 = struct.Struct(">i")
@@ -79,15 +79,8 @@ def response_body_offset(frame: bytes | bytearray, correlation_id: int, flexible
         raise FrameError("correlation id mismatch")
     pos = 4
     if flexible_header:
-        end = len(frame)
         try:
-            count, pos = read_uvarint(frame, pos, end)
-            for _ in range(count):
-                _tag, pos = read_uvarint(frame, pos, end)
-                size, pos = read_uvarint(frame, pos, end)
-                pos += size
-                if pos > end:
-                    raise FrameError("tagged field runs past the response")
+            pos = skip_tagged_fields(frame, pos, len(frame))
         except VarintError as e:
             raise FrameError(f"response header: {e}") from None
     return pos

@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.varint import VarintError, read_uvarint, skip_tagged_fields
 
 VERSION = 12
 
@@ -73,17 +73,6 @@ class FetchResponseView:
     error_code: int
     session_id: int
     responses: list[FetchedTopic]
-
-
-def _skip_tagged(buf: memoryview, pos: int, end: int) -> int:
-    count, pos = read_uvarint(buf, pos, end)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos, end)
-        size, pos = read_uvarint(buf, pos, end)
-        pos += size
-        if pos > end:
-            raise FetchResponseError("tagged field runs past the response")
-    return pos
 
 
 def read_fetch_response(frame: bytes | bytearray | memoryview, offset: int) -> FetchResponseView:
@@ -136,7 +125,7 @@ def _read(buf: memoryview, pos: int, end: int) -> FetchResponseView:
                 aborted = []
                 for _ in range(n_aborted):
                     pid, first = struct.unpack_from(">qq", buf, pos)
-                    pos = _skip_tagged(buf, pos + 16, end)
+                    pos = skip_tagged_fields(buf, pos + 16, end)
                     aborted.append((pid, first))
             if pos + 4 > end:
                 raise FetchResponseError("partition runs past the response")
@@ -149,9 +138,9 @@ def _read(buf: memoryview, pos: int, end: int) -> FetchResponseView:
                     raise FetchResponseError(f"records of {rec_len} bytes run past the response")
                 records = buf[pos : pos + rec_len]
                 pos += rec_len
-            pos = _skip_tagged(buf, pos, end)
+            pos = skip_tagged_fields(buf, pos, end)
             parts.append(FetchedPartition(index, code, hw, lso, lstart, records, aborted))
-        pos = _skip_tagged(buf, pos, end)
+        pos = skip_tagged_fields(buf, pos, end)
         topics.append(FetchedTopic(name, parts))
-    pos = _skip_tagged(buf, pos, end)
+    pos = skip_tagged_fields(buf, pos, end)
     return FetchResponseView(throttle, error_code, session_id, topics)

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.varint import VarintError, skip_tagged_fields
 
 try:  # src/odradek/_speedups.c: a large frame's buffer is about to be overwritten by the socket
     from odradek._speedups import uninitialized_bytearray as _frame_buffer
@@ -69,15 +69,8 @@ def parse_request_header(frame: bytes | bytearray | memoryview, flexible_header:
     elif client_len != -1:
         raise FrameError("negative client id length")
     if flexible_header:
-        end = len(frame)
         try:
-            count, pos = read_uvarint(frame, pos, end)
-            for _ in range(count):
-                _tag, pos = read_uvarint(frame, pos, end)
-                size, pos = read_uvarint(frame, pos, end)
-                pos += size
-                if pos > end:
-                    raise FrameError("tagged field runs past the frame")
+            pos = skip_tagged_fields(frame, pos, len(frame))
         except VarintError as e:
             raise FrameError(str(e)) from None
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)

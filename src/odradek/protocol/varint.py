@@ -92,6 +92,19 @@ def read_uvarint(buf: Any, pos: int, end: int, max_bytes: int = VARINT_MAX_BYTES
     raise VarintError("truncated varint")
 
 
+def skip_tagged_fields(buf: Any, pos: int, end: int) -> int:
+    """The position after the tagged-field section (KIP-482: a count, then per field its tag, size and
+    ``size`` bytes) at ``pos`` of a flexible message, not reading at or past ``end``."""
+    count, pos = read_uvarint(buf, pos, end)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
+        pos += size
+        if pos > end:
+            raise VarintError("tagged field runs past the end")
+    return pos
+
+
 def read_varint(buf: Any, pos: int, end: int, max_bytes: int = VARINT_MAX_BYTES) -> tuple[int, int]:
     """The signed (zig-zag) varint at ``pos``, not reading at or past ``end``: ``(value,
     position after it)``. ``max_bytes`` is :data:`VARLONG_MAX_BYTES` for a varlong."""
