@@ -4,23 +4,26 @@ min.insync.replicas=2), with the broker's share from its RequestMetrics.
 
     python bench/latency_bench.py [--rates 1000,102400] [--seconds 10] [--setups single,cluster]
                                   [--partitions 6] [--record-size 1024] [--linger-ms 1]
-                                  [--fetch-wait-max-ms 100] [--producer-nice N] [--json FILE] [--profile DIR]
+                                  [--fetch-wait-max-ms 100] [--tick-us 1000] [--producer-nice N]
+                                  [--json FILE] [--profile DIR]
 
 Per setup and rate, on fresh brokers (each with ``http.listeners`` on a free port):
 
 * a consumer, ``rdkafka_performance -C -l -A FILE -o end -c N`` over every partition, starts first and is
   waited for until the broker has answered its fetches;
-* a producer, ``rdkafka_performance -P -l -r RATE -a -1 -s SIZE`` (bench/rdkafka_perf.py), writes
-  ``LATENCY:<wall clock µs>`` at the start of each payload (the record stays SIZE bytes);
+* a producer, our ``lat_producer -r RATE -a all -s SIZE -W PARTITIONS`` (bench/lat_producer.c,
+  bench/paced_producer.py), paced in 1 ms ticks (clock_nanosleep to each tick's absolute time, the
+  messages due, ``rd_kafka_poll(rk, 0)``; it sleeps between ticks), writes ``LATENCY:<wall clock µs>``
+  at the start of each payload (the record stays SIZE bytes) after one untimed warm-up record per
+  partition;
 * the consumer's ``-l`` reads that timestamp back from every record it receives and writes
   ``now - timestamp`` (µs) per record to FILE: produce call to consumer receipt, i.e. end-to-end
   latency including the producer's linger and the consumer's fetch wait. Producer and consumer share
   the machine's clock.
 
-Reported: the rate reached (the tool's rate limiter sleeps ``1/RATE`` between produce calls by polling
-with a timeout rounded down to milliseconds, i.e. it busy-polls below 1 ms, and adds the produce call's
-own time, so it falls short of RATE at high rates), e2e p50/p99/p99.9/max, the producer's acks=all
-produce-to-acknowledgement p99, CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
+Reported: the rate reached (produce calls over the producing time) and how far the producer fell
+behind its schedule at worst, e2e p50/p99/p99.9/max, the producer's acks=all
+produce-to-acknowledgement p99 (from its delivery reports), CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
 one-minute load average: other work on the machine shows up in every latency), and for
 Produce, FetchConsumer and FetchFollower each phase of Kafka's RequestMetrics (request queue, local,
 remote, response queue, response send, total: p50/p99/p99.9 over the broker's last minute, scraped
@@ -45,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker, free_port  # noqa: E402
 from cluster_bench import create, profiled  # noqa: E402
@@ -158,7 +162,8 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
                 raise
             time.sleep(0.5)
     records = rate * args.seconds
-    consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records, workdir,
+    # the producer's warm-up sends one untimed record per partition first: the consumer counts them too
+    consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records + args.partitions, workdir,
                         {"fetch.wait.max.ms": str(args.fetch_wait_max_ms)})
     base = fetching(http_ports, 0.0)
     deadline = time.monotonic() + 30
@@ -168,24 +173,25 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     before = [scrape(p) for p in http_ports]
     cpu0 = sum(b.cpu_seconds() for b in brokers)
     with profiled(brokers, args, f"{len(brokers)}b-{rate}"):
-        produced, producer_cpu = rdkafka_perf.run(args.binary, "produce", bootstrap, "w", records, args.record_size,
-                                                  acks="all", rate=rate, props={"linger.ms": str(args.linger_ms)},
-                                                  timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
+        produced, producer_cpu = paced_producer.run(
+            args.producer, bootstrap, "w", records, args.record_size, rate, acks="all", tick_us=args.tick_us,
+            warmup_partitions=args.partitions, props={"linger.ms": str(args.linger_ms)},
+            timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
     consumer.wait(60)
     broker_cpu = sum(b.cpu_seconds() for b in brokers) - cpu0
     after = [scrape(p) for p in http_ports]
     e2e = e2e_summary(consumer.latencies_us())
     result: dict[str, Any] = {
         "rate_asked": rate, "records": records, "rate_reached": produced.get("records_per_sec"),
-        "mb_per_sec": produced.get("mb_per_sec"), "e2e_ms": e2e,
-        "produce_ack_ms": produced.get("latency_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
+        "mb_per_sec": produced.get("mb_per_sec"), "behind_max_ms": produced.get("behind_max_ms"), "e2e_ms": e2e,
+        "produce_ack_ms": produced.get("ack_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
         "producer_cpu_s": round(producer_cpu, 2), "consumer_cpu_s": round(consumer.cpu_s, 2),
-        "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice, "loadavg_1m": round(os.getloadavg()[0], 2),
-        "broker_share": broker_share(before, after),
+        "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice,
+        "loadavg_1m": round(os.getloadavg()[0], 2), "broker_share": broker_share(before, after),
         "producer_command": produced.get("command"), "consumer_command": consumer.command,
     }
     if "error" in produced:
-        result["error"] = f"producer: {produced['error']}"
+        result["error"] = f"producer: {produced['error']} {produced.get('stderr_tail', '')[-300:]}"
     elif consumer.exit_code != 0 or e2e.get("records", 0) < records:
         result["error"] = f"consumer exit {consumer.exit_code}, {e2e.get('records', 0)} of {records} latencies"
     return result
@@ -231,7 +237,7 @@ def line(setup: str, r: dict[str, Any]) -> str:
     e = r["e2e_ms"]
     return (f"{setup:8s} {r['rate_asked']:>8,} asked {r['rate_reached'] or 0:>10,.0f} msg/s {r['mb_per_sec'] or 0:7.1f} MB/s"
             f"  e2e p50 {e['p50']:6.2f} p99 {e['p99']:6.2f} p99.9 {e['p999']:6.2f} max {e['max']:7.2f} ms"
-            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms"
+            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms)"
             f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
             f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
 
@@ -255,12 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-ms", type=int, default=1)
     ap.add_argument("--fetch-wait-max-ms", type=int, default=100)
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--producer-nice", type=int, default=0,
-                    help="the producer's niceness: its rate limiter spins, taking a core from the brokers")
+    ap.add_argument("--tick-us", type=int, default=1000, help="the producer's pacing tick (µs)")
+    ap.add_argument("--producer-nice", type=int, default=0, help="the producer's niceness")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", type=Path, default=None, help="py-spy every broker into this directory")
     args = ap.parse_args(argv)
     args.binary = rdkafka_perf.ensure_built()
+    args.producer = paced_producer.ensure_built()
     rates = [int(x) for x in args.rates.split(",")]
     setups = args.setups.split(",")
     base = Path(tempfile.mkdtemp(prefix="odradek-latency-bench-"))
