@@ -37,10 +37,8 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -51,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker, free_port  # noqa: E402
+from c_e2e import Consumer, e2e_summary  # noqa: E402
 from cluster_bench import create, profiled  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
@@ -97,49 +96,6 @@ def broker_share(before: list[dict[tuple[str, str, str], float]],
             phases[phase] = {q: max(a.get((name, req, q), 0.0) for a in after) for q in QUANTILES}
         share[req] = {"requests": int(n), **phases}
     return share
-
-
-def e2e_summary(values_us: list[int]) -> dict[str, float]:
-    if not values_us:
-        return {}
-    v = sorted(values_us)
-
-    def q(x: float) -> float:
-        return round(v[min(int(x * len(v)), len(v) - 1)] / 1000.0, 3)
-
-    return {"records": len(v), "p50": q(0.5), "p99": q(0.99), "p999": q(0.999), "max": round(v[-1] / 1000.0, 3),
-            "avg": round(sum(v) / len(v) / 1000.0, 3)}
-
-
-class Consumer:
-    """rdkafka_performance -C -l over every partition from the end; its CPU seconds from wait4."""
-
-    def __init__(self, binary: Path, bootstrap: str, topic: str, partitions: int, records: int,
-                 workdir: Path, props: dict[str, str]) -> None:
-        self.lat_file = workdir / "e2e.txt"
-        cmd = [str(binary), "-C", "-b", bootstrap, "-t", topic, "-c", str(records), "-o", "end", "-l",
-               "-A", str(self.lat_file), "-q"]
-        for p in range(partitions):
-            cmd += ["-p", str(p)]
-        for k, v in {"client.id": "odradek-bench-e2e", **props}.items():
-            cmd += ["-X", f"{k}={v}"]
-        self.command = " ".join(cmd)
-        self.out = (workdir / "consumer.out").open("w")
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.cpu_s = 0.0
-        self.exit_code: int | None = None
-
-    def wait(self, timeout_s: float) -> None:
-        killer = threading.Timer(timeout_s, self.proc.kill)
-        killer.start()
-        _, status, usage = os.wait4(self.proc.pid, 0)
-        killer.cancel()
-        self.proc.returncode = self.exit_code = os.waitstatus_to_exitcode(status)
-        self.cpu_s = usage.ru_utime + usage.ru_stime
-        self.out.close()
-
-    def latencies_us(self) -> list[int]:
-        return [int(x) for x in self.lat_file.read_text().split()] if self.lat_file.exists() else []
 
 
 def fetching(ports: list[int], seen: float) -> float:

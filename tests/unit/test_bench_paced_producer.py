@@ -45,3 +45,23 @@ def test_command_paces_acks_all_with_warmup_and_random_partitions() -> None:
     assert "-r 500 -c 1000 -s 1024 -a all -T 1000 -W 6" in joined
     assert "-X linger.ms=0" in joined and "-X linger.ms=1" not in joined
     assert "-X sticky.partitioning.linger.ms=0" in joined
+
+
+def test_c_e2e_summary_in_perf_form() -> None:
+    import c_e2e
+
+    s = c_e2e.e2e_summary(list(range(1, 1001)))
+    assert s["records"] == 1000 and s["p999"] == 1.0
+    form = c_e2e.perf_form(s)
+    assert form["p99_9"] == 1.0 and form["p99"] == 0.991
+    assert "records" not in form and "p999" not in form
+    assert c_e2e.perf_form(c_e2e.e2e_summary([])) == {}
+
+
+def test_run_reads_w4_settings_for_the_c_clients() -> None:
+    import run
+
+    w4 = run.workloads(quick=False)["W4"]
+    assert run.e2e_settings(w4.args) == {"rate": 5000, "linger_ms": 5, "fetch_wait_max_ms": 100}
+    assert run.e2e_settings(["--throughput", "250", "--producer-props", "acks=all,linger.ms=0"]) == {
+        "rate": 250, "linger_ms": 0, "fetch_wait_max_ms": 500}
