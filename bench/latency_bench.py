@@ -98,6 +98,22 @@ def broker_share(before: list[dict[tuple[str, str, str], float]],
     return share
 
 
+def broker_part_of_ack(share: dict[str, Any], ack_ms: dict[str, float]) -> dict[str, float]:
+    """Per quantile, the broker's Produce TotalTimeMs (worst broker) over the producer's
+    produce-to-acknowledgement latency: the part of what the client waited that the broker accounts
+    for, from reading the request to writing the answer (the rest is the client's own queues and
+    threads, the sockets, and the machine's scheduler)."""
+    produce = share.get("Produce")
+    if not produce:
+        return {}
+    out = {}
+    for q, key in zip(QUANTILES, ("p50", "p99", "p999"), strict=True):
+        ack = ack_ms.get(key)
+        if ack:
+            out[key] = round(produce["totaltimems"][q] / ack, 3)
+    return out
+
+
 def fetching(ports: list[int], seen: float) -> float:
     """FetchConsumer requests answered so far, over the brokers."""
     return sum(s.get(("kafka_network_requestmetrics_totaltimems_count", "FetchConsumer", ""), 0.0)
@@ -146,6 +162,7 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
         "loadavg_1m": round(os.getloadavg()[0], 2), "broker_share": broker_share(before, after),
         "producer_command": produced.get("command"), "consumer_command": consumer.command,
     }
+    result["broker_part_of_ack"] = broker_part_of_ack(result["broker_share"], result["produce_ack_ms"])
     if "error" in produced:
         result["error"] = f"producer: {produced['error']} {produced.get('stderr_tail', '')[-300:]}"
     elif consumer.exit_code != 0 or e2e.get("records", 0) < records:
@@ -200,6 +217,10 @@ def line(setup: str, r: dict[str, Any]) -> str:
 
 def share_lines(r: dict[str, Any]) -> list[str]:
     out = []
+    part = r.get("broker_part_of_ack") or {}
+    if part:
+        out.append("    broker's Produce total / producer's ack latency: "
+                   + "  ".join(f"{k} {v:.0%}" for k, v in part.items()))
     for req, s in r.get("broker_share", {}).items():
         cells = "  ".join(f"{ph.replace('timems', '')} {'/'.join(f'{s[ph][q]:g}' for q in QUANTILES)}"
                           for ph in PHASES)
