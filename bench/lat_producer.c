@@ -19,7 +19,8 @@
  *    "ack_ms": {"p50": .., "p99": .., "p999": .., "max": .., "avg": ..}}
  * records_per_sec is the rate of produce calls from the first tick to the last call;
  * behind_max_ms is how late the latest tick ran against its schedule (a generator that keeps up
- * stays below a tick or two); ack_ms is each message's produce call to its delivery report.
+ * stays below a tick or two); queue_full counts 1 ms waits for room in a full local queue; ack_ms is
+ * each message's produce call to its delivery report.
  *
  *   lat_producer -b HOST:PORT -t TOPIC -r RATE -c COUNT [-s SIZE] [-a ACKS] [-T TICK_US]
  *                [-W PARTITIONS] [-A LATENCY_FILE] [-X key=value ...]

@@ -22,7 +22,9 @@ Per setup and rate, on fresh brokers (each with ``http.listeners`` on a free por
   the machine's clock.
 
 Reported: the rate reached (produce calls over the producing time) and how far the producer fell
-behind its schedule at worst, e2e p50/p99/p99.9/max, the producer's acks=all
+behind its schedule at worst (descheduled, or blocked on a full local queue: librdkafka's
+queue.buffering.max.messages, 100,000, fills when acknowledgements lag a second at 100,000 msg/s;
+``queue full xN`` counts the 1 ms waits for room in it), e2e p50/p99/p99.9/max, the producer's acks=all
 produce-to-acknowledgement p99 (from its delivery reports), CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
 one-minute load average: other work on the machine shows up in every latency), and for
 Produce, FetchConsumer and FetchFollower each phase of Kafka's RequestMetrics (request queue, local,
@@ -155,7 +157,8 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     e2e = e2e_summary(consumer.latencies_us())
     result: dict[str, Any] = {
         "rate_asked": rate, "records": records, "rate_reached": produced.get("records_per_sec"),
-        "mb_per_sec": produced.get("mb_per_sec"), "behind_max_ms": produced.get("behind_max_ms"), "e2e_ms": e2e,
+        "mb_per_sec": produced.get("mb_per_sec"), "behind_max_ms": produced.get("behind_max_ms"),
+        "producer_queue_full": produced.get("queue_full"), "e2e_ms": e2e,
         "produce_ack_ms": produced.get("ack_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
         "producer_cpu_s": round(producer_cpu, 2), "consumer_cpu_s": round(consumer.cpu_s, 2),
         "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice,
@@ -210,7 +213,8 @@ def line(setup: str, r: dict[str, Any]) -> str:
     e = r["e2e_ms"]
     return (f"{setup:8s} {r['rate_asked']:>8,} asked {r['rate_reached'] or 0:>10,.0f} msg/s {r['mb_per_sec'] or 0:7.1f} MB/s"
             f"  e2e p50 {e['p50']:6.2f} p99 {e['p99']:6.2f} p99.9 {e['p999']:6.2f} max {e['max']:7.2f} ms"
-            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms)"
+            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms"
+            f"{', queue full x' + str(r['producer_queue_full']) if r.get('producer_queue_full') else ''})"
             f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
             f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
 
