@@ -10,7 +10,10 @@
 # against 2.15.0's headers and static library. rd_kafka_version_str() in the tool's banner says 2.15.0.
 # Nothing fetched here is committed: the folder is in .gitignore.
 #
-#   bench/build_rdkafka.sh            # prints the path of the binary on its last line
+# It also compiles our own rate-paced producer, bench/lat_producer.c (committed, ours), into the same
+# bin/ folder as lat_producer for bench/latency_bench.py (rebuilt when the .c file is newer).
+#
+#   bench/build_rdkafka.sh            # prints the path of rdkafka_performance on its last line
 #   RDKAFKA_DIR=/tmp/rdk bench/build_rdkafka.sh
 set -euo pipefail
 
@@ -20,9 +23,22 @@ LIB_PKG="@confluentinc/kafka-javascript@1.10.0"
 TOOL_PKG="node-rdkafka@3.6.1"
 WANT_VERSION="2.15.0"
 BIN="$DEST/bin/rdkafka_performance"
+LAT_BIN="$DEST/bin/lat_producer"
 JOBS="${JOBS:-$(nproc)}"
 
+build_lat_producer() {
+    local src="$DEST/dl/lib/deps/librdkafka"
+    local libs
+    libs="$(sed -n 's/^LIBS+=//p' "$src/Makefile.config" | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    cc -O2 -Wall -Wextra -Werror -isystem "$src/src" -o "$LAT_BIN" "$HERE/lat_producer.c" "$src/src/librdkafka.a" \
+        $libs -lpthread -lm -ldl -lrt
+}
+
 if [[ -x "$BIN" && "${1:-}" != "--force" ]]; then
+    if [[ ! -x "$LAT_BIN" || "$HERE/lat_producer.c" -nt "$LAT_BIN" ]]; then
+        build_lat_producer
+    fi
     echo "$BIN"
     exit 0
 fi
@@ -63,4 +79,5 @@ cc -O2 -I src -o "$BIN" examples/rdkafka_performance.c src/librdkafka.a $LIBS -l
 banner="$("$BIN" -h 2>&1 || true)"
 [[ "$banner" == *"librdkafka version $WANT_VERSION "* ]] || {
     echo "built $BIN does not report librdkafka $WANT_VERSION" >&2; exit 1; }
+build_lat_producer
 echo "$BIN"

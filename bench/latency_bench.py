@@ -4,23 +4,28 @@ min.insync.replicas=2), with the broker's share from its RequestMetrics.
 
     python bench/latency_bench.py [--rates 1000,102400] [--seconds 10] [--setups single,cluster]
                                   [--partitions 6] [--record-size 1024] [--linger-ms 1]
-                                  [--fetch-wait-max-ms 100] [--producer-nice N] [--json FILE] [--profile DIR]
+                                  [--fetch-wait-max-ms 100] [--tick-us 1000] [--producer-nice N]
+                                  [--json FILE] [--profile DIR]
 
 Per setup and rate, on fresh brokers (each with ``http.listeners`` on a free port):
 
 * a consumer, ``rdkafka_performance -C -l -A FILE -o end -c N`` over every partition, starts first and is
   waited for until the broker has answered its fetches;
-* a producer, ``rdkafka_performance -P -l -r RATE -a -1 -s SIZE`` (bench/rdkafka_perf.py), writes
-  ``LATENCY:<wall clock µs>`` at the start of each payload (the record stays SIZE bytes);
+* a producer, our ``lat_producer -r RATE -a all -s SIZE -W PARTITIONS`` (bench/lat_producer.c,
+  bench/paced_producer.py), paced in 1 ms ticks (clock_nanosleep to each tick's absolute time, the
+  messages due, ``rd_kafka_poll(rk, 0)``; it sleeps between ticks), writes ``LATENCY:<wall clock µs>``
+  at the start of each payload (the record stays SIZE bytes) after one untimed warm-up record per
+  partition;
 * the consumer's ``-l`` reads that timestamp back from every record it receives and writes
   ``now - timestamp`` (µs) per record to FILE: produce call to consumer receipt, i.e. end-to-end
   latency including the producer's linger and the consumer's fetch wait. Producer and consumer share
   the machine's clock.
 
-Reported: the rate reached (the tool's rate limiter sleeps ``1/RATE`` between produce calls by polling
-with a timeout rounded down to milliseconds, i.e. it busy-polls below 1 ms, and adds the produce call's
-own time, so it falls short of RATE at high rates), e2e p50/p99/p99.9/max, the producer's acks=all
-produce-to-acknowledgement p99, CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
+Reported: the rate reached (produce calls over the producing time) and how far the producer fell
+behind its schedule at worst (descheduled, or blocked on a full local queue: librdkafka's
+queue.buffering.max.messages, 100,000, fills when acknowledgements lag a second at 100,000 msg/s;
+``queue full xN`` counts the 1 ms waits for room in it), e2e p50/p99/p99.9/max, the producer's acks=all
+produce-to-acknowledgement p99 (from its delivery reports), CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
 one-minute load average: other work on the machine shows up in every latency), and for
 Produce, FetchConsumer and FetchFollower each phase of Kafka's RequestMetrics (request queue, local,
 remote, response queue, response send, total: p50/p99/p99.9 over the broker's last minute, scraped
@@ -35,10 +40,8 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -46,8 +49,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker, free_port  # noqa: E402
+from c_e2e import Consumer, e2e_summary  # noqa: E402
 from cluster_bench import create, profiled  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
@@ -96,47 +101,20 @@ def broker_share(before: list[dict[tuple[str, str, str], float]],
     return share
 
 
-def e2e_summary(values_us: list[int]) -> dict[str, float]:
-    if not values_us:
+def broker_part_of_ack(share: dict[str, Any], ack_ms: dict[str, float]) -> dict[str, float]:
+    """Per quantile, the broker's Produce TotalTimeMs (worst broker) over the producer's
+    produce-to-acknowledgement latency: the part of what the client waited that the broker accounts
+    for, from reading the request to writing the answer (the rest is the client's own queues and
+    threads, the sockets, and the machine's scheduler)."""
+    produce = share.get("Produce")
+    if not produce:
         return {}
-    v = sorted(values_us)
-
-    def q(x: float) -> float:
-        return round(v[min(int(x * len(v)), len(v) - 1)] / 1000.0, 3)
-
-    return {"records": len(v), "p50": q(0.5), "p99": q(0.99), "p999": q(0.999), "max": round(v[-1] / 1000.0, 3),
-            "avg": round(sum(v) / len(v) / 1000.0, 3)}
-
-
-class Consumer:
-    """rdkafka_performance -C -l over every partition from the end; its CPU seconds from wait4."""
-
-    def __init__(self, binary: Path, bootstrap: str, topic: str, partitions: int, records: int,
-                 workdir: Path, props: dict[str, str]) -> None:
-        self.lat_file = workdir / "e2e.txt"
-        cmd = [str(binary), "-C", "-b", bootstrap, "-t", topic, "-c", str(records), "-o", "end", "-l",
-               "-A", str(self.lat_file), "-q"]
-        for p in range(partitions):
-            cmd += ["-p", str(p)]
-        for k, v in {"client.id": "odradek-bench-e2e", **props}.items():
-            cmd += ["-X", f"{k}={v}"]
-        self.command = " ".join(cmd)
-        self.out = (workdir / "consumer.out").open("w")
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.cpu_s = 0.0
-        self.exit_code: int | None = None
-
-    def wait(self, timeout_s: float) -> None:
-        killer = threading.Timer(timeout_s, self.proc.kill)
-        killer.start()
-        _, status, usage = os.wait4(self.proc.pid, 0)
-        killer.cancel()
-        self.proc.returncode = self.exit_code = os.waitstatus_to_exitcode(status)
-        self.cpu_s = usage.ru_utime + usage.ru_stime
-        self.out.close()
-
-    def latencies_us(self) -> list[int]:
-        return [int(x) for x in self.lat_file.read_text().split()] if self.lat_file.exists() else []
+    out = {}
+    for q, key in zip(QUANTILES, ("p50", "p99", "p999"), strict=True):
+        ack = ack_ms.get(key)
+        if ack:
+            out[key] = round(produce["totaltimems"][q] / ack, 3)
+    return out
 
 
 def fetching(ports: list[int], seen: float) -> float:
@@ -159,7 +137,8 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
                 raise
             time.sleep(0.5)
     records = rate * args.seconds
-    consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records, workdir,
+    # the producer's warm-up sends one untimed record per partition first: the consumer counts them too
+    consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records + args.partitions, workdir,
                         {"fetch.wait.max.ms": str(args.fetch_wait_max_ms)})
     base = fetching(http_ports, 0.0)
     deadline = time.monotonic() + 30
@@ -169,24 +148,27 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     before = [scrape(p) for p in http_ports]
     cpu0 = sum(b.cpu_seconds() for b in brokers)
     with profiled(brokers, args, f"{len(brokers)}b-{rate}"):
-        produced, producer_cpu = rdkafka_perf.run(args.binary, "produce", bootstrap, "w", records, args.record_size,
-                                                  acks="all", rate=rate, props={"linger.ms": str(args.linger_ms)},
-                                                  timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
+        produced, producer_cpu = paced_producer.run(
+            args.producer, bootstrap, "w", records, args.record_size, rate, acks="all", tick_us=args.tick_us,
+            warmup_partitions=args.partitions, props={"linger.ms": str(args.linger_ms)},
+            timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
     consumer.wait(60)
     broker_cpu = sum(b.cpu_seconds() for b in brokers) - cpu0
     after = [scrape(p) for p in http_ports]
     e2e = e2e_summary(consumer.latencies_us())
     result: dict[str, Any] = {
         "rate_asked": rate, "records": records, "rate_reached": produced.get("records_per_sec"),
-        "mb_per_sec": produced.get("mb_per_sec"), "e2e_ms": e2e,
-        "produce_ack_ms": produced.get("latency_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
+        "mb_per_sec": produced.get("mb_per_sec"), "behind_max_ms": produced.get("behind_max_ms"),
+        "producer_queue_full": produced.get("queue_full"), "e2e_ms": e2e,
+        "produce_ack_ms": produced.get("ack_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
         "producer_cpu_s": round(producer_cpu, 2), "consumer_cpu_s": round(consumer.cpu_s, 2),
-        "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice, "loadavg_1m": round(os.getloadavg()[0], 2),
-        "broker_share": broker_share(before, after),
+        "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice,
+        "loadavg_1m": round(os.getloadavg()[0], 2), "broker_share": broker_share(before, after),
         "producer_command": produced.get("command"), "consumer_command": consumer.command,
     }
+    result["broker_part_of_ack"] = broker_part_of_ack(result["broker_share"], result["produce_ack_ms"])
     if "error" in produced:
-        result["error"] = f"producer: {produced['error']}"
+        result["error"] = f"producer: {produced['error']} {produced.get('stderr_tail', '')[-300:]}"
     elif consumer.exit_code != 0 or e2e.get("records", 0) < records:
         result["error"] = f"consumer exit {consumer.exit_code}, {e2e.get('records', 0)} of {records} latencies"
     return result
@@ -232,13 +214,18 @@ def line(setup: str, r: dict[str, Any]) -> str:
     e = r["e2e_ms"]
     return (f"{setup:8s} {r['rate_asked']:>8,} asked {r['rate_reached'] or 0:>10,.0f} msg/s {r['mb_per_sec'] or 0:7.1f} MB/s"
             f"  e2e p50 {e['p50']:6.2f} p99 {e['p99']:6.2f} p99.9 {e['p999']:6.2f} max {e['max']:7.2f} ms"
-            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms"
+            f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms"
+            f"{', queue full x' + str(r['producer_queue_full']) if r.get('producer_queue_full') else ''})"
             f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
             f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
 
 
 def share_lines(r: dict[str, Any]) -> list[str]:
     out = []
+    part = r.get("broker_part_of_ack") or {}
+    if part:
+        out.append("    broker's Produce total / producer's ack latency: "
+                   + "  ".join(f"{k} {v:.0%}" for k, v in part.items()))
     for req, s in r.get("broker_share", {}).items():
         cells = "  ".join(f"{ph.replace('timems', '')} {'/'.join(f'{s[ph][q]:g}' for q in QUANTILES)}"
                           for ph in PHASES)
@@ -256,12 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-ms", type=int, default=1)
     ap.add_argument("--fetch-wait-max-ms", type=int, default=100)
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--producer-nice", type=int, default=0,
-                    help="the producer's niceness: its rate limiter spins, taking a core from the brokers")
+    ap.add_argument("--tick-us", type=int, default=1000, help="the producer's pacing tick (µs)")
+    ap.add_argument("--producer-nice", type=int, default=0, help="the producer's niceness")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", type=Path, default=None, help="py-spy every broker into this directory")
     args = ap.parse_args(argv)
     args.binary = rdkafka_perf.ensure_built()
+    args.producer = paced_producer.ensure_built()
     rates = [int(x) for x in args.rates.split(",")]
     setups = args.setups.split(",")
     base = Path(tempfile.mkdtemp(prefix="odradek-latency-bench-"))

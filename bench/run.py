@@ -14,7 +14,8 @@ around it); ``c`` runs librdkafka's own C perf tool, rdkafka_performance (built 
 source by bench/build_rdkafka.sh into the ignored bench/.rdkafka; bench/rdkafka_perf.py parses its
 summary into the same result), so the broker rather than a Python client loop is measured; ``both``
 runs each workload with both clients on the same broker, one after the other, and reports both. W4
-(end-to-end latency) runs with the Python client only; with ``c`` it is skipped.
+(end-to-end latency) with ``c`` runs our rate-paced C producer (bench/lat_producer.c) against
+``rdkafka_performance -C -l`` as the consumer (bench/c_e2e.py), at W4's rate, acks, linger and fetch wait.
 
 Units: MB = 2**20 bytes and GB = 2**30 bytes (as Kafka's perf tools), latencies in ms.
 
@@ -49,6 +50,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import c_e2e  # noqa: E402
+import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
 from brokers import BenchBroker, OdradekBroker, TansuBroker, fetch_tansu  # noqa: E402
 from loopback import loopback_mb_per_sec  # noqa: E402
@@ -93,6 +96,22 @@ def workloads(quick: bool, scale: float = 1.0) -> dict[str, Workload]:
         "W5": Workload("W5", "100k x 1 KB over 1,000 partitions, acks=all", "produce", n(100_000, 10_000), 1024,
                        ["--acks", "all"], 1000),
     }
+
+
+def e2e_settings(args: list[str]) -> dict[str, int]:
+    """W4's rate, linger.ms and fetch.wait.max.ms from its `odradek perf e2e` arguments, for the C clients."""
+    out = {"rate": 5000, "linger_ms": 5, "fetch_wait_max_ms": 500}
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag == "--throughput":
+            out["rate"] = int(value)
+        elif flag in ("--producer-props", "--consumer-props"):
+            for prop in value.split(","):
+                k, _, v = prop.partition("=")
+                if k == "linger.ms":
+                    out["linger_ms"] = int(v)
+                elif k == "fetch.wait.max.ms":
+                    out["fetch_wait_max_ms"] = int(v)
+    return out
 
 
 def metric_of(result: dict[str, Any], key: str) -> float | None:
@@ -158,6 +177,12 @@ class Bench:
         """Run rdkafka_performance for ``w``; its result in `odradek perf`'s form and its CPU seconds."""
         assert self.rdkafka_perf is not None
         acks = w.args[w.args.index("--acks") + 1] if "--acks" in w.args else "1"
+        if w.mode == "e2e":
+            e2e = e2e_settings(w.args)
+            return c_e2e.run_w4(self.rdkafka_perf, paced_producer.ensure_built(), broker.bootstrap, topic, w.records,
+                                w.record_size, e2e["rate"], w.partitions, self.workdir / f"{topic}-c-e2e", acks=acks,
+                                linger_ms=e2e["linger_ms"], fetch_wait_max_ms=e2e["fetch_wait_max_ms"],
+                                timeout_s=self.args.timeout)
         return rdkafka_perf.run(self.rdkafka_perf, w.mode, broker.bootstrap, topic, w.records, w.record_size,
                                 acks=acks, partitions=w.partitions, timeout_s=self.args.timeout)
 
@@ -241,8 +266,6 @@ class Bench:
             for client in self.clients:
                 for name in names:
                     w = self.defs[name]
-                    if client == "c" and w.mode == "e2e":
-                        continue  # the C tool's latency mode needs a producer and a consumer pair: Python only
                     key = w.topic_from or name
                     ckey = f"{key}-{client}"
                     try:
@@ -398,8 +421,6 @@ def summarise(data: dict[str, Any], quick: bool, scale: float = 1.0) -> tuple[st
             if c["target"].startswith("W6") and client != clients[0]:
                 continue  # W6 has no client: listed once
             if client == "c":
-                if c["target"].startswith("W4"):
-                    continue  # no C run of W4
                 c["target"] = f"[C client] {c['target']}"
             checks.append(c)
     lines.append("\nTargets (issue 4):")

@@ -47,3 +47,12 @@ def test_e2e_summary_percentiles_in_ms() -> None:
     assert s["records"] == 1000
     assert (s["p50"], s["p99"], s["p999"], s["max"]) == (0.501, 0.991, 1.0, 1.0)
     assert latency_bench.e2e_summary([]) == {}
+
+
+def test_broker_part_of_ack_latency() -> None:
+    share = latency_bench.broker_share([latency_bench.parse_metrics(TEXT % 2)], [latency_bench.parse_metrics(TEXT % 12)])
+    part = latency_bench.broker_part_of_ack(share, {"p50": 3.07, "p99": 12.286, "p999": 0.0})
+    assert part == {"p50": 0.5, "p99": 0.5}  # 1.535 of 3.07, 6.143 of 12.286; no ack p99.9: none
+    assert latency_bench.broker_part_of_ack({}, {"p99": 1.0}) == {}
+    lines = latency_bench.share_lines({"broker_share": share, "broker_part_of_ack": part})
+    assert lines[0].endswith("p50 50%  p99 50%")

@@ -123,7 +123,12 @@ class AsyncWireClient:
         frame = self.encode(api_key, version, fields)
         corr = self._corr
         try:
-            return await asyncio.wait_for(self._exchange(frame, corr, api_key, version), timeout_s or self.timeout_s)
+            # asyncio.timeout, not wait_for: wait_for runs the exchange as a task of its own, whose
+            # completion reaches this one two event-loop iterations after the response frame is
+            # read (each behind every socket ready by then); a follower's next fetch, which is
+            # what completes the leader's acks=all produces, would go out that much later
+            async with asyncio.timeout(timeout_s or self.timeout_s):
+                return await self._exchange(frame, corr, api_key, version)
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
             self.close()
             raise WireError(f"request {api_key} v{version} to {self.address[0]}:{self.address[1]} failed: {e!r}") from None

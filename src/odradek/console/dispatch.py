@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from odradek.security.sasl import SaslServer
 from odradek.server.handlers import NO_RESPONSE, RawResponse, registry
+from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import BrokerServices, RequestContext
 
 # the versions the console speaks (each handler's response module follows the version)
@@ -103,6 +104,8 @@ class InProcessDispatch:
         ctx = RequestContext(services, conn, api_key, version, self._correlation, CONSOLE_CLIENT_ID)
         try:
             result = handler.handle(ctx, request)
+            if isinstance(result, DelayedResponse):
+                result = future_of(result.op, result.build)
             if isinstance(result, asyncio.Future):
                 result = await asyncio.wait_for(result, self.timeout_s)
         finally:

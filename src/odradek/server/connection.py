@@ -58,6 +58,7 @@ from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.server.purgatory import DelayedResponse
 from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import transaction_version
@@ -566,6 +567,9 @@ class Connection:
                 stats.record(slot.key, api_version, slot.t_recv, started, local_done, local_done, local_done,
                              local_done)
             return
+        if isinstance(result, DelayedResponse):
+            self._answer_when_done(slot, result)
+            return
         if isinstance(result, asyncio.Future):
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
             return
@@ -599,6 +603,36 @@ class Connection:
                 self.on_close.remove(cancel)
 
         fut.add_done_callback(forget)
+
+    def _answer_when_done(self, slot: _Slot, delayed: DelayedResponse) -> None:
+        """Answer ``slot`` from the delayed operation's completion itself (no Future in between: see
+        purgatory.DelayedResponse); the operation is cancelled if the connection closes first."""
+        cancel = delayed.op.cancel
+        on_close = self.on_close
+        on_close.append(cancel)
+
+        def done(response: Any, error: BaseException | None) -> None:
+            with contextlib.suppress(ValueError):
+                on_close.remove(cancel)
+            if self.closed:
+                return
+            if error is not None:
+                if isinstance(error, asyncio.CancelledError):
+                    self.close("request cancelled")
+                else:
+                    log.error("delayed request failed on connection %s", self.peer, exc_info=error)
+                    self.close()
+                return
+            try:
+                result = delayed.build(response)
+            except Exception:
+                log.exception("building the answer to a delayed request failed; closing the connection from %s",
+                              self.peer)
+                self.close()
+                return
+            self._complete(slot, result)
+
+        delayed.op.then(done)
 
     def _cluster_action_allowed(self) -> bool:
         security = self.services.security

@@ -31,7 +31,7 @@ from odradek.replication.delayed_fetch import FetchParams, LogReadResult
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.server.handlers import RawResponse
-from odradek.server.purgatory import future_of
+from odradek.server.purgatory import DelayedResponse
 from odradek.server.request_context import RequestContext
 
 API_KEY = 1
@@ -223,6 +223,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     result = svc.replica_manager.fetch(params, fetch_context.partitions)
     if isinstance(result, LogReadResult):
         return respond(result)
-    fut = future_of(result, respond)
-    ctx.park(fut, result.cancel)
-    return fut
+    return DelayedResponse(result, respond)

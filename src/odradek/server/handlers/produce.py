@@ -32,7 +32,7 @@ from odradek.protocol.produce import (
 from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import NO_RESPONSE
-from odradek.server.purgatory import future_of
+from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, produce_error, run_check, verify_transactional_append
 
@@ -98,7 +98,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 parts_out.append(append(name, pd.index, pd.records))
         topics_out.append((name, parts_out))
     if not deferred:
-        return _answer(ctx, request, topics_out, required, throttle_ms)
+        return _answer(ctx, request, topics_out, required, throttle_ms, direct=True)
     loop_fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     left = [len(deferred)]
 
@@ -134,7 +134,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[PartitionResult]]],
-            required: dict[tuple[str, int], int], throttle_ms: int = 0) -> Any:
+            required: dict[tuple[str, int], int], throttle_ms: int = 0, direct: bool = False) -> Any:
+    """The response, or what answers it once replicated: with ``direct`` a DelayedResponse the
+    connection completes from the purgatory itself, else a Future (for a caller chaining it)."""
     acks = request.acks
     version = ctx.api_version
     rm = ctx.services.replica_manager
@@ -165,6 +167,8 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
     outcome = rm.wait_for_replication(required, request.timeout_ms)
     if isinstance(outcome, dict):  # a lone leader, or followers already past it: no purgatory
         return respond(outcome)
+    if direct:
+        return DelayedResponse(outcome, respond)
     fut = future_of(outcome, respond)
     ctx.park(fut, outcome.cancel)
     return fut
