@@ -77,6 +77,7 @@ from odradek.server.quota.manager import QuotaConfig
 from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
+from odradek.server.tls_connection import connection_for
 
 if TYPE_CHECKING:
     pass
@@ -678,7 +679,7 @@ class Broker:
             self._close_held(sock)
             return
         try:
-            conn = Connection(self._connection_edges, sock, addr, listener)
+            conn = connection_for(self._connection_edges, sock, addr, listener)
         except BaseException:
             quotas.dec(ip)
             sock.close()

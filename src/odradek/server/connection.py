@@ -14,10 +14,9 @@ released when it is answered; refused, the connection stops reading until memory
 any bytes, which the broker's idle sweep compares, as Kafka's Selector expires idle channels).
 A ``MemoryError`` while reading closes the one connection.
 
-Security (odradek.security): on an SSL or SASL_SSL listener the socket's bytes go through a
-:class:`TlsChannel` (an ``ssl.SSLObject`` over memory BIOs, so reads and writes stay
-non-blocking and the handshake never holds the loop); file regions cannot go through
-``sendfile`` there and are read (``os.pread``) and encrypted in chunks. On a SASL listener a
+Security (odradek.security): an SSL or SASL_SSL listener's connections are
+:class:`odradek.server.tls_connection.TlsConnection`, whose reads and writes go through TLS
+(:func:`~odradek.server.tls_connection.connection_for` picks the class). On a SASL listener a
 :class:`SaslServer` admits only ApiVersions, SaslHandshake and SaslAuthenticate until the client
 is authenticated. The TLS handshake and the SASL exchange must finish within
 ``odradek.authentication.timeout.ms``; a connection that failed authentication is closed once
@@ -33,7 +32,6 @@ import errno
 import logging
 import os
 import socket
-import ssl
 import threading
 import time
 from collections import deque
@@ -75,9 +73,7 @@ log = logging.getLogger("odradek.network")
 _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
-_IOV_MAX = 512
-_TLS_RAW_HIGH = 1024 * 1024  # encrypt queued responses while less than this waits for the socket
-_TLS_CHUNK = 256 * 1024  # a file region is read and encrypted this much at a time
+IOV_MAX = 512  # buffers per sendmsg (the kernel's UIO_MAXIOV is 1024)
 _scratch = threading.local()
 
 
@@ -170,10 +166,8 @@ class Connection:
         self._batching = False
         self.principal = ANONYMOUS
         self.security: ListenerSecurity | None = edges.listener_security.get(listener)
-        self.tls: TlsChannel | None = None
+        self.tls: TlsChannel | None = None  # set by a TlsConnection (odradek.server.tls_connection)
         self.sasl: SaslServer | None = None
-        self._raw_out: deque[bytes | memoryview] = deque()  # TLS records waiting for the socket
-        self._raw_bytes = 0
         self._auth_timer: asyncio.TimerHandle | None = None
         self._close_when_flushed = False
         self._session_expires = 0.0  # monotonic end of the SASL session (KIP-368), 0 for none
@@ -189,8 +183,6 @@ class Connection:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sec = self.security
         if sec is not None:
-            if sec.ssl_context is not None:
-                self.tls = TlsChannel(sec.ssl_context)
             self.sasl = sec.sasl_server()
             if self.sasl is not None:
                 # Kafka's sasl.server.max.receive.size: no large request before authentication
@@ -259,7 +251,6 @@ class Connection:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
-        self._raw_out.clear()
         if self.pool is not None:
             self.pool.forget(self._memory_available)
             if self.held:
@@ -352,9 +343,6 @@ class Connection:
 
     # -- reading
     def _on_readable(self) -> None:
-        if self.tls is not None:
-            self._on_readable_tls(self.tls)
-            return
         decoder = self.decoder
         sock = self.sock
         scratch = self._scratch
@@ -391,73 +379,6 @@ class Connection:
         if decoder.blocked and not self.closed:
             self._mute_for_memory()
 
-    def _on_readable_tls(self, tls: TlsChannel) -> None:
-        """Read what the socket has, decrypt it, decode the plaintext's frames."""
-        frames: list[bytes | memoryview] = []
-        scratch = self._scratch
-        was_handshaken = tls.handshaken
-        while True:
-            try:
-                n = self.sock.recv_into(scratch)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as e:
-                self.close(f"read error: {e}")
-                return
-            if not n:
-                self.close()
-                return
-            try:
-                tls.feed(scratch[:n])
-                self._decrypt_frames(tls, frames)
-            except ssl.SSLError as e:
-                detail = getattr(e, "verify_message", None)  # why a certificate was refused
-                self.close(f"TLS failure: {e.reason or e}" + (f" ({detail})" if detail else ""))
-                return
-            except FrameError as e:
-                log.warning("bad frame from %s: %s", self.peer, e)
-                self.close()
-                return
-            except MemoryError:
-                log.error("out of memory reading a request from %s; closing the connection", self.peer)
-                self.close()
-                return
-            if tls.peer_closed or n < len(scratch) or frames:
-                break
-        self.last_active = time.monotonic()
-        if not was_handshaken and tls.handshaken:
-            self._on_tls_handshake()
-        if tls.peer_closed and not frames:
-            self.close()
-            return
-        self.edges.on_read()
-        if not tls.handshaken:
-            self._flush()  # the handshake's own messages
-            return
-        self._dispatch(frames)
-        if not self.closed and not self.writing and self._raw_out:
-            self._flush()
-        if self.decoder.blocked and not self.closed:
-            self._mute_for_memory()
-
-    def _decrypt_frames(self, tls: TlsChannel, frames: list[bytes | memoryview]) -> None:
-        """The plaintext of the records received so far into the decoder: a large frame being
-        filled is decrypted straight into its buffer, as a plaintext socket's bytes are received
-        into it."""
-        decoder = self.decoder
-        while True:
-            target = decoder.recv_target()
-            if target is not None:
-                n = tls.read_into(target)
-                if not n:
-                    return
-                frames.extend(decoder.advance(n))
-            else:
-                data = tls.read()
-                if not data:
-                    return
-                frames.extend(decoder.feed(data))
-
     def _dispatch(self, frames: list[bytes | memoryview]) -> None:
         if self.rstats is not None:
             self._burst_ns = time.perf_counter_ns()
@@ -477,10 +398,14 @@ class Connection:
                     self._on_frame(frame)
         finally:
             self._batching = False
-        if (self.out or self._raw_out or (self.tls is not None)) and not self.writing and not self.closed:
+        if self._output_waiting() and not self.writing and not self.closed:
             self._flush()
         if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
             self._pause_reading()
+
+    def _output_waiting(self) -> bool:
+        """Whether a flush has anything to write (a TLS connection may always have records)."""
+        return bool(self.out)
 
     def _slot(self, correlation_id: int, flexible: bool) -> _Slot:
         """The response slot of the frame being handled; it carries the frame's pool reservation."""
@@ -749,9 +674,6 @@ class Connection:
 
     # -- writing
     def _flush(self) -> None:
-        if self.tls is not None:
-            self._flush_tls(self.tls)
-            return
         out = self.out
         sock = self.sock
         try:
@@ -778,7 +700,7 @@ class Connection:
                 # gather consecutive in-memory buffers into one sendmsg
                 bufs: list[bytes | memoryview] = []
                 for it in out:
-                    if isinstance(it, tuple) or len(bufs) >= _IOV_MAX:
+                    if isinstance(it, tuple) or len(bufs) >= IOV_MAX:
                         break
                     bufs.append(it)
                 n = sock.sendmsg(bufs) if len(bufs) > 1 else sock.send(bufs[0])
@@ -813,96 +735,6 @@ class Connection:
         if self._sending:
             self._record_sent()
         if self._close_when_flushed and not out and not self.pending:
-            self.close("authentication failed")
-            return
-        self._maybe_resume()
-
-    def _encrypt_queued(self, tls: TlsChannel) -> bool:
-        """Move queued responses through TLS while little waits for the socket; False if the
-        connection had to close."""
-        out = self.out
-        while out and self._raw_bytes < _TLS_RAW_HIGH:
-            item = out[0]
-            if isinstance(item, tuple):  # a file region: read it, no sendfile through TLS
-                f, pos, length = item
-                try:
-                    data = os.pread(f.fileno(), min(length, _TLS_CHUNK), pos)
-                except (ValueError, OSError):
-                    self.close("segment file closed before its region was sent")
-                    return False
-                if not data:
-                    self.close("file region no longer readable")
-                    return False
-                if len(data) < length:
-                    out[0] = (f, pos + len(data), length - len(data))
-                else:
-                    out.popleft()
-                tls.send(data)
-                self.out_bytes -= len(data)
-            else:
-                # consecutive small buffers become one TLS record
-                bufs: list[bytes | memoryview] = []
-                size = 0
-                while out and not isinstance(out[0], tuple) and size < _TLS_CHUNK:
-                    b = out.popleft()
-                    bufs.append(b)
-                    size += len(b)
-                tls.send(bufs[0] if len(bufs) == 1 else b"".join(bufs))
-                self.out_bytes -= size
-            raw = tls.take_output()
-            if raw:
-                self._raw_out.append(raw)
-                self._raw_bytes += len(raw)
-        return True
-
-    def _flush_tls(self, tls: TlsChannel) -> None:
-        raw = tls.take_output()  # handshake messages, alerts
-        if raw:
-            self._raw_out.append(raw)
-            self._raw_bytes += len(raw)
-        while True:
-            try:
-                if not self._encrypt_queued(tls):
-                    return
-            except ssl.SSLError as e:  # the session ended under us (an alert, close_notify)
-                self.close(f"TLS failure while writing: {e.reason or e}")
-                return
-            if not self._raw_out:
-                break
-            try:
-                bufs = list(self._raw_out)[:_IOV_MAX]
-                n = self.sock.sendmsg(bufs) if len(bufs) > 1 else self.sock.send(bufs[0])
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    self.close(f"write error: {e}")
-                    return
-                break
-            self.last_active = time.monotonic()
-            self._raw_bytes -= n
-            while n and self._raw_out:
-                head = self._raw_out[0]
-                if n >= len(head):
-                    n -= len(head)
-                    self._raw_out.popleft()
-                else:
-                    self._raw_out[0] = memoryview(head)[n:]
-                    n = 0
-                    break
-            if self._raw_out and not self.out:
-                # the socket took less than offered: wait for it
-                break
-        waiting = bool(self._raw_out or self.out)
-        if waiting and not self.writing:
-            self.loop.add_writer(self.fd, self._flush)
-            self.writing = True
-        elif not waiting and self.writing:
-            self.loop.remove_writer(self.fd)
-            self.writing = False
-        if self._sending:
-            self._record_sent()
-        if self._close_when_flushed and not waiting and not self.pending:
             self.close("authentication failed")
             return
         self._maybe_resume()
