@@ -101,6 +101,7 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._indexes_need_rebuild = not indexes_present
+        self._index_files_absent = False  # a new segment's: the index files are made when first written out
         self._max_ts: int | None = None  # None: not loaded yet (from the time index)
         self._offset_of_max_ts = base_offset
         self._rolling_ts: int | None = None
@@ -130,9 +131,10 @@ class LogSegment:
             Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0,
             lazy=lazy,
         )
-        # the index files are created when first used (an append or a lookup): creating a
-        # partition costs two files fewer, and a partition nobody writes never has them
+        # the index files are made when the indexes are first written out (flush, roll, close):
+        # creating a partition, and its first append, cost two files fewer
         seg = cls(dir, base_offset, config, records, active=True, time_ms=time_ms)
+        seg._index_files_absent = True
         seg._max_ts = -1
         seg._rolling_ts_loaded = True
         seg.dirty = True
@@ -204,8 +206,10 @@ class LogSegment:
                 self._indexes_need_rebuild = False
             if self._indexes_need_rebuild:
                 raise CorruptIndexError("index files missing")
-            oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active)
-            ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=self._active)
+            absent = self._index_files_absent and self._active
+            self._index_files_absent = False
+            oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active, absent=absent)
+            ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=self._active, absent=absent)
             oi.sanity_check()
             ti.sanity_check()
         except (CorruptIndexError, OSError) as exc:
