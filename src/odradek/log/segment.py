@@ -338,7 +338,10 @@ class LogSegment:
             return True
         if max_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
-        return self.offset_index.is_full() or self.time_index.is_full()
+        oi, ti = self._offset_index, self._time_index
+        if oi is None or ti is None:
+            return self.offset_index.is_full() or self.time_index.is_full()
+        return oi.is_full() or ti.is_full()
 
     # ------------------------------------------------------------------ append
 

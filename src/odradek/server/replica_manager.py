@@ -217,11 +217,11 @@ class ReplicaManager:
     def _append(
         self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool
     ) -> AppendResult:
-        plog = self.get_log(topic, partition)
+        plog = self.log_manager.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
-        part = self.leading(topic, partition)
-        if part is None:
+        part = self.partitions.get((topic, partition))  # self.leading, inline (per partition of a produce)
+        if part is None or not part.is_leader(self.node_id):
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
         if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
             return AppendResult(
@@ -432,9 +432,9 @@ class ReplicaManager:
         return op
 
     def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
-        part = self.leading(*tp)
-        plog = self.get_log(*tp)
-        if part is None or plog is None:
+        part = self.partitions.get(tp)
+        plog = self.log_manager.get_log(*tp)
+        if part is None or not part.is_leader(self.node_id) or plog is None:
             return errors.NOT_LEADER_OR_FOLLOWER
         if plog.high_watermark >= required_offset:
             if len(part.isr) < plog.config.min_insync_replicas:
