@@ -108,7 +108,7 @@ class AbstractIndex:
         try:
             if self._on_disk < n:
                 os.pwrite(fd, memoryview(self._mm)[self._on_disk * es : n * es], self._on_disk * es)
-            if self._file_entries != n:
+            if self._file_entries != n or self._file_missing:  # a file thought missing may hold stale bytes
                 os.ftruncate(fd, n * es)
             if sync:
                 os.fsync(fd)

@@ -101,7 +101,9 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._indexes_need_rebuild = not indexes_present
-        self._index_files_absent = False  # a new segment's: the index files are made when first written out
+        # the index files are not there (a new segment, or the directory listing lacks them): they are
+        # made when the active segment's entries are first written out rather than when loaded
+        self._index_files_absent = not indexes_present
         self._max_ts: int | None = None  # None: not loaded yet (from the time index)
         self._offset_of_max_ts = base_offset
         self._rolling_ts: int | None = None
@@ -230,13 +232,18 @@ class LogSegment:
             if idx is not None:
                 idx.close_handler()
         max_size = self.config.segment_index_bytes
-        oi = self._empty_index(OffsetIndex, self.offset_index_path, max_size)
-        ti = self._empty_index(TimeIndex, self.time_index_path, max_size)
+        # files missing after a crash (a segment never flushed): made at the next flush, not here
+        absent = self._index_files_absent and self._active
+        self._index_files_absent = False
+        oi = self._empty_index(OffsetIndex, self.offset_index_path, max_size, absent)
+        ti = self._empty_index(TimeIndex, self.time_index_path, max_size, absent)
         self._offset_index, self._time_index = oi, ti
         self._indexes_need_rebuild = False
         return oi, ti
 
-    def _empty_index(self, cls: type[_I], path: Path, max_size: int) -> _I:
+    def _empty_index(self, cls: type[_I], path: Path, max_size: int, absent: bool = False) -> _I:
+        if absent:
+            return cls(path, self.base_offset, max_size, writable=True, absent=True)
         try:
             idx = cls(path, self.base_offset, max_size, writable=True)
         except CorruptIndexError:  # a size that is no multiple of the entry size
