@@ -85,6 +85,9 @@ class AppendResult:
     error_message: str | None = None
     last_offset: int = -1
     record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467: (batch_index, message)
+    # acks=all is met already (the high watermark passed last_offset with ISR >= min.insync.replicas):
+    # what wait_for_replication would answer at once, so the handler need not ask it per partition
+    replicated: bool = False
 
 
 class LogSource(Protocol):
@@ -259,7 +262,8 @@ class ReplicaManager:
             self._maybe_advance_high_watermark(part, plog)
             self.notify(topic, partition)  # consumers, and followers waiting at the log end
         return AppendResult(
-            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset
+            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset,
+            replicated=plog.high_watermark > info.last_offset and len(part.isr) >= plog.config.min_insync_replicas,
         )
 
     def notify(self, topic: str, partition: int) -> None:
