@@ -11,9 +11,22 @@ One broker, fresh log directory. Steps (all in one run, so the ratio compares li
      ``.timeindex``, as Kafka does at creation), the second measures appends alone;
   3. RSS (VmRSS and peak VmHWM) and open descriptors of the broker process (/proc/PID/fd);
   4. clean stop (SIGTERM), start timed until ApiVersions answers;
-  5. produce ``--crash-records`` more to ``pN``, kill -9, start timed again (log recovery).
+  5. produce ``--crash-records`` more to ``pN``, kill -9, start timed again (log recovery), and
+     produce ``--records`` to ``pN`` once more (every partition's files are opened again lazily).
+
+Each produce pass reports the broker's and the client's CPU seconds and both per record batch
+written (batches counted in the segments before and after), so it shows which side sets the rate.
+``--client`` picks the load generator, with the same settings for both topics:
+
+  python   ``odradek perf produce`` (confluent-kafka: a Python loop over librdkafka's produce());
+  c        librdkafka's own ``rdkafka_performance`` (bench/rdkafka_perf.py; ``linger.ms=1``);
+  flood    pre-encoded 1 MB multi-partition ProduceRequests (bench/produce_flood.py): the client
+           costs almost nothing, so the broker's own per-batch cost sets the rate. librdkafka sends
+           one partition per ProduceRequest and walks its queued partitions on each wake-up, which
+           at 10,000 partitions on one broker costs it 2-3x the broker's CPU.
 
   python bench/partitions_bench.py                     # 10,000 partitions, 200,000 records
+  python bench/partitions_bench.py --client c --json   # librdkafka's C tool (bench/.rdkafka)
   python bench/partitions_bench.py --partitions 2000 --records 50000 --json
 """
 
@@ -52,21 +65,95 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 1
     return time.monotonic() - t0
 
 
-def produce(bootstrap: str, topic: str, records: int, timeout: float, props: list[str] | None = None,
-            acks: str = "all") -> dict[str, Any]:
+def produce_python(bootstrap: str, topic: str, records: int, timeout: float, props: list[str] | None = None,
+                   acks: str = "all") -> tuple[dict[str, Any], float]:
+    """``odradek perf produce`` (confluent-kafka: a Python loop calling librdkafka's produce() per record);
+    (its result, its CPU seconds)."""
     cmd = [sys.executable, "-m", "odradek", "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
            "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--acks", acks, "--json",
            "--timeout", str(timeout)]
     if props:
         cmd += ["--producer-props", *props]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60)
+    with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
+        proc = subprocess.Popen(cmd, stdout=fout, stderr=ferr, stdin=subprocess.DEVNULL, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        fout.seek(0)
+        ferr.seek(0)
+        stdout, stderr = fout.read(), ferr.read()
     try:
-        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"perf produce exited {out.returncode}: {out.stderr[-800:]}") from None
+        raise RuntimeError(f"perf produce exited {os.waitstatus_to_exitcode(status)}: {stderr[-800:]}") from None
     if result.get("error"):
         raise RuntimeError(f"perf produce: {result['error']}")
-    return result
+    return result, usage.ru_utime + usage.ru_stime
+
+
+def produce_c(bootstrap: str, topic: str, records: int, timeout: float, props: list[str] | None = None,
+              acks: str = "all") -> tuple[dict[str, Any], float]:
+    """librdkafka's rdkafka_performance (bench/rdkafka_perf.py); (its result, its CPU seconds)."""
+    import rdkafka_perf
+
+    conf = dict(p.split("=", 1) for p in props or [])
+    # without spreading (--no-spread) the tool keeps librdkafka's sticky partitioner
+    conf.setdefault("sticky.partitioning.linger.ms", "10")
+    result, cpu = rdkafka_perf.run(rdkafka_perf.ensure_built(), "produce", bootstrap, topic, records, RECORD_SIZE,
+                                   acks=acks, latency=False, props=conf, timeout_s=timeout)
+    if result.get("error"):
+        raise RuntimeError(f"rdkafka_performance: {result['error']} {result.get('stderr_tail', '')}")
+    return result, cpu
+
+
+def produce_flood(bootstrap: str, topic: str, records: int, timeout: float, props: list[str] | None = None,
+                  acks: str = "all") -> tuple[dict[str, Any], float]:
+    """Pre-encoded multi-partition ProduceRequests (bench/produce_flood.py); (its result, its CPU seconds).
+    The topic's partition count is in its name (``p6``, ``p10000``)."""
+    import produce_flood
+
+    result = produce_flood.run(bootstrap, topic, int(topic[1:]), records, record_size=RECORD_SIZE,
+                               acks=-1 if acks == "all" else int(acks))
+    if result.get("error"):
+        raise RuntimeError(f"produce_flood: {result['error']}")
+    return result, float(result["client_cpu_s"])
+
+
+def count_batches(logdir: Path, topic: str) -> int:
+    """Record batches in the topic's segments (the batch header's length field, from byte 8)."""
+    n = 0
+    for d in logdir.glob(f"{topic}-*"):
+        for f in d.glob("*.log"):
+            with f.open("rb") as fh:
+                data = fh.read()
+            pos, end = 0, len(data)
+            while pos + 12 <= end:
+                size = int.from_bytes(data[pos + 8:pos + 12], "big")
+                if size <= 0:
+                    break
+                pos += 12 + size
+                n += 1
+    return n
+
+
+class Pass:
+    """One produce pass: the client's result and both sides' CPU per batch."""
+
+    def __init__(self, broker: OdradekBroker, client: str, topic: str, records: int, timeout: float,
+                 props: list[str] | None, acks: str = "all") -> None:
+        before_cpu = broker.cpu_seconds()
+        before_batches = count_batches(broker.logdir, topic)
+        fn = {"c": produce_c, "flood": produce_flood}.get(client, produce_python)
+        self.result, self.client_cpu_s = fn(broker.bootstrap, topic, records, timeout, props, acks)
+        self.broker_cpu_s = broker.cpu_seconds() - before_cpu
+        self.batches = count_batches(broker.logdir, topic) - before_batches
+        self.mb_per_sec: float | None = self.result.get("mb_per_sec")
+
+    def summary(self) -> dict[str, Any]:
+        b = max(self.batches, 1)
+        return {"mb_per_sec": self.mb_per_sec, "elapsed_s": self.result.get("elapsed_s"),
+                "batches": self.batches, "broker_cpu_s": round(self.broker_cpu_s, 3),
+                "client_cpu_s": round(self.client_cpu_s, 3),
+                "broker_us_per_batch": round(self.broker_cpu_s / b * 1e6, 1),
+                "client_us_per_batch": round(self.client_cpu_s / b * 1e6, 1)}
 
 
 def open_fds(pid: int) -> int:
@@ -82,9 +169,10 @@ def partitions_with_data(logdir: Path, topic: str) -> int:
 
 
 def run(workdir: Path, partitions: int, records: int, crash_records: int, spread: bool, timeout: float,
-        log: Any = print) -> dict[str, Any]:
+        log: Any = print, client: str = "python") -> dict[str, Any]:
     broker = OdradekBroker(workdir / "broker")
-    out: dict[str, Any] = {"partitions": partitions, "records": records, "record_size": RECORD_SIZE}
+    out: dict[str, Any] = {"partitions": partitions, "records": records, "record_size": RECORD_SIZE,
+                           "client": client}
     big = f"p{partitions}"
     try:
         out["first_start_s"] = round(broker.start(), 3)
@@ -93,14 +181,17 @@ def run(workdir: Path, partitions: int, records: int, crash_records: int, spread
         log(f"created {big} in {out['create_s']:.2f} s; RSS {broker.rss_mb():.0f} MB, {open_fds(broker.pid)} fds")
         out["rss_after_create_mb"] = round(broker.rss_mb(), 1)
         props = ["sticky.partitioning.linger.ms=0"] if spread else None
-        r6 = produce(broker.bootstrap, "p6", records, timeout, props)
-        rn = produce(broker.bootstrap, big, records, timeout, props)
+        r6 = Pass(broker, client, "p6", records, timeout, props)
+        rn = Pass(broker, client, big, records, timeout, props)
         # the same again: every partition's files exist now (the first pass made ~3 files per partition,
         # ~0.3 ms each on this ext4), so this is the per-batch cost alone
-        rw = produce(broker.bootstrap, big, records, timeout, props)
-        out["mb_per_sec_6"] = r6.get("mb_per_sec")
-        out["mb_per_sec_n"] = rn.get("mb_per_sec")
-        out["mb_per_sec_n_files_exist"] = rw.get("mb_per_sec")
+        rw = Pass(broker, client, big, records, timeout, props)
+        out["mb_per_sec_6"] = r6.mb_per_sec
+        out["mb_per_sec_n"] = rn.mb_per_sec
+        out["mb_per_sec_n_files_exist"] = rw.mb_per_sec
+        out["pass_6"], out["pass_n"], out["pass_n_files_exist"] = r6.summary(), rn.summary(), rw.summary()
+        for name, p in (("6", r6), (big, rn), (f"{big} again", rw)):
+            log(f"  {name}: {p.summary()}")
         if out["mb_per_sec_6"] and out["mb_per_sec_n"]:
             out["ratio"] = round(out["mb_per_sec_n"] / out["mb_per_sec_6"], 3)
         if out["mb_per_sec_6"] and out["mb_per_sec_n_files_exist"]:
@@ -121,14 +212,18 @@ def run(workdir: Path, partitions: int, records: int, crash_records: int, spread
         out["clean_start_reported_s"] = broker.reported_start_s()
         out["clean_start_rss_mb"] = round(broker.rss_mb(), 1)
         log(f"start after clean stop {out['clean_start_s']:.2f} s, RSS {out['clean_start_rss_mb']:.0f} MB")
-        produce(broker.bootstrap, big, crash_records, timeout, props, acks="1")
+        Pass(broker, client, big, crash_records, timeout, props, acks="1")
         broker.kill()
         out["kill9_start_s"] = round(broker.start(), 3)
         out["kill9_start_reported_s"] = broker.reported_start_s()
         out["kill9_start_peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
         log(f"start after kill -9 {out['kill9_start_s']:.2f} s, peak RSS {out['kill9_start_peak_rss_mb']:.0f} MB")
-        after = produce(broker.bootstrap, big, min(records, 20_000), timeout, props)
-        out["produce_after_recovery_mb_per_sec"] = after.get("mb_per_sec")
+        # as many records as the passes before the kill, so the rates compare: a 20,000-record pass ran
+        # at a fifth of the 200,000-record rate before a kill as well as after (the client's start over
+        # 10,000 partitions weighs on two records per partition), which read as slow recovery
+        after = Pass(broker, client, big, records, timeout, props)
+        out["produce_after_recovery_mb_per_sec"] = after.mb_per_sec
+        out["pass_after_recovery"] = after.summary()
         out["stop_rc"] = broker.stop()
     finally:
         broker.kill()
@@ -155,12 +250,16 @@ def main() -> int:
     ap.add_argument("--no-spread", dest="spread", action="store_false",
                     help="keep librdkafka's sticky partitioner on the N-partition topic (fewer partitions touched)")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--client", choices=("python", "c", "flood"), default="python",
+                    help="python: odradek perf produce; c: librdkafka's rdkafka_performance (bench/rdkafka_perf.py); "
+                         "flood: pre-encoded 1 MB multi-partition requests (bench/produce_flood.py), the broker alone")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-parts-", dir=args.workdir) as tmp:
         r = run(Path(tmp), args.partitions, args.records, args.crash_records, args.spread, args.timeout,
-                log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
+                log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True),
+                client=args.client)
     if args.json:
         print(json.dumps(r))
     else:

@@ -7,8 +7,12 @@ is its size divided by the entry size.
 
 While its segment is active an index lives in memory (a ``bytearray`` of its
 entries, which are few: one per ``index.interval.bytes`` of log) and is written to
-its file (which exists from the start, empty) when the segment is flushed, rolled
-or closed; at most
+its file when the segment is flushed, rolled or closed. The files of a new segment
+are only made then (``absent``): making two files per partition on its first append
+was half of the broker's time in a first produce across 10,000 new partitions here
+(Kafka makes them when it creates the segment); a segment with data always has both
+files once it was flushed, rolled or closed, and one lost in a crash before that is
+above the recovery point, so recovered and its indexes rebuilt. At most
 ``segment.index.bytes`` worth of entries fit (Kafka's limit). Kafka maps the active
 index preallocated to that size instead; here a map would cost a descriptor per
 index (CPython's ``mmap`` keeps a duplicate of the file's descriptor) and 64 KB of
@@ -41,7 +45,10 @@ class AbstractIndex:
     ENTRY_SIZE: ClassVar[int]
     KIND: ClassVar[str]
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True,
+                 absent: bool = False) -> None:
+        """``absent`` (writable only): the file is known not to exist yet (a new segment's); it is
+        made when the entries are first written out rather than opened now."""
         self.path = path
         self.base_offset = base_offset
         self._max_index_size = max_index_size
@@ -52,7 +59,12 @@ class AbstractIndex:
         self._on_disk = 0  # writable: leading entries the file is known to hold unchanged
         self._file_entries = 0  # writable: the file's size in entries
         self._closed = False
-        self._open()
+        self._file_missing = absent and writable
+        if self._file_missing:
+            self._mm = bytearray()
+            self._max_entries = max_index_size // self.ENTRY_SIZE
+        else:
+            self._open()
 
     # ------------------------------------------------------------------ mapping
 
@@ -90,19 +102,20 @@ class AbstractIndex:
             return
         es = self.ENTRY_SIZE
         n = self._entries
-        if self._on_disk == n and self._file_entries == n and not sync:
+        if self._on_disk == n and self._file_entries == n and not sync and not self._file_missing:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if self._on_disk < n:
                 os.pwrite(fd, memoryview(self._mm)[self._on_disk * es : n * es], self._on_disk * es)
-            if self._file_entries != n:
+            if self._file_entries != n or self._file_missing:  # a file thought missing may hold stale bytes
                 os.ftruncate(fd, n * es)
             if sync:
                 os.fsync(fd)
         finally:
             os.close(fd)
         self._on_disk = self._file_entries = n
+        self._file_missing = False
 
     def _unmap(self) -> None:
         mm = self._mm
@@ -130,6 +143,7 @@ class AbstractIndex:
         """Re-open a trimmed index for appends (its segment became active again)."""
         if self._writable and not self._closed:
             return
+        self._file_missing = False
         self._unmap()
         self._writable = True
         self._open()

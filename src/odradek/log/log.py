@@ -489,11 +489,14 @@ class Log:
         if dup is not None:
             return self._duplicate_info(dup)
 
-        if self.active_segment.should_roll(total, max_ts, last_offset, now_ms):
+        seg = self._segments[-1]
+        if seg.should_roll(total, max_ts, last_offset, now_ms):
             self.roll(now_ms)
-        self.active_segment.append(buf, out)
-        if leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            seg = self._segments[-1]
+        seg.append(buf, out)
+        cache = self.leader_epoch_cache
+        if leader_epoch > cache.latest_epoch:
+            cache.assign(leader_epoch, first_offset)
         self.log_end_offset = offset
         ps.commit(updates, offset)
         if updates.completed:
@@ -638,6 +641,8 @@ class Log:
 
     def maybe_flush(self, time_ms: int) -> bool:
         """flush.ms: flush when that long has passed since the last flush."""
+        if not self._roll_flush_pending and time_ms - self._last_flush_ms < self.config.flush_ms:
+            return False  # the common case, checked for every log each second
         flushed = self.flush_rolled_segments()
         if self.log_end_offset > self.recovery_point and time_ms - self._last_flush_ms >= self.config.flush_ms:
             self.flush(time_ms=time_ms)

@@ -34,8 +34,9 @@ class OffsetIndex(AbstractIndex):
     ENTRY_SIZE = 8
     KIND = "offset index"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True,
+                 absent: bool = False) -> None:
+        super().__init__(path, base_offset, max_index_size, writable=writable, absent=absent)
 
     def _slot_key(self, mm: Buffer, slot: int) -> int:
         relative: int = _I32.unpack_from(mm, slot * 8)[0]

@@ -271,6 +271,11 @@ class ProducerStateManager:
         non-transactional batch of a producer whose transaction is open, as Kafka's
         ProducerAppendInfo) or 52 (a marker from an older coordinator epoch). Like Kafka 3.x, a producer with no state accepts any first
         sequence (its state may have been removed by retention)."""
+        for h in headers:
+            if h.producer_id >= 0:
+                break
+        else:  # no idempotent or transactional batch (the common plain produce): nothing to check
+            return ProducerUpdates(), None
         updates = ProducerUpdates()
         producers = self.producers
         for h in headers:

@@ -101,6 +101,9 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._indexes_need_rebuild = not indexes_present
+        # the index files are not there (a new segment, or the directory listing lacks them): they are
+        # made when the active segment's entries are first written out rather than when loaded
+        self._index_files_absent = not indexes_present
         self._max_ts: int | None = None  # None: not loaded yet (from the time index)
         self._offset_of_max_ts = base_offset
         self._rolling_ts: int | None = None
@@ -130,9 +133,10 @@ class LogSegment:
             Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0,
             lazy=lazy,
         )
-        # the index files are created when first used (an append or a lookup): creating a
-        # partition costs two files fewer, and a partition nobody writes never has them
+        # the index files are made when the indexes are first written out (flush, roll, close):
+        # creating a partition, and its first append, cost two files fewer
         seg = cls(dir, base_offset, config, records, active=True, time_ms=time_ms)
+        seg._index_files_absent = True
         seg._max_ts = -1
         seg._rolling_ts_loaded = True
         seg.dirty = True
@@ -204,8 +208,10 @@ class LogSegment:
                 self._indexes_need_rebuild = False
             if self._indexes_need_rebuild:
                 raise CorruptIndexError("index files missing")
-            oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active)
-            ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=self._active)
+            absent = self._index_files_absent and self._active
+            self._index_files_absent = False
+            oi = OffsetIndex(self.offset_index_path, self.base_offset, max_size, writable=self._active, absent=absent)
+            ti = TimeIndex(self.time_index_path, self.base_offset, max_size, writable=self._active, absent=absent)
             oi.sanity_check()
             ti.sanity_check()
         except (CorruptIndexError, OSError) as exc:
@@ -226,13 +232,18 @@ class LogSegment:
             if idx is not None:
                 idx.close_handler()
         max_size = self.config.segment_index_bytes
-        oi = self._empty_index(OffsetIndex, self.offset_index_path, max_size)
-        ti = self._empty_index(TimeIndex, self.time_index_path, max_size)
+        # files missing after a crash (a segment never flushed): made at the next flush, not here
+        absent = self._index_files_absent and self._active
+        self._index_files_absent = False
+        oi = self._empty_index(OffsetIndex, self.offset_index_path, max_size, absent)
+        ti = self._empty_index(TimeIndex, self.time_index_path, max_size, absent)
         self._offset_index, self._time_index = oi, ti
         self._indexes_need_rebuild = False
         return oi, ti
 
-    def _empty_index(self, cls: type[_I], path: Path, max_size: int) -> _I:
+    def _empty_index(self, cls: type[_I], path: Path, max_size: int, absent: bool = False) -> _I:
+        if absent:
+            return cls(path, self.base_offset, max_size, writable=True, absent=True)
         try:
             idx = cls(path, self.base_offset, max_size, writable=True)
         except CorruptIndexError:  # a size that is no multiple of the entry size
@@ -334,7 +345,10 @@ class LogSegment:
             return True
         if max_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
-        return self.offset_index.is_full() or self.time_index.is_full()
+        oi, ti = self._offset_index, self._time_index
+        if oi is None or ti is None:
+            return self.offset_index.is_full() or self.time_index.is_full()
+        return oi.is_full() or ti.is_full()
 
     # ------------------------------------------------------------------ append
 

@@ -31,8 +31,9 @@ class TimeIndex(AbstractIndex):
     ENTRY_SIZE = 12
     KIND = "time index"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True,
+                 absent: bool = False) -> None:
+        super().__init__(path, base_offset, max_index_size, writable=writable, absent=absent)
 
     def _slot_key(self, mm: Buffer, slot: int) -> int:
         timestamp: int = _I64.unpack_from(mm, slot * 12)[0]

@@ -85,6 +85,9 @@ class AppendResult:
     error_message: str | None = None
     last_offset: int = -1
     record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467: (batch_index, message)
+    # acks=all is met already (the high watermark passed last_offset with ISR >= min.insync.replicas):
+    # what wait_for_replication would answer at once, so the handler need not ask it per partition
+    replicated: bool = False
 
 
 class LogSource(Protocol):
@@ -217,11 +220,11 @@ class ReplicaManager:
     def _append(
         self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool
     ) -> AppendResult:
-        plog = self.get_log(topic, partition)
+        plog = self.log_manager.get_log(topic, partition)
         if plog is None:
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
-        part = self.leading(topic, partition)
-        if part is None:
+        part = self.partitions.get((topic, partition))  # self.leading, inline (per partition of a produce)
+        if part is None or not part.is_leader(self.node_id):
             return AppendResult(errors.NOT_LEADER_OR_FOLLOWER)
         if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
             return AppendResult(
@@ -259,7 +262,8 @@ class ReplicaManager:
             self._maybe_advance_high_watermark(part, plog)
             self.notify(topic, partition)  # consumers, and followers waiting at the log end
         return AppendResult(
-            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset
+            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset,
+            replicated=plog.high_watermark > info.last_offset and len(part.isr) >= plog.config.min_insync_replicas,
         )
 
     def notify(self, topic: str, partition: int) -> None:
@@ -432,9 +436,9 @@ class ReplicaManager:
         return op
 
     def _replication_check(self, tp: TopicPartition, required_offset: int) -> int | None:
-        part = self.leading(*tp)
-        plog = self.get_log(*tp)
-        if part is None or plog is None:
+        part = self.partitions.get(tp)
+        plog = self.log_manager.get_log(*tp)
+        if part is None or not part.is_leader(self.node_id) or plog is None:
             return errors.NOT_LEADER_OR_FOLLOWER
         if plog.high_watermark >= required_offset:
             if len(part.isr) < plog.config.min_insync_replicas:

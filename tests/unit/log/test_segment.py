@@ -166,6 +166,57 @@ def test_lazy_indexes_and_clean_reopen(tmp_path: Path) -> None:
     assert seg2.indexes_loaded
 
 
+def test_new_segment_index_files_made_when_written_out(tmp_path: Path) -> None:
+    """A new segment's index files are made on flush, roll or close, not on its first append."""
+    cfg = LogConfig(index_interval_bytes=200)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 10)
+    seg.append(data, headers)
+    assert seg.offset_index.entries > 0
+    assert not seg.offset_index_path.exists() and not seg.time_index_path.exists()
+    seg.flush()
+    assert os.path.getsize(seg.offset_index_path) == seg.offset_index.entries * 8
+    assert os.path.getsize(seg.time_index_path) == seg.time_index.entries * 12
+    # a segment with too little data for an entry still gets both (empty) files when closed
+    seg2 = LogSegment.create(tmp_path, 30, cfg, NOW)
+    small, small_headers = _batches(30, 1)
+    seg2.append(small, small_headers)
+    assert seg2.offset_index.entries == 0
+    seg2.close()
+    assert os.path.getsize(seg2.offset_index_path) == 0
+    assert os.path.getsize(seg2.time_index_path) % 12 == 0  # closing adds the max timestamp entry
+    seg3 = LogSegment.open(tmp_path, 30, cfg, len(small), active=False, time_ms=NOW)
+    assert seg3.read_next_offset() == 33
+
+
+def test_recovery_of_a_never_flushed_segment_makes_its_index_files_on_flush(tmp_path: Path) -> None:
+    cfg = LogConfig(index_interval_bytes=200)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    data, headers = _batches(0, 10)
+    seg.append(data, headers)
+    entries = seg.offset_index.entries
+    seg.close_handlers()  # a kill -9: nothing written out, no index file was ever made
+    assert not seg.offset_index_path.exists()
+    seg2 = LogSegment.open(tmp_path, 0, cfg, len(data), active=True, time_ms=NOW, indexes_present=False)
+    assert seg2.recover() == 0
+    assert seg2.offset_index.entries == entries and seg2.read_next_offset() == 30
+    assert not seg2.offset_index_path.exists()  # made at the next flush, not by the recovery
+    seg2.flush()
+    assert os.path.getsize(seg2.offset_index_path) == entries * 8
+    # a stale file the listing missed is cut to the recovered entries when written out
+    seg2.close()
+    with open(seg2.time_index_path, "ab") as f:
+        f.write(bytes(12 * 5))
+    seg3 = LogSegment.open(tmp_path, 0, cfg, len(data), active=True, time_ms=NOW, indexes_present=False)
+    seg3.recover()
+    n = seg3.time_index.entries
+    seg3.close()
+    assert os.path.getsize(seg3.time_index_path) == n * 12  # the 5 stale entries cut
+    seg4 = LogSegment.open(tmp_path, 0, cfg, len(data), active=False, time_ms=NOW)
+    assert seg4.find_offset_by_timestamp(NOW + 4) == (12, NOW + 4)
+    assert seg4.offset_index.entries == entries
+
+
 def test_missing_index_rebuilt_lazily(tmp_path: Path) -> None:
     cfg = LogConfig(index_interval_bytes=200)
     seg = LogSegment.create(tmp_path, 0, cfg, NOW)

@@ -60,7 +60,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     def append(name: str, index: int, records: Any) -> PartitionResult:
         r = rm.append(name, index, records, now_ms, acks, transactional=txn_id is not None)
-        if wait and r.error_code == errors.NONE:
+        if wait and r.error_code == errors.NONE and not r.replicated:  # a lone leader's is at once
             required[(name, index)] = r.last_offset + 1
         return (index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
                 r.record_errors)
