@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: int | None = None) -> None:
+def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: list[int] | None = None,
+               readers: tuple[str, ...] = ("librdkafka", "wire")) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
@@ -101,7 +103,7 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partit
     print(f"produced {n:,} messages ({payload_mb:.0f} MB key+value) in {secs:.1f} s")
 
     schema = arrow_schema(kafka_schema(False))
-    for reader in ("librdkafka", "wire"):
+    for reader in readers:
         opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "reader": reader},
                                    streaming=False)
         lookup = kafka_client.OffsetLookup(opts)
@@ -117,19 +119,22 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partit
               f"{rows / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
 
     spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
-    for reader in ("librdkafka", "wire"):
-        df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("reader", reader))
-        if min_partitions:
-            df = df.option("minPartitions", str(min_partitions))
-        df = df.load()
-        df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
-        for run in (1, 2):
-            t0 = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            secs = time.perf_counter() - t0
-            print(f"spark batch read ({master}), reader={reader} #{run}: {n:,} rows in {secs:.2f} s = "
-                  f"{n / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
+    for reader in readers:
+        for mp in min_partitions or [0]:
+            df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                  .option("reader", reader))
+            if mp:
+                df = df.option("minPartitions", str(mp))
+            df = df.load()
+            tasks = df.rdd.getNumPartitions()
+            label = f"reader={reader}, minPartitions={mp or 'default'} ({tasks} tasks)"
+            df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
+            for run in (1, 2):
+                t0 = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()
+                secs = time.perf_counter() - t0
+                print(f"spark batch read ({master}), {label} #{run}: {n:,} rows in {secs:.2f} s = "
+                      f"{n / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s", flush=True)
     ceiling(spark, n, master)
     t0 = time.perf_counter()
     count = df.count()
@@ -202,7 +207,7 @@ checkpoint_dir = "./checkpoints"
 [spark]
 master = "{master}"
 starting_offsets = "earliest"
-[[ods]]
+{spark_keys}[[ods]]
 table = "events"
 topics = ["{topic}"]
 key = ["id"]
@@ -213,33 +218,56 @@ payload = "String"
 """
 
 
-def variant_toml(spec: str) -> tuple[str, str]:
-    """``NAME;KEY=VALUE;...`` → (name, the ``[spark]`` tables to append to the config)."""
-    name, *pairs = spec.split(";")
-    conf: dict[str, str] = {}
-    source: dict[str, str] = {}
-    for pair in pairs:
-        k, _, v = pair.partition("=")
-        (conf if k.startswith("spark.") else source)[k.strip()] = v.strip()
-    toml = "".join(f"[spark.{table}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in d.items())
-                   for table, d in (("conf", conf), ("source_options", source)) if d)
-    return name, toml
+@dataclass
+class Variant:
+    """``NAME;KEY=VALUE;...``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark] KEY`` (a TOML
+    value: ``job.warm_up_workers=false``), ``src=DIR`` runs the job from another source tree (e.g. the main
+    branch's, for a before/after of code changes in one run), the others to ``[spark] source_options``."""
+
+    name: str
+    spark_keys: str = ""
+    tables: str = ""
+    src: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Variant:
+        name, *pairs = spec.split(";")
+        conf: dict[str, str] = {}
+        source: dict[str, str] = {}
+        out = cls(name)
+        for pair in pairs:
+            k, _, v = pair.partition("=")
+            k, v = k.strip(), v.strip()
+            if k == "src":
+                out.src = os.path.abspath(v)
+            elif k.startswith("job."):
+                out.spark_keys += f"{k[4:]} = {v}\n"
+            else:
+                (conf if k.startswith("spark.") else source)[k] = v
+        out.tables = "".join(f"[spark.{table}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in d.items())
+                             for table, d in (("conf", conf), ("source_options", source)) if d)
+        return out
 
 
 def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path, variant: str = "default") -> None:
     from confluent_kafka import Producer
 
-    name, extra = variant_toml(variant)
-    print(f"--- freshness, variant {name}" + (f": {extra.strip()!r}" if extra else ""))
+    v = Variant.parse(variant)
+    name = v.name
+    shown = (v.spark_keys + v.tables).strip() + (f" src={v.src}" if v.src else "")
+    print(f"--- freshness, variant {name}" + (f": {shown!r}" if shown else ""))
     topic = f"bench-cdc-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, 3)
     work = tmp / f"fresh-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     cfg = work / "pipeline.toml"
-    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic) + extra)
+    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic, spark_keys=v.spark_keys) + v.tables)
     log = open(work / "job.log", "w")  # noqa: SIM115
+    env = dict(os.environ)
+    if v.src:
+        env["PYTHONPATH"] = v.src
     job = subprocess.Popen([sys.executable, "-m", "odradek", "pipeline", "run", "--config", str(cfg)],
-                           stdout=subprocess.PIPE, stderr=log, text=True, cwd=work)
+                           stdout=subprocess.PIPE, stderr=log, text=True, cwd=work, env=env)
     assert job.stdout is not None
     print("waiting for the job to start ...")
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
@@ -310,7 +338,10 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--min-partitions", type=int, help="the source's minPartitions (Spark tasks) for the read")
+    ap.add_argument("--min-partitions", default="0",
+                    help="the source's minPartitions (Spark tasks) for the read; a comma-separated list measures each "
+                         "in the same run (0: the source's default)")
+    ap.add_argument("--readers", default="librdkafka,wire", help="the source readers to measure (comma-separated)")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     ap.add_argument("--variant", action="append", default=[],
@@ -328,7 +359,8 @@ def main() -> None:
             broker, bootstrap = start_broker(tmp)
             print(f"embedded broker on {bootstrap}")
         if not args.skip_read:
-            bench_read(bootstrap, args.messages, args.value_bytes, args.master, args.min_partitions)
+            bench_read(bootstrap, args.messages, args.value_bytes, args.master,
+                       [int(x) for x in args.min_partitions.split(",")], tuple(args.readers.split(",")))
         if not args.skip_freshness:
             for variant in args.variant or ["default"]:
                 bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant)

@@ -48,7 +48,7 @@ def build_session(master: str = "local[*]", app_name: str = "odradek-pipeline",
     java_version()
     from pyspark.sql import SparkSession
 
-    from odradek.pipeline.source import OdradekDataSource
+    from odradek.pipeline.source import PARALLELISM_ENV, OdradekDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -60,5 +60,8 @@ def build_session(master: str = "local[*]", app_name: str = "odradek-pipeline",
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    # the source's planner sizes reads by the application's cores: hand them to its Python processes
+    # (functions registered from now on carry this environment)
+    spark.sparkContext.environment[PARALLELISM_ENV] = str(spark.sparkContext.defaultParallelism)
     spark.dataSource.register(OdradekDataSource)
     return spark

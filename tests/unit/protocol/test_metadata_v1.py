@@ -66,13 +66,3 @@ def test_lying_count_raises_before_allocating() -> None:
     with pytest.raises(metadata_v1.MetadataResponseError):
         metadata_v1.read_metadata_response(struct.pack(">i", 2_000_000_000) + b"\x00" * 16, 0)
 
-
-def test_source_reader_does_not_import_kio() -> None:
-    """A Spark worker reading records imports no kio schema module (1-2 s for each new worker)."""
-    import subprocess
-    import sys
-
-    code = ("import sys, odradek.pipeline.source, odradek.pipeline.wire_fetch, odradek.pipeline.kafka_client; "
-            "print(sorted(m for m in sys.modules if m == 'kio' or m.startswith('kio.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
