@@ -221,7 +221,7 @@ payload = "String"
 @dataclass
 class Variant:
     """``NAME;KEY=VALUE;...``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark] KEY`` (a TOML
-    value: ``job.warm_up_workers=false``), ``src=DIR`` runs the job from another source tree (e.g. the main
+    value: ``job.warm_up=false``), ``src=DIR`` runs the job from another source tree (e.g. the main
     branch's, for a before/after of code changes in one run), the others to ``[spark] source_options``."""
 
     name: str
@@ -313,10 +313,22 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     out = subprocess.run([sys.executable, "-m", "odradek", "pipeline", "query", "--config", str(cfg), "--format", "jsonl",
                           "SELECT count() AS n, quantiles(0.5, 0.99)(dateDiff('millisecond', _timestamp, _loaded_at)) AS q, "
                           "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
-                          "FROM ods.events_state WHERE id > 0"], capture_output=True, text=True, check=True)
+                          "FROM ods.events_state WHERE id > 0"], capture_output=True, text=True, check=True, env=env)
     r = json.loads(out.stdout)
     print(f"freshness [{name}] (produced -> visible in the ODS) over {int(r['n']):,} events at {rate}/s: "
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    # the same after the first 5 s of production (the first micro-batches after the start are the slowest)
+    out = subprocess.run([sys.executable, "-m", "odradek", "pipeline", "query", "--config", str(cfg), "--format", "jsonl",
+                          "SELECT count() AS n, quantiles(0.5, 0.99)(dateDiff('millisecond', _timestamp, _loaded_at)) AS q, "
+                          "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
+                          f"FROM ods.events_state WHERE id > {rate * 5}"], capture_output=True, text=True, check=True,
+                         env=env)
+    r = json.loads(out.stdout)
+    print(f"freshness [{name}] after the first 5 s, over {int(r['n']):,} events: "
+          f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    slow = [x for x in lines if x.startswith("batch ") and " trigger " in x
+            and int(x.rsplit(" trigger ", 1)[1].split()[0]) > 1000]
+    print(f"  micro-batches over 1 s: {len(slow)}" + "".join(f"\n    {x}" for x in slow[:8]))
     phases: dict[str, list[int]] = {}
     batches = [x for x in lines if x.startswith("batch ")]
     for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:

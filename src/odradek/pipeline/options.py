@@ -10,7 +10,11 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``endingOffsetsByTimestamp`` (JSON ``{"topicA": {"0": 1700000000000}}``), with
   ``startingOffsetsByTimestampStrategy`` = ``error`` | ``latest`` when no record is that recent;
 - ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
-  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``; and, Odradek's own, ``reader``: ``wire`` (the
+  ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``. ``minPartitions`` gives the number of tasks asked
+  for (Spark's rounding of each partition's share could give fewer); without it a read gets two tasks
+  per core of the application (``source.default_min_partitions``: at most one per 50,000 records, so a
+  small micro-batch keeps one task per topic partition), where Spark's Kafka source keeps one task per
+  topic partition. And, Odradek's own, ``reader``: ``wire`` (the
   default: Fetch requests whose record batches are decoded into Arrow in C, ``wire_fetch.py``) or
   ``librdkafka`` (confluent-kafka's consumer; always used for ``includeHeaders`` and TLS/SASL), and
   ``coalesceBelowRecords`` (default 0: off): a batch of fewer records than that is read by one Spark
