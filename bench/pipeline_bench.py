@@ -4,7 +4,7 @@
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
                                    [--variant 'NAME;KEY=VALUE;...' ...]
 
-1. source read: a topic of ``--messages`` messages (3 partitions) read by a Spark batch query through
+1. source read: a topic of ``--messages`` messages (``--partitions``, 3) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
    ranges read by the bare client (``kafka_client.read_range``, one process) for reference. Both
    readers in the same run: ``reader=librdkafka`` (confluent-kafka's consumer, a Python object per
@@ -69,7 +69,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
+def fill(bootstrap: str, topic: str, n: int, value_bytes: int, partitions: int = 3) -> float:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
@@ -79,7 +79,7 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     for i in range(n):
         while True:
             try:
-                p.produce(topic, key=b"k%09d" % i, value=value, partition=i % 3)
+                p.produce(topic, key=b"k%09d" % i, value=value, partition=i % partitions)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -90,15 +90,15 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
 
 
 def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: list[int] | None = None,
-               readers: tuple[str, ...] = ("librdkafka", "wire")) -> None:
+               readers: tuple[str, ...] = ("librdkafka", "wire"), rounds: int = 3, partitions: int = 3) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
     from odradek.pipeline.spark import build_session
 
     topic = f"bench-read-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, 3)
-    secs = fill(bootstrap, topic, n, value_bytes)
+    create_topic(bootstrap, topic, partitions)
+    secs = fill(bootstrap, topic, n, value_bytes, partitions)
     payload_mb = n * (value_bytes + 10) / 1e6
     print(f"produced {n:,} messages ({payload_mb:.0f} MB key+value) in {secs:.1f} s")
 
@@ -120,21 +120,28 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partit
 
     spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
     for reader in readers:
+        # every setting is read once to warm up, then the settings take turns, ``rounds`` times: the JVM's
+        # JIT speeds each later read up, so settings measured one after the other favour the last one
+        runs: dict[str, tuple[Any, list[float]]] = {}
         for mp in min_partitions or [0]:
             df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                   .option("reader", reader))
             if mp:
                 df = df.option("minPartitions", str(mp))
             df = df.load()
-            tasks = df.rdd.getNumPartitions()
-            label = f"reader={reader}, minPartitions={mp or 'default'} ({tasks} tasks)"
-            df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
-            for run in (1, 2):
+            label = f"reader={reader}, minPartitions={mp or 'default'} ({df.rdd.getNumPartitions()} tasks)"
+            df.write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen, JIT
+            runs[label] = (df, [])
+        for _ in range(rounds):
+            for df, times in runs.values():
                 t0 = time.perf_counter()
                 df.write.format("noop").mode("overwrite").save()
-                secs = time.perf_counter() - t0
-                print(f"spark batch read ({master}), {label} #{run}: {n:,} rows in {secs:.2f} s = "
-                      f"{n / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s", flush=True)
+                times.append(time.perf_counter() - t0)
+        for label, (_df, times) in runs.items():
+            med = statistics.median(times)
+            print(f"spark batch read ({master}), {label}: {n:,} rows, median of {rounds} in turn {med:.2f} s = "
+                  f"{n / med:,.0f} rows/s, {payload_mb / med:.1f} MB/s (runs: "
+                  + ", ".join(f"{n / t / 1e6:.2f}" for t in times) + " M rows/s)", flush=True)
     ceiling(spark, n, master)
     t0 = time.perf_counter()
     count = df.count()
@@ -354,6 +361,8 @@ def main() -> None:
                     help="the source's minPartitions (Spark tasks) for the read; a comma-separated list measures each "
                          "in the same run (0: the source's default)")
     ap.add_argument("--readers", default="librdkafka,wire", help="the source readers to measure (comma-separated)")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of the topic the read measures")
+    ap.add_argument("--rounds", type=int, default=3, help="reads of each setting, taken in turn (median printed)")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     ap.add_argument("--variant", action="append", default=[],
@@ -372,7 +381,8 @@ def main() -> None:
             print(f"embedded broker on {bootstrap}")
         if not args.skip_read:
             bench_read(bootstrap, args.messages, args.value_bytes, args.master,
-                       [int(x) for x in args.min_partitions.split(",")], tuple(args.readers.split(",")))
+                       [int(x) for x in args.min_partitions.split(",")], tuple(args.readers.split(",")), args.rounds,
+                       args.partitions)
         if not args.skip_freshness:
             for variant in args.variant or ["default"]:
                 bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant)

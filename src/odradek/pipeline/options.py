@@ -11,7 +11,7 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   ``startingOffsetsByTimestampStrategy`` = ``error`` | ``latest`` when no record is that recent;
 - ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
   ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``. ``minPartitions`` gives the number of tasks asked
-  for (Spark's rounding of each partition's share could give fewer); without it a read gets two tasks
+  for (Spark's rounding of each partition's share could give fewer); without it a read gets one task
   per core of the application (``source.default_min_partitions``: at most one per 50,000 records, so a
   small micro-batch keeps one task per topic partition), where Spark's Kafka source keeps one task per
   topic partition. And, Odradek's own, ``reader``: ``wire`` (the

@@ -25,19 +25,20 @@ def _assert_exact_cover(parts: list[object], ranges: dict[tuple[str, int], tuple
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))  # no gap, no overlap
 
 
-def test_large_read_gets_two_tasks_per_core_by_default() -> None:
-    parts = plan_ranges(THREE, None, parallelism=2)
-    assert len(parts) == 4
+def test_large_read_gets_a_task_per_core_by_default() -> None:
+    parts = plan_ranges(THREE, None, parallelism=8)
+    assert len(parts) == 8
     _assert_exact_cover(parts, THREE)
-    assert len(plan_ranges(THREE, None, parallelism=4)) == 8
-    assert len(plan_ranges(THREE, None, parallelism=1)) == 3  # never fewer than one per topic partition
+    one = {("t", 0): (0, 1_000_000)}
+    assert len(plan_ranges(one, None, parallelism=2)) == 2
+    assert len(plan_ranges(THREE, None, parallelism=2)) == 3  # never fewer than one per topic partition
 
 
 def test_small_batch_keeps_one_task_per_partition() -> None:
     small = {("t", 0): (0, 400), ("t", 1): (10, 310), ("t", 2): (0, 300)}
     assert len(plan_ranges(small, None, parallelism=8)) == 3
     assert default_min_partitions(99_999, 8) == 1 and default_min_partitions(100_000, 8) == 2
-    assert default_min_partitions(10_000_000, 8) == 16
+    assert default_min_partitions(10_000_000, 8) == 8
 
 
 @pytest.mark.parametrize("tasks", [4, 5, 6, 7, 8, 11])
