@@ -2,6 +2,7 @@
 
     python bench/pipeline_bench.py [--bootstrap-server HOST:PORT] [--messages 1000000] [--value-bytes 100]
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
+                                   [--min-partitions 0,4] [--readers librdkafka,wire] [--rounds 3] [--partitions 3]
                                    [--variant 'NAME;KEY=VALUE;...' ...]
 
 1. source read: a topic of ``--messages`` messages (``--partitions``, 3) read by a Spark batch query through
@@ -11,10 +12,11 @@
    record) and ``reader=wire`` (the default: Fetch responses decoded into Arrow in C).
 2. freshness: ``odradek pipeline run`` (a separate process, continuous trigger) on a CDC topic while
    events are produced at ``--rate`` per second for ``--seconds``; per event, produced (the record's
-   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max. Each ``--variant``
-   runs it once more in the same run, in order, with its settings (``spark.*`` keys go to ``[spark] conf``,
-   the others to ``[spark] source_options``), e.g. ``--variant 'split;coalesceBelowRecords=0' --variant
-   default`` for a before/after pair.
+   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max, over all events and
+   after the first 5 s. Each ``--variant`` runs it once more in the same run, in order, with its settings
+   (see ``Variant``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark]``, ``src=DIR`` runs
+   the job from another source tree, the others to ``[spark] source_options``), e.g. ``--variant
+   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes.
 
 Without --bootstrap-server an embedded broker is started in a temporary directory.
 """
