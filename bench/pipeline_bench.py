@@ -2,19 +2,21 @@
 
     python bench/pipeline_bench.py [--bootstrap-server HOST:PORT] [--messages 1000000] [--value-bytes 100]
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
+                                   [--min-partitions 0,4] [--readers librdkafka,wire] [--rounds 3] [--partitions 3]
                                    [--variant 'NAME;KEY=VALUE;...' ...]
 
-1. source read: a topic of ``--messages`` messages (3 partitions) read by a Spark batch query through
+1. source read: a topic of ``--messages`` messages (``--partitions``, 3) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
    ranges read by the bare client (``kafka_client.read_range``, one process) for reference. Both
    readers in the same run: ``reader=librdkafka`` (confluent-kafka's consumer, a Python object per
    record) and ``reader=wire`` (the default: Fetch responses decoded into Arrow in C).
 2. freshness: ``odradek pipeline run`` (a separate process, continuous trigger) on a CDC topic while
    events are produced at ``--rate`` per second for ``--seconds``; per event, produced (the record's
-   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max. Each ``--variant``
-   runs it once more in the same run, in order, with its settings (``spark.*`` keys go to ``[spark] conf``,
-   the others to ``[spark] source_options``), e.g. ``--variant 'split;coalesceBelowRecords=0' --variant
-   default`` for a before/after pair.
+   CreateTime) → visible in the ODS (``_loaded_at`` of its row): p50 / p99 / max, over all events and
+   after the first 5 s. Each ``--variant`` runs it once more in the same run, in order, with its settings
+   (see ``Variant``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark]``, ``src=DIR`` runs
+   the job from another source tree, the others to ``[spark] source_options``), e.g. ``--variant
+   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes.
 
 Without --bootstrap-server an embedded broker is started in a temporary directory.
 """
@@ -35,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +71,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
+def fill(bootstrap: str, topic: str, n: int, value_bytes: int, partitions: int = 3) -> float:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
@@ -78,7 +81,7 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     for i in range(n):
         while True:
             try:
-                p.produce(topic, key=b"k%09d" % i, value=value, partition=i % 3)
+                p.produce(topic, key=b"k%09d" % i, value=value, partition=i % partitions)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -88,20 +91,21 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: int | None = None) -> None:
+def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: list[int] | None = None,
+               readers: tuple[str, ...] = ("librdkafka", "wire"), rounds: int = 3, partitions: int = 3) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
     from odradek.pipeline.spark import build_session
 
     topic = f"bench-read-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, 3)
-    secs = fill(bootstrap, topic, n, value_bytes)
+    create_topic(bootstrap, topic, partitions)
+    secs = fill(bootstrap, topic, n, value_bytes, partitions)
     payload_mb = n * (value_bytes + 10) / 1e6
     print(f"produced {n:,} messages ({payload_mb:.0f} MB key+value) in {secs:.1f} s")
 
     schema = arrow_schema(kafka_schema(False))
-    for reader in ("librdkafka", "wire"):
+    for reader in readers:
         opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "reader": reader},
                                    streaming=False)
         lookup = kafka_client.OffsetLookup(opts)
@@ -117,19 +121,29 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partit
               f"{rows / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
 
     spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
-    for reader in ("librdkafka", "wire"):
-        df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("reader", reader))
-        if min_partitions:
-            df = df.option("minPartitions", str(min_partitions))
-        df = df.load()
-        df.limit(10).write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen
-        for run in (1, 2):
-            t0 = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            secs = time.perf_counter() - t0
-            print(f"spark batch read ({master}), reader={reader} #{run}: {n:,} rows in {secs:.2f} s = "
-                  f"{n / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
+    for reader in readers:
+        # every setting is read once to warm up, then the settings take turns, ``rounds`` times: the JVM's
+        # JIT speeds each later read up, so settings measured one after the other favour the last one
+        runs: dict[str, tuple[Any, list[float]]] = {}
+        for mp in min_partitions or [0]:
+            df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                  .option("reader", reader))
+            if mp:
+                df = df.option("minPartitions", str(mp))
+            df = df.load()
+            label = f"reader={reader}, minPartitions={mp or 'default'} ({df.rdd.getNumPartitions()} tasks)"
+            df.write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen, JIT
+            runs[label] = (df, [])
+        for _ in range(rounds):
+            for df, times in runs.values():
+                t0 = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()
+                times.append(time.perf_counter() - t0)
+        for label, (_df, times) in runs.items():
+            med = statistics.median(times)
+            print(f"spark batch read ({master}), {label}: {n:,} rows, median of {rounds} in turn {med:.2f} s = "
+                  f"{n / med:,.0f} rows/s, {payload_mb / med:.1f} MB/s (runs: "
+                  + ", ".join(f"{n / t / 1e6:.2f}" for t in times) + " M rows/s)", flush=True)
     ceiling(spark, n, master)
     t0 = time.perf_counter()
     count = df.count()
@@ -202,7 +216,7 @@ checkpoint_dir = "./checkpoints"
 [spark]
 master = "{master}"
 starting_offsets = "earliest"
-[[ods]]
+{spark_keys}[[ods]]
 table = "events"
 topics = ["{topic}"]
 key = ["id"]
@@ -213,33 +227,56 @@ payload = "String"
 """
 
 
-def variant_toml(spec: str) -> tuple[str, str]:
-    """``NAME;KEY=VALUE;...`` → (name, the ``[spark]`` tables to append to the config)."""
-    name, *pairs = spec.split(";")
-    conf: dict[str, str] = {}
-    source: dict[str, str] = {}
-    for pair in pairs:
-        k, _, v = pair.partition("=")
-        (conf if k.startswith("spark.") else source)[k.strip()] = v.strip()
-    toml = "".join(f"[spark.{table}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in d.items())
-                   for table, d in (("conf", conf), ("source_options", source)) if d)
-    return name, toml
+@dataclass
+class Variant:
+    """``NAME;KEY=VALUE;...``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark] KEY`` (a TOML
+    value: ``job.warm_up=false``), ``src=DIR`` runs the job from another source tree (e.g. the main
+    branch's, for a before/after of code changes in one run), the others to ``[spark] source_options``."""
+
+    name: str
+    spark_keys: str = ""
+    tables: str = ""
+    src: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Variant:
+        name, *pairs = spec.split(";")
+        conf: dict[str, str] = {}
+        source: dict[str, str] = {}
+        out = cls(name)
+        for pair in pairs:
+            k, _, v = pair.partition("=")
+            k, v = k.strip(), v.strip()
+            if k == "src":
+                out.src = os.path.abspath(v)
+            elif k.startswith("job."):
+                out.spark_keys += f"{k[4:]} = {v}\n"
+            else:
+                (conf if k.startswith("spark.") else source)[k] = v
+        out.tables = "".join(f"[spark.{table}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in d.items())
+                             for table, d in (("conf", conf), ("source_options", source)) if d)
+        return out
 
 
 def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path, variant: str = "default") -> None:
     from confluent_kafka import Producer
 
-    name, extra = variant_toml(variant)
-    print(f"--- freshness, variant {name}" + (f": {extra.strip()!r}" if extra else ""))
+    v = Variant.parse(variant)
+    name = v.name
+    shown = (v.spark_keys + v.tables).strip() + (f" src={v.src}" if v.src else "")
+    print(f"--- freshness, variant {name}" + (f": {shown!r}" if shown else ""))
     topic = f"bench-cdc-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, 3)
     work = tmp / f"fresh-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     cfg = work / "pipeline.toml"
-    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic) + extra)
+    cfg.write_text(CONFIG.format(bootstrap=bootstrap, master=master, topic=topic, spark_keys=v.spark_keys) + v.tables)
     log = open(work / "job.log", "w")  # noqa: SIM115
+    env = dict(os.environ)
+    if v.src:
+        env["PYTHONPATH"] = v.src
     job = subprocess.Popen([sys.executable, "-m", "odradek", "pipeline", "run", "--config", str(cfg)],
-                           stdout=subprocess.PIPE, stderr=log, text=True, cwd=work)
+                           stdout=subprocess.PIPE, stderr=log, text=True, cwd=work, env=env)
     assert job.stdout is not None
     print("waiting for the job to start ...")
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
@@ -285,10 +322,22 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     out = subprocess.run([sys.executable, "-m", "odradek", "pipeline", "query", "--config", str(cfg), "--format", "jsonl",
                           "SELECT count() AS n, quantiles(0.5, 0.99)(dateDiff('millisecond', _timestamp, _loaded_at)) AS q, "
                           "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
-                          "FROM ods.events_state WHERE id > 0"], capture_output=True, text=True, check=True)
+                          "FROM ods.events_state WHERE id > 0"], capture_output=True, text=True, check=True, env=env)
     r = json.loads(out.stdout)
     print(f"freshness [{name}] (produced -> visible in the ODS) over {int(r['n']):,} events at {rate}/s: "
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    # the same after the first 5 s of production (the first micro-batches after the start are the slowest)
+    out = subprocess.run([sys.executable, "-m", "odradek", "pipeline", "query", "--config", str(cfg), "--format", "jsonl",
+                          "SELECT count() AS n, quantiles(0.5, 0.99)(dateDiff('millisecond', _timestamp, _loaded_at)) AS q, "
+                          "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
+                          f"FROM ods.events_state WHERE id > {rate * 5}"], capture_output=True, text=True, check=True,
+                         env=env)
+    r = json.loads(out.stdout)
+    print(f"freshness [{name}] after the first 5 s, over {int(r['n']):,} events: "
+          f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    slow = [x for x in lines if x.startswith("batch ") and " trigger " in x
+            and int(x.rsplit(" trigger ", 1)[1].split()[0]) > 1000]
+    print(f"  micro-batches over 1 s: {len(slow)}" + "".join(f"\n    {x}" for x in slow[:8]))
     phases: dict[str, list[int]] = {}
     batches = [x for x in lines if x.startswith("batch ")]
     for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:
@@ -310,7 +359,12 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--min-partitions", type=int, help="the source's minPartitions (Spark tasks) for the read")
+    ap.add_argument("--min-partitions", default="0",
+                    help="the source's minPartitions (Spark tasks) for the read; a comma-separated list measures each "
+                         "in the same run (0: the source's default)")
+    ap.add_argument("--readers", default="librdkafka,wire", help="the source readers to measure (comma-separated)")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of the topic the read measures")
+    ap.add_argument("--rounds", type=int, default=3, help="reads of each setting, taken in turn (median printed)")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     ap.add_argument("--variant", action="append", default=[],
@@ -328,7 +382,9 @@ def main() -> None:
             broker, bootstrap = start_broker(tmp)
             print(f"embedded broker on {bootstrap}")
         if not args.skip_read:
-            bench_read(bootstrap, args.messages, args.value_bytes, args.master, args.min_partitions)
+            bench_read(bootstrap, args.messages, args.value_bytes, args.master,
+                       [int(x) for x in args.min_partitions.split(",")], tuple(args.readers.split(",")), args.rounds,
+                       args.partitions)
         if not args.skip_freshness:
             for variant in args.variant or ["default"]:
                 bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant)

@@ -176,7 +176,9 @@ def test_small_batches_are_read_by_one_task() -> None:
                 plan_ranges(ranges, None, coalesce_below=0)):
         assert all(isinstance(p, KafkaInputPartition) for p in got) and len(got) >= 3
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True).coalesce_below \
-        == 0  # off unless asked for
+        == options.DEFAULT_COALESCE_BELOW == 20_000
+    assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "coalesceBelowRecords": "0"},
+                               streaming=True).coalesce_below == 0  # off
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "coalescebelowrecords": "500"},
                                streaming=True).coalesce_below == 500
     with pytest.raises(OptionError):

@@ -84,7 +84,8 @@ def read_batch(spark: Any, broker: Broker, topic: str, **options: str) -> Any:
 def test_batch_read_equals_produced(spark: Any, pipeline_broker: Broker, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
     produced = produce(pipeline_broker.bootstrap, topic, 600)
-    df = read_batch(spark, pipeline_broker, topic, includeHeaders="true")
+    df = read_batch(spark, pipeline_broker, topic, includeHeaders="true", coalesceBelowRecords="0")
+    assert df.rdd.getNumPartitions() == 3  # one task per partition
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
         ("timestamp", "timestamp"), ("timestampType", "int"),
@@ -94,8 +95,9 @@ def test_batch_read_equals_produced(spark: Any, pipeline_broker: Broker, new_top
     assert {r["topic"] for r in rows} == {topic}
     assert {r["timestampType"] for r in rows} == {0}  # CreateTime
     assert rows_to_records(rows) == produced
-    # a small batch read by one task for all three partitions (coalesceBelowRecords) gives the same rows
-    coalesced = read_batch(spark, pipeline_broker, topic, includeHeaders="true", coalesceBelowRecords="1000")
+    # a small batch read by one task for all three partitions (coalesceBelowRecords, by default below 20,000
+    # records) gives the same rows
+    coalesced = read_batch(spark, pipeline_broker, topic, includeHeaders="true")
     assert coalesced.rdd.getNumPartitions() == 1
     assert rows_to_records(coalesced.collect()) == produced
     # without includeHeaders the column is absent, as in Spark

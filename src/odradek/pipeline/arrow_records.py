@@ -17,6 +17,7 @@ Record batch v2 layout: :mod:`odradek.protocol.records`.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,9 +55,10 @@ class AbortFilter:
     pending: list[tuple[int, int]] = field(default_factory=list)  # heap of (first_offset, producer_id)
     aborted: set[int] = field(default_factory=set)
 
-    def add(self, aborted_transactions: Any) -> None:
-        for a in aborted_transactions or ():
-            heapq.heappush(self.pending, (int(a.first_offset), int(a.producer_id)))
+    def add(self, aborted_transactions: Iterable[tuple[int, int]] | None) -> None:
+        """``(producer_id, first_offset)`` pairs, as the fetch response lists them."""
+        for producer_id, first_offset in aborted_transactions or ():
+            heapq.heappush(self.pending, (int(first_offset), int(producer_id)))
 
     @property
     def idle(self) -> bool:

@@ -10,6 +10,7 @@
     master = "local[*]"
     max_offsets_per_trigger = 100000
     trigger_interval = "0 seconds"
+    warm_up = true                  # before the query: start Python workers, dry-run a micro-batch's job
     starting_offsets = "earliest"
     fail_on_data_loss = true
     conf = { "spark.sql.shuffle.partitions" = "4" }
@@ -93,6 +94,7 @@ class PipelineConfig:
     source_options: dict[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
     trigger_interval: str = "0 seconds"
+    warm_up: bool = True
     starting_offsets: str = "earliest"
     fail_on_data_loss: bool = True
     dw: dict[str, Any] = field(default_factory=dict)
@@ -183,6 +185,7 @@ def parse(data: dict[str, Any], base: Path) -> PipelineConfig:
         source_options={str(k): str(v) for k, v in spark.get("source_options", {}).items()},
         max_offsets_per_trigger=int(mopt) if mopt is not None else None,
         trigger_interval=str(spark.get("trigger_interval", "0 seconds")),
+        warm_up=bool(spark.get("warm_up", True)),
         starting_offsets=str(spark.get("starting_offsets", "earliest")),
         fail_on_data_loss=bool(spark.get("fail_on_data_loss", True)),
         dw=data.get("dw", {}),

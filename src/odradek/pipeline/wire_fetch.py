@@ -4,41 +4,48 @@ executor side. librdkafka's consumer (the other reader, ``kafka_client.read_rang
 one message object per record, which caps a task near 0.2 M rows/s; this reader decodes whole
 fetch responses.
 
-Requests are Kafka's: Metadata v1 for the partition's leader, Fetch v5 (``isolation_level`` from
-``isolation.level``; the response's ``log_start_offset`` and ``aborted_transactions``), one
-partition per request, ``partition_max_bytes`` from ``max.partition.fetch.bytes`` (default 8 MiB).
-Connections are kept per leader in this worker process and reused by the next task. While Spark
+Requests are Kafka's: Metadata v1 for the partition's leader (:mod:`odradek.protocol.metadata_v1`),
+Fetch v12 (:mod:`odradek.protocol.fetch_request_writer`; ``isolation_level`` from
+``isolation.level``, the response's ``log_start_offset`` and ``aborted_transactions`` read without
+copying the records by :mod:`odradek.protocol.fetch_response_reader`), one partition per request,
+``partition_max_bytes`` from ``max.partition.fetch.bytes`` (default 8 MiB). Both are written and read
+by hand, so a Spark Python worker that reads records never imports kio (whose schema modules cost a
+new worker 1-2 s, paid by the micro-batches it serves first).
+
+Connections are kept per leader in this worker process and reused by the next task, and so are the
+partitions' leaders (forgotten on a connection error or a leadership error code). While Spark
 consumes one response's Arrow batches, the Fetch for the next offsets is already on its way (one
-request in flight; a connection left with an unread response is closed, not pooled).
+request in flight; a connection left with an unread response is closed, not pooled). A Fetch waits
+at most ``fetch.max.wait.ms`` (default 100) for records that are not there yet: the range's end is
+known, so a task only waits when the end is above what the broker can serve.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pyarrow as pa
-from kio.index import load_request_schema
-from kio.schema.metadata.v1.request import MetadataRequestTopic
-from kio.schema.types import TopicName
 
-from odradek.client.async_wire import build
-from odradek.client.wire import WireClient
+from odradek.client import framer
 from odradek.pipeline import arrow_records
 from odradek.pipeline.options import SourceOptions
-from odradek.protocol import errors
+from odradek.protocol import errors, metadata_v1
+from odradek.protocol.fetch_request_writer import VERSION as FETCH_VERSION
+from odradek.protocol.fetch_request_writer import encode_fetch_request
+from odradek.protocol.fetch_response_reader import FetchResponseError, read_fetch_response
+from odradek.protocol.framing import FrameError
 
 log = logging.getLogger("odradek.pipeline.source")
 
-FETCH_VERSION = 5
-METADATA_VERSION = 1
+FETCH_KEY = 1
 DEFAULT_PARTITION_MAX_BYTES = 8 << 20
+DEFAULT_FETCH_MAX_WAIT_MS = 100
+CLIENT_ID = "odradek-spark-source"
 _RETRY = {errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION,
           errors.REPLICA_NOT_AVAILABLE, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
           errors.KAFKA_STORAGE_ERROR, errors.OFFSET_NOT_AVAILABLE}
@@ -55,62 +62,89 @@ def usable(opts: SourceOptions, with_headers: bool) -> bool:
     return proto == "plaintext"
 
 
-def _fields(api_key: int, version: int, fields: dict[str, Any]) -> dict[str, Any]:
-    entity = build(load_request_schema(api_key, version), fields)
-    return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}
+class Connection:
+    """One blocking connection to a broker: request frames out, response frames in, in order."""
 
+    def __init__(self, address: tuple[str, int], timeout: float) -> None:
+        self.sock = socket.create_connection(address, timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation_id = 0
 
-def _call(client: WireClient, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-    return client.request(api_key, version, **_fields(api_key, version, fields))
+    def send(self, api_key: int, version: int, body: bytes, flexible: bool) -> int:
+        self.correlation_id += 1
+        self.sock.sendall(framer.encode_request(api_key, version, self.correlation_id, CLIENT_ID, body,
+                                                flexible_header=flexible))
+        return self.correlation_id
+
+    def receive(self, correlation_id: int, flexible: bool) -> tuple[bytes, int]:
+        try:
+            return framer.recv_response(self.sock, correlation_id, flexible)
+        except FrameError as e:
+            raise ConnectionError(f"bad response frame: {e}") from None
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 _lock = threading.Lock()
-_idle: dict[tuple[str, int], list[WireClient]] = {}
+_idle: dict[tuple[str, int], list[Connection]] = {}
+_leaders: dict[tuple[str, str, int], tuple[str, int]] = {}  # (bootstrap, topic, partition) -> leader
 
 
-def _borrow(address: tuple[str, int], timeout: float) -> WireClient:
+def _borrow(address: tuple[str, int], timeout: float) -> Connection:
     with _lock:
         idle = _idle.get(address)
         if idle:
             return idle.pop()
-    return WireClient(f"{address[0]}:{address[1]}", timeout=timeout, client_id="odradek-spark-source")
+    return Connection(address, timeout)
 
 
-def _give_back(address: tuple[str, int], client: WireClient) -> None:
+def _give_back(address: tuple[str, int], conn: Connection) -> None:
     with _lock:
         idle = _idle.setdefault(address, [])
         if len(idle) < 4:
-            idle.append(client)
+            idle.append(conn)
             return
-    client.close()
+    conn.close()
+
+
+def forget_leader(bootstrap: str, topic: str, partition: int) -> None:
+    with _lock:
+        _leaders.pop((bootstrap, topic, partition), None)
 
 
 def leader(bootstrap: str, topic: str, partition: int, timeout: float) -> tuple[str, int] | None:
-    """The leader's address from the first bootstrap server that answers; None when it has none."""
+    """The leader's address (remembered from an earlier call in this process, else asked of the
+    first bootstrap server that answers); None when the partition has none."""
+    key = (bootstrap, topic, partition)
+    with _lock:
+        known = _leaders.get(key)
+    if known is not None:
+        return known
     last: Exception | None = None
     for server in bootstrap.split(","):
         host, _, port = server.strip().rpartition(":")
         address = (host, int(port))
         try:
-            client = _borrow(address, timeout)
+            conn = _borrow(address, timeout)
         except OSError as e:
             last = e
             continue
         try:
-            md = client.request(3, METADATA_VERSION, topics=(MetadataRequestTopic(name=TopicName(topic)),))
-        except Exception as e:  # a broken connection: try the next server
-            client.close()
+            cid = conn.send(metadata_v1.API_KEY, metadata_v1.VERSION, metadata_v1.encode_metadata_request([topic]),
+                            flexible=False)
+            frame, offset = conn.receive(cid, flexible=False)
+            md = metadata_v1.read_metadata_response(frame, offset)
+        except (OSError, metadata_v1.MetadataResponseError) as e:  # a broken connection: try the next server
+            conn.close()
             last = e
             continue
-        _give_back(address, client)
-        brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in md.brokers}
-        for t in md.topics:
-            if str(t.name) != topic:
-                continue
-            for p in t.partitions:
-                if int(p.partition_index) == partition and int(p.leader_id) in brokers:
-                    return brokers[int(p.leader_id)]
-        return None
+        _give_back(address, conn)
+        found = md.leader(topic, partition)
+        if found is not None:
+            with _lock:
+                _leaders[key] = found
+        return found
     raise ConnectionError(f"no bootstrap server of {bootstrap!r} answered: {last}")
 
 
@@ -125,22 +159,24 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
     fail = opts.fail_on_data_loss
     committed = opts.kafka.get("isolation.level") == "read_committed"
     part_max = int(opts.kafka.get("max.partition.fetch.bytes", DEFAULT_PARTITION_MAX_BYTES))
+    max_wait = int(opts.kafka.get("fetch.max.wait.ms", DEFAULT_FETCH_MAX_WAIT_MS))
     bootstrap = str(opts.kafka["bootstrap.servers"])
     filt = arrow_records.AbortFilter() if committed else None
     nxt = start
     last_progress = time.monotonic()
     address: tuple[str, int] | None = None
-    client: WireClient | None = None
+    conn: Connection | None = None
     pending: int | None = None  # correlation id of the Fetch in flight
 
-    def send_fetch(c: WireClient, offset: int) -> int:
-        return c.send(1, FETCH_VERSION, **_fields(1, FETCH_VERSION, {
-            "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=100), "min_bytes": 1,
-            "max_bytes": max(part_max, 1 << 20), "isolation_level": 1 if committed else 0,
-            "topics": ({"topic": topic, "partitions": ({
-                "partition": partition, "fetch_offset": offset, "log_start_offset": -1,
-                "partition_max_bytes": part_max},)},),
-        }))
+    def send_fetch(c: Connection, offset: int) -> int:
+        body = encode_fetch_request(-1, max_wait, 1, max(part_max, 1 << 20),
+                                    [(topic, [(partition, -1, offset, -1, -1, part_max)])],
+                                    isolation_level=1 if committed else 0)
+        return c.send(FETCH_KEY, FETCH_VERSION, body, flexible=True)
+
+    def drop(c: Connection) -> None:
+        with contextlib.suppress(Exception):
+            c.close()
 
     try:
         while nxt < end:
@@ -148,29 +184,36 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
                 data_loss(f"{topic}:{partition}: offsets {nxt}..{end - 1} could not be fetched within "
                           f"{timeout:.0f}s (kafkaConsumer.pollTimeoutMs)", fail)
                 return
-            if client is None:
+            if conn is None:
                 address = leader(bootstrap, topic, partition, timeout)
                 if address is None:
                     time.sleep(0.1)
                     continue
-                client = _borrow(address, timeout)
+                try:
+                    conn = _borrow(address, timeout)
+                except OSError as e:
+                    log.info("connecting to %s for %s:%d: %s", address, topic, partition, e)
+                    forget_leader(bootstrap, topic, partition)
+                    time.sleep(0.1)
+                    continue
             try:
                 if pending is None:
-                    pending = send_fetch(client, nxt)
-                resp = client.receive(1, FETCH_VERSION, pending)
+                    pending = send_fetch(conn, nxt)
+                frame, offset = conn.receive(pending, flexible=True)
                 pending = None
-            except (OSError, ConnectionError) as e:
+                resp = read_fetch_response(frame, offset)
+                p = resp.responses[0].partitions[0]
+            except (OSError, ConnectionError, FetchResponseError, IndexError) as e:
                 log.info("fetching %s:%d from %s: %s; reconnecting", topic, partition, address, e)
-                with contextlib.suppress(Exception):
-                    client.close()
-                client = None
+                drop(conn)
+                conn = None
                 pending = None
+                forget_leader(bootstrap, topic, partition)
                 time.sleep(0.1)
                 continue
-            p = resp.responses[0].partitions[0]
-            code = int(p.error_code)
+            code = p.error_code
             if code == errors.OFFSET_OUT_OF_RANGE:
-                low = int(p.log_start_offset)
+                low = p.log_start_offset
                 if nxt >= low:  # past the end: the records are not there (yet)
                     time.sleep(0.05)
                     continue
@@ -181,16 +224,17 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
                 continue
             if code in _RETRY:
                 assert address is not None
-                _give_back(address, client)
-                client = None
+                _give_back(address, conn)
+                conn = None
+                forget_leader(bootstrap, topic, partition)
                 time.sleep(0.1)
                 continue
             if code != errors.NONE:
                 raise RuntimeError(f"reading {topic}:{partition}: Fetch error {code}")
             if filt is not None:
                 filt.add(p.aborted_transactions)
-            data = p.records or b""
-            if not data:
+            data = p.records
+            if data is None or not len(data):
                 continue  # nothing yet (or an open transaction below the last stable offset)
             out = arrow_records.decode(schema, topic, partition, data, nxt, end, filt)
             if out.next_offset > nxt:
@@ -198,17 +242,15 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
                 last_progress = time.monotonic()
             if nxt < end and out.batches:
                 try:
-                    pending = send_fetch(client, nxt)  # the broker prepares the next response while Spark works
+                    pending = send_fetch(conn, nxt)  # the broker prepares the next response while Spark works
                 except OSError:
-                    with contextlib.suppress(Exception):
-                        client.close()
-                    client = None
+                    drop(conn)
+                    conn = None
                     pending = None
             yield from out.batches
-        if client is not None and address is not None and pending is None:
-            _give_back(address, client)
-            client = None
+        if conn is not None and address is not None and pending is None:
+            _give_back(address, conn)
+            conn = None
     finally:
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+        if conn is not None:
+            drop(conn)
