@@ -133,10 +133,11 @@ class LogSegment:
             Path(f"{prefix}{LOG_SUFFIX}"), preallocate_to=config.segment_bytes if config.preallocate else 0,
             lazy=lazy,
         )
-        # the index files are made when the indexes are first written out (flush, roll, close):
-        # creating a partition, and its first append, cost two files fewer
+        # a new partition's first segment (lazy) makes its index files when the indexes are first
+        # written out (flush, roll, close): creating a partition, and its first append, cost two files
+        # fewer; a rolled segment makes them on first use, as Kafka's are there from the roll on
         seg = cls(dir, base_offset, config, records, active=True, time_ms=time_ms)
-        seg._index_files_absent = True
+        seg._index_files_absent = lazy
         seg._max_ts = -1
         seg._rolling_ts_loaded = True
         seg.dirty = True

@@ -167,9 +167,10 @@ def test_lazy_indexes_and_clean_reopen(tmp_path: Path) -> None:
 
 
 def test_new_segment_index_files_made_when_written_out(tmp_path: Path) -> None:
-    """A new segment's index files are made on flush, roll or close, not on its first append."""
+    """A new partition's first segment makes its index files on flush, roll or close, not on its first
+    append; a rolled segment makes them on first use."""
     cfg = LogConfig(index_interval_bytes=200)
-    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW, lazy=True)
     data, headers = _batches(0, 10)
     seg.append(data, headers)
     assert seg.offset_index.entries > 0
@@ -178,20 +179,25 @@ def test_new_segment_index_files_made_when_written_out(tmp_path: Path) -> None:
     assert os.path.getsize(seg.offset_index_path) == seg.offset_index.entries * 8
     assert os.path.getsize(seg.time_index_path) == seg.time_index.entries * 12
     # a segment with too little data for an entry still gets both (empty) files when closed
-    seg2 = LogSegment.create(tmp_path, 30, cfg, NOW)
+    (tmp_path / "p2").mkdir()
+    seg2 = LogSegment.create(tmp_path / "p2", 30, cfg, NOW, lazy=True)
     small, small_headers = _batches(30, 1)
     seg2.append(small, small_headers)
     assert seg2.offset_index.entries == 0
     seg2.close()
     assert os.path.getsize(seg2.offset_index_path) == 0
     assert os.path.getsize(seg2.time_index_path) % 12 == 0  # closing adds the max timestamp entry
-    seg3 = LogSegment.open(tmp_path, 30, cfg, len(small), active=False, time_ms=NOW)
+    seg3 = LogSegment.open(tmp_path / "p2", 30, cfg, len(small), active=False, time_ms=NOW)
     assert seg3.read_next_offset() == 33
+    rolled = LogSegment.create(tmp_path, 40, cfg, NOW)  # not lazy: a roll
+    more, more_headers = _batches(40, 1)
+    rolled.append(more, more_headers)
+    assert rolled.offset_index_path.exists() and rolled.time_index_path.exists()
 
 
 def test_recovery_of_a_never_flushed_segment_makes_its_index_files_on_flush(tmp_path: Path) -> None:
     cfg = LogConfig(index_interval_bytes=200)
-    seg = LogSegment.create(tmp_path, 0, cfg, NOW)
+    seg = LogSegment.create(tmp_path, 0, cfg, NOW, lazy=True)
     data, headers = _batches(0, 10)
     seg.append(data, headers)
     entries = seg.offset_index.entries
