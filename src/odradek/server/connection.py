@@ -360,14 +360,8 @@ class Connection:
                 return
             try:
                 frames = decoder.feed(scratch[:n]) if target is None else decoder.advance(n)
-            except FrameError as e:
-                log.warning("bad frame from %s: %s", self.peer, e)
-                self.close()
-                return
-            except MemoryError:
-                # a frame buffer could not be had: this connection goes, the broker stays
-                log.error("out of memory reading a request from %s; closing the connection", self.peer)
-                self.close()
+            except (FrameError, MemoryError) as e:
+                self._refuse_input(e)
                 return
             # a large frame still filling: read on while the socket has data (one event loop
             # round trip per socket-buffer's worth of a 1 MB produce request costs more)
@@ -378,6 +372,15 @@ class Connection:
         self._dispatch(frames)
         if decoder.blocked and not self.closed:
             self._mute_for_memory()
+
+    def _refuse_input(self, e: FrameError | MemoryError) -> None:
+        """A frame that cannot be read (malformed, or no memory for its buffer) closes this
+        connection only: the broker and its other connections stay."""
+        if isinstance(e, MemoryError):
+            log.error("out of memory reading a request from %s; closing the connection", self.peer)
+        else:
+            log.warning("bad frame from %s: %s", self.peer, e)
+        self.close()
 
     def _dispatch(self, frames: list[bytes | memoryview]) -> None:
         if self.rstats is not None:

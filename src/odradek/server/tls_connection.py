@@ -13,7 +13,6 @@ certificate's mapped subject).
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import socket
 import ssl
@@ -24,8 +23,6 @@ from typing import Any
 from odradek.protocol.framing import FrameError
 from odradek.security.tls_channel import TlsChannel
 from odradek.server.connection import IOV_MAX, Connection, ConnectionEdges
-
-log = logging.getLogger("odradek.network")
 
 _TLS_RAW_HIGH = 1024 * 1024  # encrypt queued responses while less than this waits for the socket
 _TLS_CHUNK = 256 * 1024  # a file region is read and encrypted this much at a time
@@ -82,13 +79,8 @@ class TlsConnection(Connection):
                 detail = getattr(e, "verify_message", None)  # why a certificate was refused
                 self.close(f"TLS failure: {e.reason or e}" + (f" ({detail})" if detail else ""))
                 return
-            except FrameError as e:
-                log.warning("bad frame from %s: %s", self.peer, e)
-                self.close()
-                return
-            except MemoryError:
-                log.error("out of memory reading a request from %s; closing the connection", self.peer)
-                self.close()
+            except (FrameError, MemoryError) as e:
+                self._refuse_input(e)
                 return
             if tls.peer_closed or n < len(scratch) or frames:
                 break
