@@ -407,9 +407,12 @@ def _prepare(args: argparse.Namespace) -> DevCluster:
             find_java()
         except ZooKeeperError as e:
             raise DevClusterError(f"{e}, or pass --zookeeper HOST:PORT") from None
-        zk_port = args.zookeeper_port or free_port()
-        if zk_port in ports or zk_port in internal_ports:
+        cluster_ports = set(ports) | set(internal_ports) | set(http_ports)
+        zk_port = args.zookeeper_port
+        if zk_port and zk_port in cluster_ports:
             raise DevClusterError(f"ZooKeeper port {zk_port} is one of the brokers' ports")
+        while not zk_port or zk_port in cluster_ports:  # a free port now may be one the brokers bind next
+            zk_port = free_port()
         if not port_free(zk_port):
             raise DevClusterError(f"port {zk_port} (ZooKeeper) is already in use")
     taken = [p for p in ports + internal_ports + http_ports if not port_free(p)]
