@@ -193,7 +193,7 @@ class ZkStore:
             for i in range(1, len(parts) + 1):
                 path = "/" + "/".join(parts[:i])
                 if root.exists(path) is None:
-                    with contextlib.suppress(NodeExistsError):
+                    with contextlib.suppress(ZkNodeExists):
                         root.create(path, b"", acl=self._acl(path))
             log.info("Created the ZooKeeper chroot %s", chroot)
         finally:
