@@ -25,9 +25,16 @@ written (batches counted in the segments before and after), so it shows which si
            one partition per ProduceRequest and walks its queued partitions on each wake-up, which
            at 10,000 partitions on one broker costs it 2-3x the broker's CPU.
 
+``--producer-props K=V ...`` adds producer settings to every pass, both topics alike: for the C client
+``linger.ms=200 queue.buffering.max.messages=2000000`` (librdkafka's 100,000-message queue holds ten
+records per partition at 10,000 partitions, so its batches stay tiny); for the flood client
+``batch.size=16384`` (Kafka's default batch.size: one 16-record batch per partition per request,
+requests up to 1 MB), which compares 6 and 10,000 partitions at the same batch size.
+
   python bench/partitions_bench.py                     # 10,000 partitions, 200,000 records
   python bench/partitions_bench.py --client c --json   # librdkafka's C tool (bench/.rdkafka)
   python bench/partitions_bench.py --partitions 2000 --records 50000 --json
+  python bench/partitions_bench.py --client flood --records 1000000 --producer-props batch.size=16384
 """
 
 from __future__ import annotations
@@ -110,8 +117,11 @@ def produce_flood(bootstrap: str, topic: str, records: int, timeout: float, prop
     The topic's partition count is in its name (``p6``, ``p10000``)."""
     import produce_flood
 
+    conf = dict(p.split("=", 1) for p in props or [])
+    # batch.size, as the Java producer names it, in records per batch (0: the batches fill the request)
+    batch_records = int(conf.get("batch.size", "0")) // RECORD_SIZE
     result = produce_flood.run(bootstrap, topic, int(topic[1:]), records, record_size=RECORD_SIZE,
-                               acks=-1 if acks == "all" else int(acks))
+                               acks=-1 if acks == "all" else int(acks), batch_records=batch_records)
     if result.get("error"):
         raise RuntimeError(f"produce_flood: {result['error']}")
     return result, float(result["client_cpu_s"])
@@ -169,7 +179,7 @@ def partitions_with_data(logdir: Path, topic: str) -> int:
 
 
 def run(workdir: Path, partitions: int, records: int, crash_records: int, spread: bool, timeout: float,
-        log: Any = print, client: str = "python") -> dict[str, Any]:
+        log: Any = print, client: str = "python", extra_props: list[str] | None = None) -> dict[str, Any]:
     broker = OdradekBroker(workdir / "broker")
     out: dict[str, Any] = {"partitions": partitions, "records": records, "record_size": RECORD_SIZE,
                            "client": client}
@@ -180,7 +190,7 @@ def run(workdir: Path, partitions: int, records: int, crash_records: int, spread
         out["create_s"] = round(create_topic(broker.bootstrap, big, partitions, timeout), 3)
         log(f"created {big} in {out['create_s']:.2f} s; RSS {broker.rss_mb():.0f} MB, {open_fds(broker.pid)} fds")
         out["rss_after_create_mb"] = round(broker.rss_mb(), 1)
-        props = ["sticky.partitioning.linger.ms=0"] if spread else None
+        props = (["sticky.partitioning.linger.ms=0"] if spread else []) + list(extra_props or [])
         r6 = Pass(broker, client, "p6", records, timeout, props)
         rn = Pass(broker, client, big, records, timeout, props)
         # the same again: every partition's files exist now (the first pass made ~3 files per partition,
@@ -253,13 +263,15 @@ def main() -> int:
     ap.add_argument("--client", choices=("python", "c", "flood"), default="python",
                     help="python: odradek perf produce; c: librdkafka's rdkafka_performance (bench/rdkafka_perf.py); "
                          "flood: pre-encoded 1 MB multi-partition requests (bench/produce_flood.py), the broker alone")
+    ap.add_argument("--producer-props", nargs="*", default=[], metavar="K=V",
+                    help="more producer settings for every pass (both topics alike), e.g. linger.ms=100")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-parts-", dir=args.workdir) as tmp:
         r = run(Path(tmp), args.partitions, args.records, args.crash_records, args.spread, args.timeout,
                 log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True),
-                client=args.client)
+                client=args.client, extra_props=args.producer_props)
     if args.json:
         print(json.dumps(r))
     else:

@@ -52,12 +52,23 @@ def encode_request(topic: str, parts: list[tuple[int, bytes]], acks: int, timeou
     return bytearray(_HEADER.pack(size, API_KEY_PRODUCE, VERSION, 0, len(CLIENT_ID)) + CLIENT_ID + body)
 
 
-def build_requests(topic: str, partitions: int, record_size: int, request_bytes: int, acks: int,
-                   timeout_ms: int = 30_000) -> tuple[list[bytearray], int]:
-    """The requests of one round over all partitions, and the records each request carries."""
+def batches_per_request(partitions: int, record_size: int, request_bytes: int, batch_records: int = 0) -> int:
+    """One batch per partition, as many as fit ``request_bytes`` (at most ``partitions``)."""
     per_request = max(request_bytes // record_size, 1)
-    batches = min(partitions, per_request)
-    records_per_batch = max(per_request // batches, 1)
+    if batch_records > 0:
+        return min(partitions, max(per_request // min(batch_records, per_request), 1))
+    return min(partitions, per_request)
+
+
+def build_requests(topic: str, partitions: int, record_size: int, request_bytes: int, acks: int,
+                   timeout_ms: int = 30_000, batch_records: int = 0) -> tuple[list[bytearray], int]:
+    """The requests of one round over all partitions, and the records each request carries.
+    ``batch_records`` > 0 fixes the records per batch (the producer's batch.size), one batch per
+    partition per request and as many batches as fit ``request_bytes``; 0 fills the request."""
+    batches = batches_per_request(partitions, record_size, request_bytes, batch_records)
+    records_per_batch = max(max(request_bytes // record_size, 1) // batches, 1)
+    if batch_records > 0:
+        records_per_batch = min(batch_records, records_per_batch)
     now = int(time.time() * 1000)
     value = bytes(record_size)
     batch = build_batch([(None, value)] * records_per_batch, timestamp=now)
@@ -106,9 +117,11 @@ class _Reader:
 
 
 def run(bootstrap: str, topic: str, partitions: int, records: int, *, record_size: int = 1024,
-        request_bytes: int = 1 << 20, acks: int = -1, in_flight: int = 5) -> dict[str, Any]:
+        request_bytes: int = 1 << 20, acks: int = -1, in_flight: int = 5,
+        batch_records: int = 0) -> dict[str, Any]:
     """Produce at least ``records`` records; the result in ``odradek perf --json``'s shape."""
-    requests, per_request = build_requests(topic, partitions, record_size, request_bytes, acks)
+    requests, per_request = build_requests(topic, partitions, record_size, request_bytes, acks,
+                                           batch_records=batch_records)
     total = -(-records // per_request)  # requests to send
     host, port = bootstrap.rsplit(":", 1)
     cpu0 = time.process_time()
@@ -134,7 +147,7 @@ def run(bootstrap: str, topic: str, partitions: int, records: int, *, record_siz
     result: dict[str, Any] = {
         "mode": "produce", "client": "flood", "record_size": record_size, "records": sent,
         "requests": total, "records_per_request": per_request,
-        "batches_per_request": min(partitions, max(request_bytes // record_size, 1)),
+        "batches_per_request": batches_per_request(partitions, record_size, request_bytes, batch_records),
         "elapsed_s": round(elapsed, 4), "records_per_sec": round(sent / elapsed, 1),
         "mb_per_sec": round(sent * record_size / MB / elapsed, 3), "errors": errors,
         "client_cpu_s": round(time.process_time() - cpu0, 3),
@@ -154,11 +167,14 @@ def main() -> int:
     ap.add_argument("--request-bytes", type=int, default=1 << 20)
     ap.add_argument("--acks", type=int, default=-1, choices=(-1, 0, 1))
     ap.add_argument("--in-flight", type=int, default=5)
+    ap.add_argument("--batch-records", type=int, default=0,
+                    help="records per batch (the producer's batch.size); 0: batches fill the request")
     args = ap.parse_args()
     if args.acks == 0:
         ap.error("acks=0 has no responses to pace the sender")
     r = run(args.bootstrap, args.topic, args.partitions, args.records, record_size=args.record_size,
-            request_bytes=args.request_bytes, acks=args.acks, in_flight=args.in_flight)
+            request_bytes=args.request_bytes, acks=args.acks, in_flight=args.in_flight,
+            batch_records=args.batch_records)
     print(json.dumps(r))
     return 1 if r.get("error") else 0
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
+from odradek.server.allocator import tune_malloc
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -140,6 +141,7 @@ def raise_fd_limit() -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     raise_fd_limit()
+    tune_malloc()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps stacks to stderr
     try:
         config = load_config(args)
