@@ -13,8 +13,8 @@ segments cost.
 :func:`tune_malloc` fixes the thresholds (``mallopt``): allocations below ``mmap_threshold``
 (16 MB) come from the heap, and the heap keeps up to ``trim_threshold`` (128 MB) of free memory
 instead of returning it, so buffers are reused without faults. The price is resident memory
-that stays at the broker's peak use of buffers, which bounds it anyway (``queued.max.requests``,
-``socket.request.max.bytes``). A JVM broker has the same trade-off through its fixed heap.
+that stays at the broker's peak use of buffers (``queued.max.request.bytes`` bounds the requests'
+share when set). A JVM broker makes the same trade through its fixed heap.
 
 Only the broker's own process (``odradek broker``) is tuned; an in-process broker leaves its
 host's allocator alone. Settings made through glibc's environment variables
