@@ -155,6 +155,7 @@ def test_socket_is_never_reachable_by_others(tmp_path: Path, private_tmp: Path, 
         finally:
             srv.stop()
         assert not sock.exists()
+        assert not sock.parent.exists()  # the private directory goes with the socket (nothing left in /tmp)
     finally:
         os.umask(old)
     # while it existed, the socket was only ever in the private directory (whatever its own mode was)

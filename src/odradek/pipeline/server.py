@@ -92,19 +92,18 @@ def _clear_stale_socket(p: Path) -> None:
     os.unlink(p)
 
 
-def _prepare_socket_path(warehouse: Path) -> tuple[Path, Path | None, str | None]:
-    """(socket path, private directory made for this run only or None, why the usual path was not
-    used or None). The usual path (``_socket_path``) is used when it is safe; otherwise a fresh
+def _prepare_socket_path(warehouse: Path) -> tuple[Path, str | None]:
+    """(socket path, why the usual path was not used or None). The usual path (``_socket_path``) is used when it is safe; otherwise a fresh
     ``mkdtemp`` directory (0700, unpredictable name): a stray file cannot stop the job from starting."""
     p = _socket_path(warehouse)
     try:
         _private_dir(p.parent)
         _clear_stale_socket(p)
-        return p, None, None
+        return p, None
     except (SocketPathError, OSError) as e:
         why = str(e)
     d = Path(tempfile.mkdtemp(prefix="odradek-query-"))  # 0700, O_EXCL-created
-    return d / SOCKET_NAME, d, why
+    return d / SOCKET_NAME, why
 
 
 def _pid_alive(pid: int) -> bool:
@@ -155,11 +154,10 @@ class QueryServer:
         self.path = _socket_path(warehouse)
         self.server: _Server | None = None
         self.thread: threading.Thread | None = None
-        self._own_dir: Path | None = None
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
 
     def start(self) -> None:
-        self.path, self._own_dir, why = _prepare_socket_path(self.warehouse)
+        self.path, why = _prepare_socket_path(self.warehouse)
         if why is not None:
             self.warn(f"pipeline: {why}; serving queries on {self.path} instead")
         self.server = _Server(str(self.path), _Handler)  # in a 0700 directory: private from the start
@@ -180,10 +178,10 @@ class QueryServer:
             self.server = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-        if self._own_dir is not None:
-            with contextlib.suppress(OSError):
-                self._own_dir.rmdir()
-            self._own_dir = None
+        # the private directory the socket was in, now empty (anything else found there stays):
+        # a job's temp-directory socket leaves nothing behind in /tmp
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()
 
 
 def remote_query(sock_path: str, sql: str, fmt: str, timeout: float = 300.0) -> bytes:
