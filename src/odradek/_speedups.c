@@ -110,6 +110,56 @@ read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t lim, int max_bytes, in
     return -1;
 }
 
+/* One record's framing inside [*pos, end): length, attributes, timestamp and offset deltas, key,
+ * value and headers, every field inside the record and the record's length used exactly. On
+ * success (0) *pos is the record's end and r holds what the callers read; -1 when malformed, -2
+ * when expect_delta >= 0 and the offset delta differs from it (checked as soon as it is read, so
+ * a record both out of sequence and malformed further on is reported out of sequence). */
+typedef struct {
+    int64_t ts, delta, klen, vlen;
+    Py_ssize_t kstart, vstart;
+} Rec;
+
+static inline int
+read_record(const uint8_t *p, Py_ssize_t *pos_io, Py_ssize_t end, int64_t expect_delta, Rec *r)
+{
+    Py_ssize_t pos = *pos_io;
+    int64_t len, headers, v;
+    if (read_varint(p, &pos, end, 5, &len) || len <= 0 || len > end - pos)
+        return -1;
+    Py_ssize_t rec_end = pos + (Py_ssize_t)len;
+    pos++; /* attributes */
+    if (read_varint(p, &pos, rec_end, 10, &r->ts) || read_varint(p, &pos, rec_end, 5, &r->delta))
+        return -1;
+    if (expect_delta >= 0 && r->delta != expect_delta)
+        return -2;
+    if (read_varint(p, &pos, rec_end, 5, &r->klen) || r->klen < -1 || r->klen > rec_end - pos)
+        return -1;
+    r->kstart = pos;
+    if (r->klen > 0)
+        pos += (Py_ssize_t)r->klen;
+    if (read_varint(p, &pos, rec_end, 5, &r->vlen) || r->vlen < -1 || r->vlen > rec_end - pos)
+        return -1;
+    r->vstart = pos;
+    if (r->vlen > 0)
+        pos += (Py_ssize_t)r->vlen;
+    if (read_varint(p, &pos, rec_end, 5, &headers) || headers < 0)
+        return -1;
+    for (int64_t h = 0; h < headers; h++) {
+        if (read_varint(p, &pos, rec_end, 5, &v) || v < 0 || v > rec_end - pos)
+            return -1;
+        pos += (Py_ssize_t)v;
+        if (read_varint(p, &pos, rec_end, 5, &v) || v < -1 || v > rec_end - pos)
+            return -1;
+        if (v > 0)
+            pos += (Py_ssize_t)v;
+    }
+    if (pos != rec_end)
+        return -1;
+    *pos_io = pos;
+    return 0;
+}
+
 #define SCAN_MALFORMED (-1)
 #define SCAN_OFFSET_DELTA (-2)
 
@@ -119,48 +169,15 @@ scan(const uint8_t *p, Py_ssize_t start, Py_ssize_t end, int check_offsets,
 {
     Py_ssize_t pos = start;
     long long count = 0, keyless = -1;
-    int64_t lo = 0, hi = 0, v;
+    int64_t lo = 0, hi = 0;
+    Rec r;
     while (pos < end) {
-        int64_t len;
-        if (read_varint(p, &pos, end, 5, &len) || len <= 0 || len > end - pos)
-            return SCAN_MALFORMED;
-        Py_ssize_t rec_end = pos + (Py_ssize_t)len;
-        pos++; /* attributes */
-        int64_t ts;
-        if (read_varint(p, &pos, rec_end, 10, &ts))
-            return SCAN_MALFORMED;
-        if (read_varint(p, &pos, rec_end, 5, &v))
-            return SCAN_MALFORMED;
-        if (check_offsets && v != count)
-            return SCAN_OFFSET_DELTA;
-        /* key */
-        if (read_varint(p, &pos, rec_end, 5, &v) || v < -1 || v > rec_end - pos)
-            return SCAN_MALFORMED;
-        if (v < 0) {
-            if (keyless < 0)
-                keyless = count;
-        } else {
-            pos += (Py_ssize_t)v;
-        }
-        /* value */
-        if (read_varint(p, &pos, rec_end, 5, &v) || v < -1 || v > rec_end - pos)
-            return SCAN_MALFORMED;
-        if (v > 0)
-            pos += (Py_ssize_t)v;
-        int64_t headers;
-        if (read_varint(p, &pos, rec_end, 5, &headers) || headers < 0)
-            return SCAN_MALFORMED;
-        for (int64_t h = 0; h < headers; h++) {
-            if (read_varint(p, &pos, rec_end, 5, &v) || v < 0 || v > rec_end - pos)
-                return SCAN_MALFORMED;
-            pos += (Py_ssize_t)v;
-            if (read_varint(p, &pos, rec_end, 5, &v) || v < -1 || v > rec_end - pos)
-                return SCAN_MALFORMED;
-            if (v > 0)
-                pos += (Py_ssize_t)v;
-        }
-        if (pos != rec_end)
-            return SCAN_MALFORMED;
+        int rc = read_record(p, &pos, end, check_offsets ? (int64_t)count : -1, &r);
+        if (rc)
+            return rc == -2 ? SCAN_OFFSET_DELTA : SCAN_MALFORMED;
+        if (r.klen < 0 && keyless < 0)
+            keyless = count;
+        int64_t ts = r.ts;
         if (count == 0) {
             lo = hi = ts;
         } else if (ts < lo) {
@@ -249,37 +266,12 @@ static int
 section(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end, int64_t base_offset, int64_t base_ts, int64_t max_ts,
         int log_append, int64_t lo, int64_t hi, int fill, Cols *c)
 {
+    Rec r;
     while (pos < end) {
-        int64_t len, ts, delta, klen, vlen, headers, v;
-        if (read_varint(p, &pos, end, 5, &len) || len <= 0 || len > end - pos)
+        if (read_record(p, &pos, end, -1, &r))
             return -1;
-        Py_ssize_t rec_end = pos + (Py_ssize_t)len;
-        pos++; /* attributes */
-        if (read_varint(p, &pos, rec_end, 10, &ts) || read_varint(p, &pos, rec_end, 5, &delta))
-            return -1;
-        if (read_varint(p, &pos, rec_end, 5, &klen) || klen < -1 || klen > rec_end - pos)
-            return -1;
-        Py_ssize_t kstart = pos;
-        if (klen > 0)
-            pos += (Py_ssize_t)klen;
-        if (read_varint(p, &pos, rec_end, 5, &vlen) || vlen < -1 || vlen > rec_end - pos)
-            return -1;
-        Py_ssize_t vstart = pos;
-        if (vlen > 0)
-            pos += (Py_ssize_t)vlen;
-        if (read_varint(p, &pos, rec_end, 5, &headers) || headers < 0)
-            return -1;
-        for (int64_t h = 0; h < headers; h++) {
-            if (read_varint(p, &pos, rec_end, 5, &v) || v < 0 || v > rec_end - pos)
-                return -1;
-            pos += (Py_ssize_t)v;
-            if (read_varint(p, &pos, rec_end, 5, &v) || v < -1 || v > rec_end - pos)
-                return -1;
-            if (v > 0)
-                pos += (Py_ssize_t)v;
-        }
-        if (pos != rec_end)
-            return -1;
+        int64_t ts = r.ts, delta = r.delta, klen = r.klen, vlen = r.vlen;
+        Py_ssize_t kstart = r.kstart, vstart = r.vstart;
         int64_t off = base_offset + delta;
         if (off < lo || off >= hi)
             continue;
