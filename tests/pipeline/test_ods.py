@@ -33,10 +33,13 @@ PAYMENT_COLUMNS = {"payment_id": "Int64", "customer_id": "Int64", "amount": "Dec
 CITIES = [None, "Lyon", "Porto", "Kraków", "Osaka", "Recife"]
 
 
-def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int) -> str:
-    def cols(d: dict[str, str]) -> str:
-        return "\n".join(f'{k} = "{v}"' for k, v in d.items())
+def cols(d: dict[str, str]) -> str:
+    """An ``[ods.columns]`` body."""
+    return "\n".join(f'{k} = "{v}"' for k, v in d.items())
 
+
+def job_section(bootstrap: str, max_per_trigger: int) -> str:
+    """The broker, warehouse and Spark settings every job of these tests shares."""
     return f"""
 [broker]
 bootstrap_servers = "{bootstrap}"
@@ -47,7 +50,11 @@ checkpoint_dir = "./checkpoints"
 master = "local[2]"
 max_offsets_per_trigger = {max_per_trigger}
 conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
 
+
+def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int) -> str:
+    return job_section(bootstrap, max_per_trigger) + f"""
 [[ods]]
 table = "customers"
 topics = ["{customers}"]
@@ -235,25 +242,14 @@ def generate_facts(rnd: random.Random, feed: Feed, topic: str, stream: CdcStream
 
 
 def payments_config(bootstrap: str, topic: str, max_per_trigger: int) -> str:
-    cols = "\n".join(f'{k} = "{v}"' for k, v in PAYMENT_COLUMNS.items())
-    return f"""
-[broker]
-bootstrap_servers = "{bootstrap}"
-[warehouse]
-path = "./warehouse"
-checkpoint_dir = "./checkpoints"
-[spark]
-master = "local[2]"
-max_offsets_per_trigger = {max_per_trigger}
-conf = {{ "spark.sql.shuffle.partitions" = "2" }}
-
+    return job_section(bootstrap, max_per_trigger) + f"""
 [[ods]]
 table = "payments"
 topics = ["{topic}"]
 key = ["payment_id"]
 version = "source.lsn"
 [ods.columns]
-{cols}
+{cols(PAYMENT_COLUMNS)}
 
 [[dw.aggregating]]
 name = "daily_payments"
@@ -265,6 +261,40 @@ aggregates = {{ customers = "uniq(customer_id)", amount_q = "quantiles(0.5, 0.9,
 
 def pipeline_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "odradek", "pipeline", *args]
+
+
+def run_and_kill(cfg: Path, rnd: random.Random, while_running: Callable[[], None]) -> int:
+    """``odradek pipeline run`` (continuous) in ``cfg``'s folder until its second micro-batch, then
+    ``while_running()`` (more data, queries), a random pause, and SIGKILL: the micro-batches it reported."""
+    work = cfg.parent
+    log = open(work / "run1.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
+                            text=True, cwd=work, start_new_session=True)
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+
+    def batches() -> int:
+        return sum(1 for x in lines if x.startswith("batch "))
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 240  # Spark's first batch compiles the plan: slow on a loaded machine
+        while batches() < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (work / "run1.log").read_text()
+            time.sleep(0.05)
+        assert batches() >= 2, "\n".join(lines)
+        while_running()
+        time.sleep(rnd.uniform(0.0, 1.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        _reap(proc)
+        log.close()
+    return batches()
 
 
 def query(cfg: Path, sql: str) -> list[dict[str, Any]]:
@@ -292,37 +322,15 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     feed.flush()
 
     # 1. a continuous run, killed with SIGKILL while batches are being loaded and more data arrives
-    log = open(tmp_path / "run1.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
-                            text=True, cwd=tmp_path, start_new_session=True)
-    lines: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 240  # Spark's first batch compiles the plan: slow on a loaded machine
-        while sum(1 for x in lines if x.startswith("batch ")) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (tmp_path / "run1.log").read_text()
-            time.sleep(0.05)
-        assert sum(1 for x in lines if x.startswith("batch ")) >= 2, "\n".join(lines)
+    def while_running() -> None:
         # the running job answers queries for its warehouse
         live = query(cfg, "SELECT count() AS n FROM ods.customers_state")
         assert live and int(live[0]["n"]) > 0
         generate(rnd, feed, customers_topic, customers, customer_row(rnd), 300, 120, sent_c, bad_every=100)
         generate(rnd, feed, orders_topic, orders, order_row(rnd), 200, 80, sent_o, bad_every=100)
         feed.flush()
-        time.sleep(rnd.uniform(0.0, 1.5))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        _reap(proc)
-        log.close()
-    batches_before_kill = sum(1 for x in lines if x.startswith("batch "))
+
+    batches_before_kill = run_and_kill(cfg, rnd, while_running)
 
     # 2. run again until everything available is processed (bigger batches: the limit may change)
     cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 2000))

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,11 +16,11 @@ from .test_ods import (
     CdcStream,
     Event,
     Feed,
-    _reap,
     generate_facts,
     payments_config,
     pipeline_cmd,
     query,
+    run_and_kill,
     truth,
 )
 
@@ -44,31 +40,12 @@ def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: 
     sent: list[Event] = []
     generate_facts(rnd, feed, topic, payments, 700, sent)
     feed.flush()
-    log = open(tmp_path / "run1.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(pipeline_cmd("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=log,
-                            text=True, cwd=tmp_path, start_new_session=True)
-    lines: list[str] = []
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        deadline = time.monotonic() + 240
-        while sum(1 for x in lines if x.startswith("batch ")) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, "job exited early:\n" + "\n".join(lines) + (tmp_path / "run1.log").read_text()
-            time.sleep(0.05)
-        assert sum(1 for x in lines if x.startswith("batch ")) >= 2, "\n".join(lines)
+    def while_running() -> None:
         generate_facts(rnd, feed, topic, payments, 300, sent)
         feed.flush()
-        time.sleep(rnd.uniform(0.0, 1.5))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        _reap(proc)
-        log.close()
+
+    run_and_kill(cfg, rnd, while_running)
     cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 2000))
     out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
                          text=True, timeout=240, cwd=tmp_path)
