@@ -19,7 +19,7 @@ import asyncio
 from collections import deque
 
 from odradek.client import framer
-from odradek.protocol.framing import FrameError
+from odradek.protocol.framing import FrameError, frame_buffer
 
 
 class FrameReader(asyncio.BufferedProtocol):
@@ -53,7 +53,7 @@ class FrameReader(asyncio.BufferedProtocol):
                 self._fail(e)
                 self.transport.close()
                 return
-            self._frame = bytearray(size)
+            self._frame = frame_buffer(size)  # filled by the socket before anyone reads it
             self._pos = 0
             return
         self._pos += nbytes
