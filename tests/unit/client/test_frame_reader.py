@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from odradek.client.frame_reader import FrameReader
+from odradek.client.frame_reader import SCRATCH_BYTES, FrameReader
 from odradek.protocol.framing import FrameError
 
 
@@ -28,15 +28,20 @@ def feed(reader: FrameReader, data: bytes, chunk: int) -> None:
         pos += n
 
 
-@pytest.mark.parametrize("chunk", [1, 3, 7, 4096])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 4096, 16383, 16384, 16385, 1 << 20])
 def test_frames_whole_and_in_order(chunk: int) -> None:
-    bodies = [b"\x00\x00\x00\x01" + b"x" * 10, b"\x00\x00\x00\x02" + bytes(range(256)) * 40]
+    # small frames cut from the scratch buffer, a frame larger than it (its own buffer, the scratch
+    # bytes copied in), frames straddling the scratch buffer's end, one of exactly its size
+    bodies = [b"\x00\x00\x00\x01" + b"x" * 10, b"\x00\x00\x00\x02" + bytes(range(256)) * 40,
+              b"\x00\x00\x00\x03" + bytes(range(251)) * 800, b"\x00\x00\x00\x04",
+              b"\x00\x00\x00\x05" + b"y" * (SCRATCH_BYTES - 8), b"\x00\x00\x00\x06" + b"z" * 9000,
+              b"\x00\x00\x00\x07" + b"w" * 9000]
     wire = b"".join(struct.pack(">i", len(b)) + b for b in bodies)
 
     async def run() -> list[bytearray]:
         reader = FrameReader(FakeTransport())  # type: ignore[arg-type]
         feed(reader, wire, chunk)
-        return [await reader.read_frame(), await reader.read_frame()]
+        return [await reader.read_frame() for _ in bodies]
 
     assert [bytes(f) for f in asyncio.run(run())] == bodies
 
@@ -67,3 +72,20 @@ def test_connection_lost_fails_the_reader() -> None:
             await waiting
 
     asyncio.run(run())
+
+
+def test_small_frames_take_one_read_together() -> None:
+    # a read that brings several small responses (size fields included) completes them all: no
+    # separate read for each size field
+    bodies = [b"\x00\x00\x00\x01ok", b"\x00\x00\x00\x02", b"\x00\x00\x00\x03" + b"r" * 500]
+    wire = b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+
+    async def run() -> list[bytes]:
+        reader = FrameReader(FakeTransport())  # type: ignore[arg-type]
+        buf = reader.get_buffer(-1)
+        assert len(buf) >= len(wire)
+        buf[: len(wire)] = wire
+        reader.buffer_updated(len(wire))
+        return [bytes(await reader.read_frame()) for _ in bodies]
+
+    assert asyncio.run(run()) == bodies
