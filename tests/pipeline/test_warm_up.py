@@ -4,6 +4,7 @@ events take, not the quarantine's), and a warm-up against a real topic reads it 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,8 +35,6 @@ def test_synthetic_events_are_clean_rows_of_every_table(spark: Any) -> None:
     ods = tables()
     transform = etl.BatchTransform(ods)
     spark.dataSource.register(warm_up.SyntheticSource)
-    import json
-
     samples = [s for t in ods for s in warm_up.sample_events(t)]
     df = (spark.read.format("odradek_warm_up").option("samples", json.dumps(samples)).option("rows", "600")
           .option("tasks", "2").load().select(*etl.SOURCE_COLUMNS))
@@ -73,7 +72,9 @@ def test_warm_up_reads_a_real_topic_and_leaves_it_alone(spark: Any, pipeline_bro
     report = warm_up.warm_up(spark, {"kafka.bootstrap.servers": pipeline_broker.bootstrap, "subscribe": topic},
                              transform, [table])
     assert report.seconds <= time.monotonic() - t0 + 0.1
-    assert warm_up.MIN_ROUNDS <= len(report.rounds_ms) <= warm_up.MAX_ROUNDS
+    assert 1 <= len(report.rounds_ms) <= warm_up.MAX_ROUNDS
+    # fewer rounds than the minimum only when the time budget ran out
+    assert len(report.rounds_ms) >= warm_up.MIN_ROUNDS or report.seconds >= warm_up.BUDGET_SECONDS
     assert len(seen) == 1 + len(report.rounds_ms)  # the dry run on the topic, then the synthetic rounds
     c = Consumer({"bootstrap.servers": pipeline_broker.bootstrap, "group.id": "warm-up-check"})
     try:

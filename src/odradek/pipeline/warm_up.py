@@ -40,7 +40,7 @@ from odradek.pipeline.etl import SOURCE_COLUMNS
 RECENT_RECORDS = 200  # per partition: the newest records of the real topics the dry run reads
 SYNTHETIC_ROWS = 2_000  # per round, over all tasks (a micro-batch of two seconds at 1,000 events/s)
 MAX_ROUNDS = 12
-MIN_ROUNDS = 4
+MIN_ROUNDS = 8  # 16,000 rows: the rounds were still getting faster after 6 on a loaded machine
 BUDGET_SECONDS = 20.0
 NUMBER = "__N__"  # in a sample value: replaced by the record's number
 SMALL = "__S__"  # replaced by the record's number modulo 100 (fits every integer type)
