@@ -15,8 +15,9 @@ against 0.3-0.4 s later, so events produced in the first seconds waited up to 3 
    written;
 3. runs the same transform over synthetic change events (``format("odradek_warm_up")``, a Python
    data source with the Kafka source's schema whose values are Debezium events for each configured
-   table, every declared column filled), collected as Arrow and dropped, in rounds until a round
-   is no longer faster than the one before (at most ``MAX_ROUNDS`` rounds, ``BUDGET_SECONDS``).
+   table, every declared column filled), collected as Arrow and dropped, in rounds of
+   ``SYNTHETIC_ROWS`` until, after ``MIN_ROUNDS``, a round is no longer faster than the one before
+   (at most ``MAX_ROUNDS`` rounds, ``BUDGET_SECONDS`` for the whole warm-up).
 
 Nothing is written to the warehouse and no offsets are stored.
 """
