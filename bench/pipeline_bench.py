@@ -3,7 +3,7 @@
     python bench/pipeline_bench.py [--bootstrap-server HOST:PORT] [--messages 1000000] [--value-bytes 100]
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
                                    [--min-partitions 0,4] [--readers librdkafka,wire] [--rounds 3] [--partitions 3]
-                                   [--variant 'NAME;KEY=VALUE;...' ...]
+                                   [--variant 'NAME;KEY=VALUE;...' ...] [--all-batches]
 
 1. source read: a topic of ``--messages`` messages (``--partitions``, 3) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
@@ -16,7 +16,9 @@
    after the first 5 s. Each ``--variant`` runs it once more in the same run, in order, with its settings
    (see ``Variant``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark]``, ``src=DIR`` runs
    the job from another source tree, the others to ``[spark] source_options``), e.g. ``--variant
-   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes.
+   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes. ``--all-batches``
+   prints every line of the job (its start-up and warm-up, then each micro-batch with the seconds since
+   production started) and the p50/p99/max of the events produced in each of the first 10 seconds.
 
 Without --bootstrap-server an embedded broker is started in a temporary directory.
 """
