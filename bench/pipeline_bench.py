@@ -3,7 +3,7 @@
     python bench/pipeline_bench.py [--bootstrap-server HOST:PORT] [--messages 1000000] [--value-bytes 100]
                                    [--rate 1000] [--seconds 30] [--master local[2]] [--skip-read] [--skip-freshness]
                                    [--min-partitions 0,4] [--readers librdkafka,wire] [--rounds 3] [--partitions 3]
-                                   [--variant 'NAME;KEY=VALUE;...' ...]
+                                   [--variant 'NAME;KEY=VALUE;...' ...] [--all-batches]
 
 1. source read: a topic of ``--messages`` messages (``--partitions``, 3) read by a Spark batch query through
    the ``odradek`` source (``write.format("noop")``): rows/s and MB/s of key+value payload; the same
@@ -16,7 +16,9 @@
    after the first 5 s. Each ``--variant`` runs it once more in the same run, in order, with its settings
    (see ``Variant``: ``spark.*`` keys go to ``[spark] conf``, ``job.KEY`` to ``[spark]``, ``src=DIR`` runs
    the job from another source tree, the others to ``[spark] source_options``), e.g. ``--variant
-   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes.
+   'before;src=/work/main/src' --variant after`` for a before/after pair of code changes. ``--all-batches``
+   prints every line of the job (its start-up and warm-up, then each micro-batch with the seconds since
+   production started) and the p50/p99/max of the events produced in each of the first 10 seconds.
 
 Without --bootstrap-server an embedded broker is started in a temporary directory.
 """
@@ -258,7 +260,8 @@ class Variant:
         return out
 
 
-def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path, variant: str = "default") -> None:
+def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: Path, variant: str = "default",
+                    all_batches: bool = False) -> None:
     from confluent_kafka import Producer
 
     v = Variant.parse(variant)
@@ -289,14 +292,21 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     p.produce(topic, key=b'{"id": 0}', value=event(0))
     p.flush()
     for line in job.stdout:
+        if all_batches:
+            print("  (start) " + line.rstrip())
         if line.startswith("batch "):
             break
     lines: list[str] = []
+
+    started = time.perf_counter()
 
     def pump() -> None:
         assert job.stdout is not None
         for line in job.stdout:
             lines.append(line.rstrip())
+            stamped.append(f"{time.perf_counter() - started:6.2f} s {line.rstrip()}")
+
+    stamped: list[str] = []
 
     threading.Thread(target=pump, daemon=True).start()
     total = rate * seconds
@@ -335,13 +345,27 @@ def bench_freshness(bootstrap: str, rate: int, seconds: int, master: str, tmp: P
     r = json.loads(out.stdout)
     print(f"freshness [{name}] after the first 5 s, over {int(r['n']):,} events: "
           f"p50 {r['q'][0]:.0f} ms, p99 {r['q'][1]:.0f} ms, max {int(r['mx'])} ms")
+    if all_batches:  # per second of production: where the slow events are
+        out = subprocess.run([sys.executable, "-m", "odradek", "pipeline", "query", "--config", str(cfg), "--format",
+                              "jsonl", f"SELECT intDiv(id - 1, {rate}) AS s, count() AS n, "
+                              "quantiles(0.5, 0.99)(dateDiff('millisecond', _timestamp, _loaded_at)) AS q, "
+                              "max(dateDiff('millisecond', _timestamp, _loaded_at)) AS mx "
+                              "FROM ods.events_state WHERE id > 0 GROUP BY s ORDER BY s LIMIT 10"],
+                             capture_output=True, text=True, check=True, env=env)
+        for row in map(json.loads, out.stdout.splitlines()):
+            print(f"  second {int(row['s'])}: {int(row['n'])} events, p50 {row['q'][0]:.0f} ms, p99 {row['q'][1]:.0f} ms, "
+                  f"max {int(row['mx'])} ms")
     slow = [x for x in lines if x.startswith("batch ") and " trigger " in x
             and int(x.rsplit(" trigger ", 1)[1].split()[0]) > 1000]
     print(f"  micro-batches over 1 s: {len(slow)}" + "".join(f"\n    {x}" for x in slow[:8]))
     phases: dict[str, list[int]] = {}
     batches = [x for x in lines if x.startswith("batch ")]
-    for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:
-        print("  " + x)
+    if all_batches:
+        for x in stamped:
+            print("  " + x)
+    else:
+        for x in batches[:3] + ["..."] + batches[-3:] if len(batches) > 6 else batches:
+            print("  " + x)
     for x in batches:
         if " | ms " in x:
             words = x.split(" | ms ", 1)[1].split()
@@ -367,6 +391,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="reads of each setting, taken in turn (median printed)")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
+    ap.add_argument("--all-batches", action="store_true",
+                    help="print every line of the job after production started, with its time since then")
     ap.add_argument("--variant", action="append", default=[],
                     help="'NAME;KEY=VALUE;...': one more freshness run with these settings (spark.* keys are Spark "
                          "conf, the others source options); repeat for a before/after comparison in one run")
@@ -387,7 +413,7 @@ def main() -> None:
                        args.partitions)
         if not args.skip_freshness:
             for variant in args.variant or ["default"]:
-                bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant)
+                bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant, args.all_batches)
     finally:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)

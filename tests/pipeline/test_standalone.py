@@ -33,6 +33,8 @@ def run_job(cfg_text: str, workdir: Path, master: str) -> list[list[dict[str, ob
                          capture_output=True, text=True, timeout=420, cwd=workdir)
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     assert f"master {master}" in out.stdout and "batch " in out.stdout, out.stdout
+    # the warm-up's synthetic source runs on the cluster's executors too (not skipped)
+    assert "rounds on synthetic events" in out.stdout, out.stdout
     return [[_rounded(row) for row in query(cfg, sql)] for sql in CHECKS]
 
 

@@ -11,6 +11,7 @@
     max_offsets_per_trigger = 100000
     trigger_interval = "0 seconds"
     warm_up = true                  # before the query: start Python workers, dry-run a micro-batch's job
+                                    # (newest records, then rounds of synthetic events; nothing written)
     starting_offsets = "earliest"
     fail_on_data_loss = true
     conf = { "spark.sql.shuffle.partitions" = "4" }

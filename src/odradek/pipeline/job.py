@@ -23,7 +23,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
@@ -35,6 +34,7 @@ from odradek.pipeline import etl, warehouse
 from odradek.pipeline.config import OdsTable, PipelineConfig
 from odradek.pipeline.etl import SOURCE_COLUMNS
 from odradek.pipeline.sink import LOADED_COLUMNS, QUARANTINE_COLUMNS, ChdbSink, q
+from odradek.pipeline.warm_up import warm_up
 
 
 def batch_token(tbl: pa.Table) -> str:
@@ -181,54 +181,6 @@ def _durations(progress: Any) -> str:
     return " | ms " + " ".join(parts) if parts else ""
 
 
-def _warm(batches: Iterator[Any]) -> Iterator[Any]:
-    """A throwaway task's body: the modules a source task needs, imported in this Python worker."""
-    from odradek.pipeline import arrow_records, source, wire_fetch  # noqa: F401
-
-    yield from batches
-
-
-WARM_UP_RECORDS = 200  # per partition: the newest records the dry run reads
-
-
-def warm_up(spark: Any, source_options: dict[str, str], transform: etl.BatchTransform) -> float:
-    """Before the streaming query starts: start Spark's Python workers (one per default-parallelism
-    slot, a throwaway job importing the source's modules; Spark keeps idle workers for later tasks,
-    ``spark.python.worker.reuse``), then a dry run of one micro-batch's Spark job (the newest
-    ``WARM_UP_RECORDS`` records of each partition read through the source, transformed and collected
-    as Arrow, nothing written), so the first micro-batches do not pay for starting interpreters,
-    connecting, generating code and the JVM's first compilations. Returns the seconds it took."""
-    from odradek.pipeline.kafka_client import OffsetLookup
-    from odradek.pipeline.options import SourceOptions, offsets_to_json
-
-    t0 = time.monotonic()
-    n = max(1, int(spark.sparkContext.defaultParallelism))
-    spark.range(0, n, 1, n).mapInArrow(_warm, "id long").write.format("noop").mode("overwrite").save()
-    opts = {k: v for k, v in source_options.items() if k not in ("startingOffsets", "maxOffsetsPerTrigger")}
-    lookup = OffsetLookup(SourceOptions.parse(opts, streaming=False))
-    try:
-        tps = lookup.partitions()
-        if tps:
-            latest = lookup.latest(tps)
-            earliest = lookup.earliest(tps)
-            start = {tp: max(earliest[tp], latest[tp] - WARM_UP_RECORDS) for tp in tps}
-            if any(latest[tp] > start[tp] for tp in tps):
-                def per_topic(offsets: dict[tuple[str, int], int]) -> str:
-                    out: dict[str, dict[str, int]] = {}
-                    for key, off in offsets_to_json(offsets).items():
-                        topic, _, part = key.rpartition(":")
-                        out.setdefault(topic, {})[part] = off
-                    return json.dumps(out)
-
-                df = (spark.read.format("odradek").options(**opts).option("startingOffsets", per_topic(start))
-                      .option("endingOffsets", per_topic(latest)).load().select(*SOURCE_COLUMNS))
-                for _ in range(2):
-                    transform(df).toArrow()
-    finally:
-        lookup.close()
-    return time.monotonic() - t0
-
-
 def ods_kafka_options(cfg: PipelineConfig) -> dict[str, str]:
     """The source's ``kafka.*`` settings: the configured ones, with ``isolation.level=read_committed``
     unless set (the ODS must not load rows of aborted transactions)."""
@@ -278,9 +230,8 @@ class Job:
             processor = BatchProcessor(cfg, sink)
             if cfg.warm_up:
                 try:
-                    secs = warm_up(spark, source_options, processor.transform)
-                    self._print(f"pipeline: warmed up in {secs:.1f} s (Python workers, a dry run of a micro-batch's "
-                                "job)")
+                    report = warm_up(spark, source_options, processor.transform, cfg.ods)
+                    self._print(f"pipeline: {report.describe()}")
                 except Exception as e:  # only an optimisation: the query reports real problems itself
                     self._print(f"pipeline: warm-up skipped: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             writer = (reader.load().select(*SOURCE_COLUMNS).writeStream.foreachBatch(processor)
