@@ -266,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         r = run_single(base, args, rate, tag)
                     r["setup"], r["rep"] = setup, rep
+                    # the next run starts from the same state: this one's segments deleted and written out
+                    for d in [base / tag, *base.glob(f"{tag}-b*")]:
+                        shutil.rmtree(d, ignore_errors=True)
+                    os.sync()
                     results.append(r)
                     print(line(setup, r), flush=True)
                     for s in share_lines(r):
