@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,11 @@ def test_offsets_json_round_trip() -> None:
     assert list(js) == ["a:2", "a:10", "b:1"]  # canonical order: equal offsets, equal JSON
     assert options.offsets_from_json(js) == offs
     assert options.parse_tp_key("my.topic-x:12") == ("my.topic-x", 12)
+    # the startingOffsets / endingOffsets option form, read back by the option parser
+    raw = options.offsets_option_json(offs)
+    assert json.loads(raw) == {"a": {"2": 3, "10": 7}, "b": {"1": 5}}
+    o = SourceOptions.parse({**BASE, "subscribe": "a,b", "startingOffsets": raw}, streaming=False)
+    assert o.starting.offsets == offs
 
 
 def test_rate_limit_is_proportional_and_bounded() -> None:

@@ -131,6 +131,15 @@ class OffsetSpec:
         return json.dumps(offsets_to_json(self.offsets))
 
 
+def offsets_option_json(offsets: Mapping[TopicPartitionKey, int]) -> str:
+    """The ``startingOffsets`` / ``endingOffsets`` option form, ``{"topic": {"0": 23}}`` (what
+    :func:`_per_partition_json` reads)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), off in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(off)
+    return json.dumps(out)
+
+
 def _per_partition_json(raw: str, name: str) -> dict[TopicPartitionKey, int]:
     try:
         data = json.loads(raw)

@@ -159,7 +159,7 @@ def warm_up(spark: Any, source_options: dict[str, str], transform: Callable[[Any
             tables: list[OdsTable]) -> WarmUpReport:
     """See the module docstring. ``transform`` is the micro-batch's DataFrame → DataFrame."""
     from odradek.pipeline.kafka_client import OffsetLookup
-    from odradek.pipeline.options import SourceOptions, offsets_to_json
+    from odradek.pipeline.options import SourceOptions, offsets_option_json
 
     t0 = time.monotonic()
     n = max(1, int(spark.sparkContext.defaultParallelism))
@@ -173,15 +173,9 @@ def warm_up(spark: Any, source_options: dict[str, str], transform: Callable[[Any
             earliest = lookup.earliest(tps)
             start = {tp: max(earliest[tp], latest[tp] - RECENT_RECORDS) for tp in tps}
             if any(latest[tp] > start[tp] for tp in tps):
-                def per_topic(offsets: dict[tuple[str, int], int]) -> str:
-                    out: dict[str, dict[str, int]] = {}
-                    for key, off in offsets_to_json(offsets).items():
-                        topic, _, part = key.rpartition(":")
-                        out.setdefault(topic, {})[part] = off
-                    return json.dumps(out)
-
-                df = (spark.read.format("odradek").options(**opts).option("startingOffsets", per_topic(start))
-                      .option("endingOffsets", per_topic(latest)).load().select(*SOURCE_COLUMNS))
+                df = (spark.read.format("odradek").options(**opts)
+                      .option("startingOffsets", offsets_option_json(start))
+                      .option("endingOffsets", offsets_option_json(latest)).load().select(*SOURCE_COLUMNS))
                 transform(df).toArrow()
     finally:
         lookup.close()
