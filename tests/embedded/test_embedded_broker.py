@@ -164,3 +164,29 @@ def test_thread_mode_refuses_to_fake_a_kill_of_a_cluster_mode_broker() -> None:
             b.kill()
     finally:
         b.close()
+
+
+def test_metrics_listen_before_the_first_kafka_request_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that saw the broker answer finds http.listeners bound: while /metrics is being bound, the
+    Kafka listener takes connections into its backlog but answers none (a readiness probe that went on to
+    /metrics at once was refused now and then)."""
+    import asyncio
+
+    from odradek.devcluster.zookeeper import free_port
+    from odradek.metrics import broker_metrics
+
+    real = broker_metrics.start_http
+    port = free_port()
+    answered_during: list[bool] = []
+
+    async def watched(*args: object, **kwargs: object) -> object:
+        loop = asyncio.get_running_loop()
+        answered_during.append(await loop.run_in_executor(None, api_versions_ok, "127.0.0.1", port, 1.0))
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(broker_metrics, "start_http", watched)
+    with odradek.EmbeddedBroker(port=port) as b:
+        assert answered_during == [False]
+        assert b.http_port
+        with socket.create_connection(("127.0.0.1", b.http_port), timeout=5):
+            pass

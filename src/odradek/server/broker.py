@@ -481,11 +481,13 @@ class Broker:
             # the registration names the bound port; connections wait in the backlog until this
             # broker is registered and knows the registered brokers and the controller (Kafka
             # enables request processing at the end of start-up too)
-            await self._start_listeners(accept=False)
+            await self._start_listeners()
             await self.cluster.start()
             await asyncio.get_running_loop().run_in_executor(None, self._load_features)
-            self._accept_connections()
+        # /metrics listens before the first Kafka request is answered: whoever saw this broker answer
+        # (a client, a readiness probe) finds http.listeners bound too
         self.http = await broker_metrics.start_http(self.config, self._metrics_sources(), {"/": self._console()})
+        self._accept_connections()
         self._schedule_periodic()
         txn.start()
         self._warm_up_schemas()
@@ -521,7 +523,8 @@ class Broker:
                 raise ConfigError("The finalized features are incompatible with this broker: " + "; ".join(bad))
             features.update(*read)
 
-    async def _start_listeners(self, accept: bool = True) -> None:
+    async def _start_listeners(self) -> None:
+        """Bind and listen; connections wait in the backlog until ``_accept_connections``."""
         for name, host, port in self.config.listeners:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -532,8 +535,6 @@ class Broker:
             bound = sock.getsockname()
             self.bound[name] = (str(bound[0]), int(bound[1]))
             self._servers.append((sock, name))
-        if accept:
-            self._accept_connections()
 
     @property
     def http_bound(self) -> tuple[str, int]:
