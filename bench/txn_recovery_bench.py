@@ -2,11 +2,13 @@
 amount of non-transactional data, in one run (not a test): prints figures.
 
     python bench/txn_recovery_bench.py [--mb 64] [--size 1024] [--per-txn 1000] [--abort-every 4] [--repeat 3]
-        [--batch-bytes 1000000]
+        [--batch-bytes 1000000] [--flushed-mb 0]
 
 Two fresh brokers, one per kind of data, each with a one-partition topic whose ``--mb`` MB of
 ``--size``-byte records all sit in the active segment (``segment.bytes`` 1 GiB, nothing flushed:
-the recovery point stays at 0):
+the recovery point stays at 0; ``--flushed-mb M``: the first M MB are written with the topic's
+``flush.ms`` at 100, the broker's flusher moves the recovery point past them, ``flush.ms`` is deleted
+again and the rest is written, so the recovery starts inside the segment):
 
 - non-transactional: an idempotent producer (acks=all, ``batch.size`` ``--batch-bytes``: the number
   of batches, which the scan and the producer state replay pay per item, follows from it);
@@ -31,11 +33,19 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,16 +80,45 @@ def _produce(p: Producer, n: int, value: bytes) -> None:
             p.poll(0)
 
 
-def write_plain(bootstrap: str, n: int, value: bytes, batch_bytes: int) -> None:
+def _never() -> None:
+    return None
+
+
+def flush_after(bootstrap: str) -> Callable[[], None]:
+    """Moves the recovery point to the log end: flush.ms 100 on the topic, wait for the broker's flusher
+    (every second), flush.ms deleted again."""
+    def flush() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def alter(op: AlterConfigOpType, value: str | None) -> None:
+            res = ConfigResource(ResourceType.TOPIC, TOPIC,
+                                 incremental_configs=[ConfigEntry("flush.ms", value, incremental_operation=op)])
+            admin.incremental_alter_configs([res])[res].result(30)
+
+        alter(AlterConfigOpType.SET, "100")
+        time.sleep(2.5)
+        alter(AlterConfigOpType.DELETE, None)
+    return flush
+
+
+def write_plain(bootstrap: str, n: int, value: bytes, batch_bytes: int, pause_after: int = 0,
+                pause: Callable[[], None] = _never) -> None:
+    """``n`` records; ``pause`` runs once the first ``pause_after`` are acknowledged (0: never)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
                   "batch.size": batch_bytes})
-    _produce(p, n, value)
+    first = min(pause_after, n)
+    _produce(p, first, value)
+    assert p.flush(60) == 0
+    if first:
+        pause()
+    _produce(p, n - first, value)
     assert p.flush(60) == 0
 
 
 def write_transactional(bootstrap: str, n: int, value: bytes, per_txn: int, abort_every: int,
-                        batch_bytes: int) -> Producer:
-    """Writes ``n`` records in transactions; returns the producer whose last transaction is open."""
+                        batch_bytes: int, pause_after: int = 0, pause: Callable[[], None] = _never) -> Producer:
+    """Writes ``n`` records in transactions; returns the producer whose last transaction is open.
+    ``pause`` runs once, inside the first transaction that reaches ``pause_after`` records (0: never)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": batch_bytes,
                   "transactional.id": f"recovery-{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 900_000})
     p.init_transactions(60)
@@ -89,7 +128,13 @@ def write_transactional(bootstrap: str, n: int, value: bytes, per_txn: int, abor
         k += 1
         m = min(per_txn, n - open_n - done)
         p.begin_transaction()
-        _produce(p, m, value)
+        if 0 < pause_after - done <= m:  # the recovery point lands inside an ongoing transaction
+            _produce(p, pause_after - done, value)
+            assert p.flush(60) == 0
+            pause()
+            _produce(p, m - (pause_after - done), value)
+        else:
+            _produce(p, m, value)
         if k % abort_every == 0:
             assert p.flush(60) == 0
             p.abort_transaction(60)
@@ -179,9 +224,11 @@ def main() -> None:
     ap.add_argument("--abort-every", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch-bytes", type=int, default=1_000_000)
+    ap.add_argument("--flushed-mb", type=int, default=0)
     args = ap.parse_args()
     value = b"x" * args.size
     n = args.mb * 1_000_000 // args.size
+    flushed = min(args.flushed_mb * 1_000_000 // args.size, n - 1)
     overrides = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
                  "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
     kinds = ("non-transactional", "transactional")
@@ -196,9 +243,9 @@ def main() -> None:
                 t0 = time.monotonic()
                 if kind == "transactional":
                     keep.append(write_transactional(b.bootstrap, n, value, args.per_txn, args.abort_every,
-                                                     args.batch_bytes))
+                                                     args.batch_bytes, flushed, flush_after(b.bootstrap)))
                 else:
-                    write_plain(b.bootstrap, n, value, args.batch_bytes)
+                    write_plain(b.bootstrap, n, value, args.batch_bytes, flushed, flush_after(b.bootstrap))
                 write_s = time.monotonic() - t0
                 expect[kind] = snapshot(b)
                 e = expect[kind]
@@ -219,7 +266,8 @@ def main() -> None:
         finally:
             for b in brokers.values():
                 b.stop()
-    print(f"recovery after kill -9, {args.mb} MB in the active segment, {args.repeat} restarts each (median, runs):")
+    print(f"recovery after kill -9, {args.mb} MB in the active segment ({args.flushed_mb} MB of it flushed), "
+          f"{args.repeat} restarts each (median, runs):")
     med: dict[str, float] = {}
     for kind in kinds:
         serving = [s for s, _, _ in runs[kind]]

@@ -82,6 +82,10 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
+# a flush that moves the recovery point this far into the active segment past its last producer snapshot
+# takes one at the log end (Log._snapshot_for_recovery)
+SNAPSHOT_AT_FLUSH_BYTES = 16 << 20
+
 _DIR_NAME = re.compile(r"(.+)-([0-9]{1,10})")
 
 
@@ -145,6 +149,7 @@ class Log:
         # the log end and wrote nothing is dropped here on every start: 10,000 fsyncs at 10,000 partitions)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset, write=False)
         self._ps_loaded = False
+        self._snapshot_position = 0  # active segment size at its last producer snapshot inside it
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._last_flush_ms = _clock() if time_ms is None else time_ms
         self._roll_flush_pending = False
@@ -245,9 +250,10 @@ class Log:
             # directory, unless bytes were truncated; 10,000 INFO lines were ~1 s of a recovery here)
             log.log(
                 logging.INFO if loaded.truncated_bytes or log_recovery else logging.DEBUG,
-                "Recovered partition %s: %d segment(s) checked from offset %d, %d bytes truncated, "
-                "log end offset %d",
-                lg.name, loaded.recovered_segments, recovery_point, loaded.truncated_bytes, lg.log_end_offset,
+                "Recovered partition %s: %d segment(s) checked from offset %d (recovery point %d), %d bytes "
+                "truncated, log end offset %d",
+                lg.name, loaded.recovered_segments, loaded.checked_from, recovery_point, loaded.truncated_bytes,
+                lg.log_end_offset,
             )
         return lg
 
@@ -616,6 +622,7 @@ class Log:
             if target > self.recovery_point:
                 self.recovery_point = target
             return
+        replaced = self._snapshot_for_recovery() if target == self.log_end_offset else -1
         for seg in self._segments:
             if seg.base_offset >= target and target != self.log_end_offset:
                 break
@@ -628,7 +635,30 @@ class Log:
             self._dir_dirty = False
         if target > self.recovery_point:
             self.recovery_point = target
+        if replaced >= 0:
+            self.producer_state.delete_snapshot(replaced)
         self._last_flush_ms = _clock() if time_ms is None else time_ms
+
+    def _snapshot_for_recovery(self) -> int:
+        """A producer snapshot at the log end when the active segment grew SNAPSHOT_AT_FLUSH_BYTES past its
+        last one. A recovery after a crash checks the batches from the recovery point on and replays the
+        producer state from the newest snapshot at or below it: without this, that replay reads every
+        batch header of the active segment (up to segment.bytes), as Kafka's does (it snapshots at rolls
+        only). The previous snapshot taken this way inside the segment is returned to be deleted once the
+        new one is synced (-1: none)."""
+        if not self._ps_loaded:
+            return -1  # nothing appended since a clean open: the snapshot at the log end is there
+        seg = self.active_segment
+        ps = self.producer_state
+        previous = ps.last_snapshot_offset
+        mark = self._snapshot_position if seg.base_offset < previous <= self.log_end_offset else 0
+        if seg.size - mark < SNAPSHOT_AT_FLUSH_BYTES or previous == self.log_end_offset:
+            return -1
+        ps.map_end_offset = self.log_end_offset
+        ps.take_snapshot(sync=False)  # synced with the segments
+        self._snapshot_position = seg.size
+        self._dir_dirty = True
+        return previous if seg.base_offset < previous < self.log_end_offset else -1
 
     def flush_rolled_segments(self) -> bool:
         """Flush segments rolled since the last call (Kafka does this right after a roll

@@ -17,11 +17,14 @@ without a ``.log`` are removed.
 After a clean shutdown nothing is scanned: segments are opened from a directory
 listing (one ``stat`` per ``.log``) and the log end offset comes from the last
 segment's last offset index entry plus a header scan from there. After an
-unclean shutdown every segment from the one holding the recovery point on is
-recovered (CRC-checked, torn tail truncated, indexes rebuilt); when a segment
-had to be truncated, the segments after it are deleted. The transaction indexes of
-the recovered segments are reset here and refilled by the log, which replays the
-batches from the newest producer snapshot at or below ``recovered_from`` (the
+unclean shutdown every batch from the recovery point on is recovered (CRC-checked,
+torn tail truncated, indexes rebuilt): in the segment holding the recovery point
+from the batch of its last offset index entry below it (what lies below was flushed
+with its index, see ``LogSegment.recover``), in the later segments from their start.
+Segments below stay unopened. When a segment had to be truncated, the segments
+after it are deleted. The transaction indexes are cut at the recovery point (they
+were flushed with their segments below it) and refilled by the log, which replays
+the batches from the newest producer snapshot at or below ``recovered_from`` (the
 transaction index needs each transaction's first offset: producer state).
 """
 
@@ -52,8 +55,10 @@ class LoadedSegments(NamedTuple):
     recovered_segments: int
     # (leader epoch, start offset) where the recovered batches' epoch grew, in log order
     recovered_epochs: tuple[tuple[int, int], ...] = ()
-    # base offset of the first recovered segment, -1 if none was recovered
+    # the transaction indexes hold the aborted transactions below this offset, -1: all of them
     recovered_from: int = -1
+    # the first offset whose batch was checked, -1 if none was
+    checked_from: int = -1
 
 
 def load_segments(
@@ -137,9 +142,8 @@ def load_segments(
             next_offset = segments[-1].read_next_offset()
             assert next_offset is not None
             epochs = tuple(segments[-1].recovered_epochs)
-            return LoadedSegments(
-                segments, next_offset, next_offset, truncated, recovered, epochs, segments[-1].base_offset
-            )
+            base = segments[-1].base_offset
+            return LoadedSegments(segments, next_offset, next_offset, truncated, recovered, epochs, base, base)
         return LoadedSegments(segments, next_offset, next_offset, truncated, recovered)
 
     # unclean: recover from the segment holding the recovery point
@@ -148,7 +152,7 @@ def load_segments(
     recovered_epochs: list[tuple[int, int]] = []
     while i < len(segments):
         seg = segments[i]
-        cut = seg.recover()
+        cut = seg.recover(recovery_point if i == start else -1)
         recovered += 1
         truncated += cut
         recovered_epochs.extend(seg.recovered_epochs)
@@ -171,5 +175,5 @@ def load_segments(
         next_offset = segments[-1].read_next_offset() or segments[-1].base_offset
     return LoadedSegments(
         segments, next_offset, min(recovery_point, next_offset), truncated, recovered, tuple(recovered_epochs),
-        segments[start].base_offset if recovered else -1,
+        segments[start].recovered_from if recovered else -1, segments[start].checked_from if recovered else -1,
     )

@@ -109,6 +109,10 @@ class OffsetIndex(AbstractIndex):
         r, pos = ENTRY.unpack_from(mm, slot << 3)
         return base + r, pos
 
+    def entries_below(self, offset: int) -> int:
+        """How many entries have an offset < ``offset``."""
+        return self._largest_lower_bound_slot(offset - 1) + 1
+
     def position_at_most(self, position: int) -> int:
         """Largest indexed batch position <= ``position`` (positions grow with the entries), or -1."""
         slot = self._largest_lower_bound_slot(position, _position_key)

@@ -585,6 +585,9 @@ class ProducerStateManager:
             if off < offset and off not in protected:
                 self._unlink(snapshot_path(self.dir, off))
 
+    def delete_snapshot(self, offset: int) -> None:
+        self._unlink(snapshot_path(self.dir, offset))
+
     def delete_snapshots_after(self, offset: int) -> None:
         """Delete snapshots above ``offset`` (after a truncation)."""
         for off in self.snapshot_offsets():

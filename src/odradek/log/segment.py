@@ -555,37 +555,97 @@ class LogSegment:
 
     # ------------------------------------------------------------------ recovery
 
-    def recover(self) -> int:
-        """Scan every batch from position 0 checking framing, magic, CRC-32C and offsets;
-        truncate at the first bad batch, rebuild both indexes. Returns bytes truncated.
-        ``recovered_epochs`` then lists (leader epoch, base offset) where the batches' leader
-        epoch grew, for the leader epoch cache (Kafka's LogSegment.recover does the same)."""
+    def recover(self, recovery_point: int = -1) -> int:
+        """Check batches for framing, magic, CRC-32C and offsets; truncate at the first bad batch and
+        index what is kept. Returns bytes truncated. ``recovered_epochs`` then lists (leader epoch,
+        base offset) where the batches' leader epoch grew, for the leader epoch cache (Kafka's
+        LogSegment.recover does the same); ``checked_from`` is the first offset checked, and the
+        transaction index holds what lies below ``recovered_from`` (the rest is the log's to refill).
+
+        With a ``recovery_point`` inside this segment the check starts at the last offset index entry
+        below it, not at position 0: everything below the recovery point was flushed with its index
+        entries (``Log.flush`` syncs the segment before it moves the point), so a 1 GB segment that
+        crashed with 1 MB past its recovery point has 1 MB checked. An index that does not agree with
+        the batch it points at is not trusted: the whole segment is checked, as Kafka always does."""
         self.recovered_epochs: list[tuple[int, int]] = []
-        self.txn_index.reset()  # refilled by the log from the recovered batches
-        oi, ti = self._fresh_indexes()
-        self._reset_index_state()
         fd = self.log.fileno()
         file_size = os.fstat(fd).st_size
-        valid = 0
-        if file_size > 0:
+        self.log._size = file_size
+        resume = self._indexed_resume(recovery_point) if recovery_point > self.base_offset else None
+        if resume is None:
+            self.txn_index.reset()  # refilled by the log from the recovered batches
+            oi, ti = self._fresh_indexes()
+            self._reset_index_state()
+            start, prev_last = 0, self.base_offset - 1
+            self.recovered_from = self.base_offset
+        else:
+            # the transaction index was flushed with the batches below the recovery point: what lies
+            # past it is refilled by the log, from a producer snapshot at or below the point
+            oi, ti, start, prev_last, checked_from = resume
+            self.recovered_from = recovery_point
+            self.txn_index.truncate_to(recovery_point)
+        valid = start
+        if file_size > start:
             mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_READ)
             try:
-                valid = self._scan_valid(mm, file_size, oi, ti)
+                valid = self._scan_valid(mm, file_size, oi, ti, start, prev_last)
             finally:
                 mm.close()
-        self.log._size = file_size
         truncated = self.log.truncate_to(valid)
+        if resume is not None:
+            self.checked_from = checked_from
+            end = self.read_next_offset()  # below the point only if the disk lost flushed data
+            if end is not None and end < self.recovered_from:
+                self.recovered_from = end
+                self.txn_index.truncate_to(end)
+        else:
+            self.checked_from = self.base_offset
         self._rolling_ts_loaded = False
         if not self._active:
             self._finish_inactive(oi, ti)
         self.dirty = True
         return truncated
 
-    def _scan_valid(self, mm: mmap.mmap, file_size: int, oi: OffsetIndex, ti: TimeIndex) -> int:
+    def _indexed_resume(self, recovery_point: int) -> tuple[OffsetIndex, TimeIndex, int, int, int] | None:
+        """Indexes cut back to the batch of the last offset index entry below ``recovery_point``, and
+        (position, a lower bound of the previous batch's last offset, base offset) of that batch; the
+        index-building state (bytes since the last entry, largest timestamp) is set as it was before
+        that batch was appended. None when the indexes cannot be trusted for it."""
+        if self._indexes_need_rebuild:
+            return None
+        try:
+            oi, ti = self.offset_index, self.time_index
+            oi.make_writable()  # a rolled segment's: its full size counts when it is writable
+            ti.make_writable()
+            n = oi.entries_below(recovery_point)
+            if n == 0 or ti.is_full():
+                return None
+            last, pos = oi.entry(n - 1)
+            h = self.log.read_header(pos)
+            if h is None or h.magic != MAGIC_V2 or h.base_offset + h.last_offset_delta != last:
+                log.warning("The offset index of %s does not match its batch at position %d; checking the "
+                            "whole segment", self.log.path, pos)
+                return None
+            prev_last, prev_pos = oi.entry(n - 2) if n > 1 else (self.base_offset - 1, 0)
+            oi.truncate_to(last)
+            # a time index entry is made with an offset index entry: those of the kept entries have
+            # offsets up to the previous one's; the largest timestamp since comes from the batches between
+            ti.truncate_to(prev_last + 1)
+        except (CorruptIndexError, OSError) as exc:
+            log.warning("Checking the whole segment %s: %s", self.log.path, exc)
+            return None
+        max_ts, off_max = ti.last_entry()
+        for _p, b in self.log.iter_headers(prev_pos, pos):
+            if b.max_timestamp > max_ts:
+                max_ts, off_max = b.max_timestamp, b.base_offset + b.last_offset_delta
+        self._max_ts, self._offset_of_max_ts = max_ts, off_max
+        self._bytes_since_last_index_entry = pos - prev_pos
+        return oi, ti, pos, prev_last, h.base_offset
+
+    def _scan_valid(self, mm: mmap.mmap, file_size: int, oi: OffsetIndex, ti: TimeIndex, pos: int,
+                    prev_last: int) -> int:
         unpack = BATCH_HEADER.unpack_from
         crc = _crc32c.crc32c
-        pos = 0
-        prev_last = self.base_offset - 1
         epochs = self.recovered_epochs
         epoch = -1
         with memoryview(mm) as view:

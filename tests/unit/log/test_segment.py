@@ -3,6 +3,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from odradek.log import LogConfig, LogSegment
 from odradek.protocol.records import BatchHeader, iter_batches, read_header, set_base_offset, validate_batches
 
@@ -272,3 +274,106 @@ def test_preallocate_trimmed_on_close(tmp_path: Path) -> None:
     assert seg.size == len(data)
     seg.close()
     assert os.path.getsize(seg.log.path) == len(data)
+
+
+def _index_state(seg: LogSegment) -> tuple[object, ...]:
+    oi, ti = seg.offset_index, seg.time_index
+    return (
+        seg.size, seg.read_next_offset(), seg.max_timestamp, seg.offset_of_max_timestamp,
+        seg._bytes_since_last_index_entry,
+        [oi.entry(i) for i in range(oi.entries)], [ti.entry(i) for i in range(ti.entries)],
+    )
+
+
+def _crashed_copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _crashed_segment(tmp_path: Path, *, active: bool) -> tuple[Path, LogConfig, int, int, list[BatchHeader]]:
+    """A segment of 60 batches whose timestamps go up and down, flushed after batch 35 (the recovery
+    point), then 25 more batches appended and the last one torn, with no close."""
+    cfg = LogConfig(index_interval_bytes=700)
+    d = tmp_path / "live"
+    d.mkdir()
+    seg = LogSegment.create(d, 0, cfg, NOW)
+    ts = [NOW + (i * 37) % 23 for i in range(60)]  # the largest timestamp is met again and again
+    data = bytearray()
+    headers: list[BatchHeader] = []
+    for i in range(60):
+        b, hs = _batches(3 * i, 1, ts0=ts[i])
+        seg.append(b, hs)
+        data += b
+        headers += hs
+        if i == 35:
+            seg.flush()
+    if not active:
+        seg.on_become_inactive()  # rolled; its index written out in full but not synced: no matter
+    recovery_point = headers[35].last_offset + 1
+    size = len(data) - headers[-1].size // 2
+    os.truncate(seg.log.path, size)
+    return d, cfg, recovery_point, size, headers
+
+
+@pytest.mark.parametrize("active", [True, False])
+def test_recover_from_the_recovery_point_equals_a_whole_check(tmp_path: Path, active: bool) -> None:
+    d, cfg, rp, size, headers = _crashed_segment(tmp_path, active=active)
+    whole = LogSegment.open(_crashed_copy(d, tmp_path / "whole"), 0, cfg, size, active=active, time_ms=NOW)
+    part = LogSegment.open(_crashed_copy(d, tmp_path / "part"), 0, cfg, size, active=active, time_ms=NOW)
+    assert whole.recover() == part.recover(rp) == size - (sum(h.size for h in headers) - headers[-1].size)
+    assert whole.recovered_from == whole.checked_from == 0
+    assert 0 < part.checked_from < rp  # from the batch of the last index entry below the point
+    assert part.recovered_from == rp  # the transaction index below it is kept
+    assert _index_state(part) == _index_state(whole)
+    assert part.read_next_offset() == headers[-1].base_offset
+    # appends after the recovery go on as after a whole check, and survive a clean reopen
+    for seg in (whole, part):
+        if not seg.is_active:
+            seg.make_active()
+        more, hs = _batches(headers[-1].base_offset, 6, ts0=NOW + 50)
+        seg.append(more, hs)
+    assert _index_state(part) == _index_state(whole)
+    part.close()
+    again = LogSegment.open(tmp_path / "part", 0, cfg, part.size, active=True, time_ms=NOW)
+    skip = 4  # bytes since the last index entry: 0 after any open, as in Kafka
+    assert [v for i, v in enumerate(_index_state(again)) if i != skip] == \
+        [v for i, v in enumerate(_index_state(whole)) if i != skip]
+
+
+def test_recover_from_the_recovery_point_does_not_read_below_it(tmp_path: Path) -> None:
+    """A byte flipped in a batch below the recovery point: not checked (it was flushed), where a whole
+    check truncates there; the batches past the point are checked."""
+    d, cfg, rp, size, headers = _crashed_segment(tmp_path, active=True)
+    with open(d / "00000000000000000000.log", "r+b") as f:
+        f.seek(sum(h.size for h in headers[:5]) + 70)
+        f.write(b"\xff")
+    whole = LogSegment.open(_crashed_copy(d, tmp_path / "whole"), 0, cfg, size, active=True, time_ms=NOW)
+    whole.recover()
+    assert whole.read_next_offset() == headers[5].base_offset
+    part = LogSegment.open(d, 0, cfg, size, active=True, time_ms=NOW)
+    part.recover(rp)
+    assert part.read_next_offset() == headers[-1].base_offset
+
+
+def test_recover_checks_the_whole_segment_when_the_index_disagrees(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    d, cfg, rp, size, headers = _crashed_segment(tmp_path, active=True)
+    whole = LogSegment.open(_crashed_copy(d, tmp_path / "whole"), 0, cfg, size, active=True, time_ms=NOW)
+    whole.recover()
+    index = d / "00000000000000000000.index"
+    raw = bytearray(index.read_bytes())
+    raw[-4:] = (int.from_bytes(raw[-4:], "big") + 1).to_bytes(4, "big")  # the last entry points inside a batch
+    index.write_bytes(raw)
+    part = LogSegment.open(d, 0, cfg, size, active=True, time_ms=NOW)
+    part.recover(rp)
+    assert part.recovered_from == part.checked_from == 0
+    assert "does not match its batch" in caplog.text
+    assert _index_state(part) == _index_state(whole)
+    # no index file at all (never flushed): the whole segment
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "00000000000000000000.log").write_bytes((d / "00000000000000000000.log").read_bytes())
+    bare = LogSegment.open(tmp_path / "none", 0, cfg, size, active=True, time_ms=NOW, indexes_present=False)
+    bare.recover(rp)
+    assert bare.checked_from == 0 and _index_state(bare) == _index_state(whole)

@@ -3,6 +3,7 @@ ongoing transactions, the last stable offset, read_committed reads, recovery."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import struct
 from pathlib import Path
@@ -512,3 +513,69 @@ def test_follower_refuses_an_undecodable_marker_before_writing(tmp_path: Path) -
     with pytest.raises(LogError):
         follower.append_as_follower(bad, validate_batches(bad), NOW)
     assert follower.log_end_offset == 0 and follower.size_in_bytes == 0
+
+
+def test_recovery_from_inside_a_segment_keeps_the_transaction_index(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A recovery point inside a segment: the segment is checked from its last index entry below the
+    point; aborted transactions whose markers lie before and after that batch stay in its index, and the
+    producer state is the one before the crash."""
+    cfg = LogConfig(segment_bytes=1400, index_interval_bytes=40)
+    log = new_log(tmp_path / "a", cfg)
+    _mixed_workload(log)
+    seg = log.segments[2]
+    middle = seg.offset_index.entry(seg.offset_index.entries // 2)[0] + 2
+    log.flush(middle)
+    expected = _state(log)
+    assert any(entries for _b, entries in expected[3])  # type: ignore[index]
+    copy = tmp_path / "b" / log.dir.name
+    shutil.copytree(log.dir, copy)
+    caplog.set_level(logging.INFO, logger="odradek.log")
+    recovered = Log.open(copy, cfg, clean=False, recovery_point=log.recovery_point,
+                         high_watermark=log.high_watermark, time_ms=NOW)
+    checked_from = int(caplog.text.split("checked from offset ")[1].split()[0])
+    assert seg.base_offset < checked_from < middle
+    assert _state(recovered) == expected
+
+
+def test_flush_snapshots_producer_state_for_the_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush that moves the recovery point SNAPSHOT_AT_FLUSH_BYTES into the active segment past its last
+    producer snapshot takes one at the log end, replacing the previous one taken so (the segment's own, at
+    its base, stays); a crash recovery replays from it instead of from the segment's base."""
+    import odradek.log.log as log_module
+    from odradek.log.producer_state import snapshot_path
+
+    monkeypatch.setattr(log_module, "SNAPSHOT_AT_FLUSH_BYTES", 600)
+    cfg = LogConfig(segment_bytes=1 << 20, index_interval_bytes=100)
+    log = new_log(tmp_path / "a", cfg)
+    _mixed_workload(log, 3)
+    log.flush()
+    first = log.log_end_offset
+    assert snapshot_path(log.dir, first).exists()
+    log.flush()  # nothing new: no new snapshot
+    assert log.producer_state.snapshot_offsets() == [first]
+    for seq in range(0, 6, 2):
+        produce(log, txn_batch(7, seq, 2))
+    end_txn(log, 7, ABORT)
+    log.flush()
+    assert log.producer_state.snapshot_offsets() == [first]  # under 600 bytes since: none
+    _mixed_workload(log, 3)
+    log.flush()
+    second = log.log_end_offset
+    assert log.producer_state.snapshot_offsets() == [second]  # the first one replaced
+    _mixed_workload(log, 2)  # past the recovery point, never flushed
+    expected = _state(log)
+    copy = tmp_path / "b" / log.dir.name
+    shutil.copytree(log.dir, copy)
+    replayed: list[int] = []
+    original = ProducerStateManager.replay_batch
+
+    def counting(self: ProducerStateManager, h: BatchHeader, *a: object) -> object:
+        replayed.append(h.base_offset)
+        return original(self, h, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProducerStateManager, "replay_batch", counting)
+    recovered = Log.open(copy, cfg, clean=False, recovery_point=log.recovery_point,
+                         high_watermark=log.high_watermark, time_ms=NOW)
+    assert _state(recovered) == expected
+    assert replayed and min(replayed) == second
