@@ -96,7 +96,7 @@ def flush_after(bootstrap: str) -> Callable[[], None]:
             admin.incremental_alter_configs([res])[res].result(30)
 
         alter(AlterConfigOpType.SET, "100")
-        time.sleep(2.5)
+        time.sleep(3.5)  # the flusher and the recovery point checkpoint run every second
         alter(AlterConfigOpType.DELETE, None)
     return flush
 
@@ -230,7 +230,9 @@ def main() -> None:
     n = args.mb * 1_000_000 // args.size
     flushed = min(args.flushed_mb * 1_000_000 // args.size, n - 1)
     overrides = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
-                 "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
+                 "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                 # the recovery point a restart reads is the last one checkpointed (Kafka's 60 s default)
+                 "log.flush.offset.checkpoint.interval.ms": "1000"}
     kinds = ("non-transactional", "transactional")
     with tempfile.TemporaryDirectory(prefix="txn-recovery-bench-") as d:
         brokers = {k: OdradekBroker(Path(d) / k.replace("-", "_"), overrides) for k in kinds}
