@@ -171,6 +171,40 @@ def test_failed_produce_and_throttle_time(broker: Broker) -> None:
             (("clientId", "metrics-test"), ("resource", "Produce"), ("user", ""))) not in m  # no quota: no sensor
 
 
+def test_errors_per_sec_counts_the_error_codes_of_responses(broker: Broker) -> None:
+    """kafka_network_requestmetrics_errors_total (Kafka's ErrorsPerSec): each error code a response carries,
+    NONE included, per request; a Fetch is one request whoever sends it."""
+    from confluent_kafka.admin import AdminClient
+
+    b = broker
+    name = "kafka_network_requestmetrics_errors_total"
+    before = scrape(b)
+
+    def delta(m: Samples, request: str, error: str) -> float:
+        key = (name, (("error", error), ("request", request)))
+        return m.get(key, 0.0) - before.get(key, 0.0)
+
+    topic = unique("errors")
+    create_topic(b.bootstrap, topic, 2)
+    assert _produce(b, topic, 20, 100, partitions=2) == []
+    assert _consume_and_commit(b, topic, unique("g"), 20) == 20
+    compacted = unique("errors-compacted")
+    create_topic(b.bootstrap, compacted, 1, {"cleanup.policy": "compact"})
+    assert len(_produce(b, compacted, 1, 10, key=None, partitions=1)) == 1  # INVALID_RECORD
+    missing = unique("missing")  # auto-created by the Metadata request: not there yet in its answer
+    md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(missing, timeout=10)
+    seen = md.topics[missing].error
+    assert seen is not None
+    m = scrape(b)
+    assert delta(m, "Produce", "NONE") >= 2  # one per partition in each answered request
+    assert delta(m, "Produce", "INVALID_RECORD") == 1
+    assert delta(m, "Fetch", "NONE") > 0
+    assert delta(m, "Metadata", seen.name()) >= 1  # the code the client saw, under Kafka's name
+    assert delta(m, "CreateTopics", "NONE") >= 2
+    assert delta(m, "OffsetCommit", "NONE") >= 2  # the consumer's commit: one per partition
+    assert not any(n == name and dict(lab)["request"] in ("FetchConsumer", "FetchFollower") for n, lab in m)
+
+
 def _raw(b: Broker, data: bytes, read: bool = True) -> bytes:
     with socket.create_connection((b.host, b.http_port), timeout=15) as s:
         s.sendall(data)

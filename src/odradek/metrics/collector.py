@@ -13,6 +13,8 @@ MBean -> name (Strimzi's generic rules):
   ``kafka_server_brokertopicmetrics_x_total{topic="T"}`` (no label: all topics)
 * ``kafka.network<type=RequestMetrics, name=RequestsPerSec, request=R, version=V><>Count`` ->
   ``kafka_network_requestmetrics_requests_total{request="R",version="V"}``
+* ``kafka.network<type=RequestMetrics, name=ErrorsPerSec, request=R, error=E><>Count`` ->
+  ``kafka_network_requestmetrics_errors_total{request="R",error="E"}`` (E: Kafka's Errors name, NONE included)
 * ``kafka.network<type=RequestMetrics, name=TotalTimeMs, request=R><>99thPercentile`` ->
   ``kafka_network_requestmetrics_totaltimems{request="R",quantile="0.99"}``, ``..._count``
 * ``kafka.server<type=ReplicaManager, name=X><>Value`` -> ``kafka_server_replicamanager_x``
@@ -37,6 +39,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, BrokerTopicStats, RequestStats
+from odradek.protocol import errors as _errors
+
+# Kafka's Errors enum names by code (odradek.protocol.errors holds them as module constants)
+_ERROR_NAMES: dict[int, str] = {v: k for k, v in vars(_errors).items() if k.isupper() and isinstance(v, int)}
 
 _TOPIC_METRICS = (  # (Kafka's BrokerTopicMetrics name, lower-cased as Strimzi's rule does; counter attribute)
     ("messagesin", "messages_in", "MessagesInPerSec: records appended"),
@@ -156,6 +162,11 @@ class KafkaCollector(Collector):
                                   labels=["request", "version"])
         for rv, n in sorted(rs.requests.items()):
             fam.add_metric([self._request_name(rv >> 8), str(rv & 0xFF)], n)
+        yield fam
+        fam = CounterMetricFamily("kafka_network_requestmetrics_errors", "ErrorsPerSec: error codes in the responses "
+                                  "per request (NONE included)", labels=["request", "error"])
+        for (key, code), n in sorted(rs.errors.items()):
+            fam.add_metric([self._request_name(key), _ERROR_NAMES.get(code, str(code))], n)
         yield fam
         for i, phase in enumerate(PHASES):
             name = f"kafka_network_requestmetrics_{phase.lower()}"

@@ -11,7 +11,9 @@ metric names when ``/metrics`` is scraped. Each object belongs to the event loop
 * :class:`RequestStats` — Kafka's RequestMetrics: requests per (request, version) and the
   latency of each phase of a request (RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs,
   ResponseQueueTimeMs, ResponseSendTimeMs, TotalTimeMs) per request name, measured by the
-  connection (server.connection). Latencies go into :class:`LatencyHistogram` buckets.
+  connection (server.connection), and ErrorsPerSec: the error codes of the responses per request
+  (api key; a Fetch is one request here, as in Kafka). Latencies go into :class:`LatencyHistogram`
+  buckets.
 """
 
 from __future__ import annotations
@@ -140,6 +142,14 @@ class RequestStats:
         # key -> six histograms in PHASES order
         self.latency: dict[int, tuple[LatencyHistogram, ...]] = {}
         self.measured: dict[int, int] = {}  # key -> requests measured (each phase's Count)
+        self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) -> occurrences (ErrorsPerSec)
+
+    def record_errors(self, api_key: int, counts: dict[int, int]) -> None:
+        """Kafka's RequestChannel.updateErrorMetrics: each error code a response carries, NONE included."""
+        errors = self.errors
+        for code, n in counts.items():
+            k = (api_key, code)
+            errors[k] = errors.get(k, 0) + n
 
     def record(self, key: int, version: int, received: int, started: int, local_done: int, completed: int,
                queued: int, sent: int) -> None:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.metrics.error_counts import entity_error_counts
 from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER
 from odradek.protocol import codec
 from odradek.protocol import interbroker as ib
@@ -623,9 +624,11 @@ class Connection:
         if self.closed:
             return
         head = response_header(slot.correlation_id, slot.flexible)
+        counts: dict[int, int] | None = None
         if isinstance(result, RawResponse):
             slot.parts = [head, *result.parts]
             slot.size = len(head) + result.size
+            counts = result.errors
         else:
             try:
                 body = result if isinstance(result, bytes) else codec.encode(result)
@@ -636,6 +639,10 @@ class Connection:
                 return
             slot.parts = [head, body]
             slot.size = len(head) + len(body)
+            if slot.key >= 0 and not isinstance(result, bytes):
+                counts = entity_error_counts(result)
+        if counts and slot.key >= 0 and self.rstats is not None:
+            self.rstats.record_errors(1 if slot.key in (FETCH_CONSUMER, FETCH_FOLLOWER) else slot.key, counts)
         slot.done = True
         if slot.mem:
             self._release(slot.mem)

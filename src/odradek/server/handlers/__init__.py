@@ -25,6 +25,8 @@ class HandlerError(Exception):
 class RawResponse:
     parts: Sequence[bytes | FileRegion]
     size: int
+    # error code -> occurrences in the response (ErrorsPerSec; odradek.metrics.error_counts)
+    errors: dict[int, int] | None = None
 
 
 class _NoResponse:

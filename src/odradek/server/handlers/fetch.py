@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.metrics.error_counts import add_error
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
@@ -80,6 +81,19 @@ def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, Ca
     return parts, forgotten
 
 
+def _raw(version: int, topics: list[TopicResult], *, error_code: int = 0, throttle_time_ms: int = 0,
+         session_id: int = 0) -> RawResponse:
+    """The encoded response with its error counts (ErrorsPerSec): the top-level code and each partition's,
+    as Kafka's FetchResponse.errorCounts."""
+    parts, size = encode_fetch_response(version, topics, error_code=error_code, throttle_time_ms=throttle_time_ms,
+                                        session_id=session_id)
+    counts = {error_code: 1}
+    for t in topics:
+        for pr in t.partitions:
+            add_error(counts, pr.error_code)
+    return RawResponse(parts, size, counts)
+
+
 def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPartition]]) -> RawResponse:
     """A follower fetch from a connection without CLUSTER_ACTION (no session is created)."""
     log.warning(
@@ -97,8 +111,7 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
         pr = PartitionResult(p)
         pr.error_code = errors.TOPIC_AUTHORIZATION_FAILED
         tr.partitions.append(pr)
-    parts, size = encode_fetch_response(version, topics, session_id=0)
-    return RawResponse(parts, size)
+    return _raw(version, topics)
 
 
 def _fetch_throttle_ms(ctx: RequestContext, read_bytes: int) -> int:
@@ -185,8 +198,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         svc.now_ms(),
     )
     if fetch_context.error_code:
-        parts, size = encode_fetch_response(version, [], error_code=fetch_context.error_code, session_id=0)
-        return RawResponse(parts, size)
+        return _raw(version, [], error_code=fetch_context.error_code)
 
     consumer = params.replica_id < 0
 
@@ -198,8 +210,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             throttle = _fetch_throttle_ms(ctx, read.bytes)
             if throttle:  # Kafka's getThrottledResponse: nothing read is sent, the session stays as it was
                 session_id = fetch_context.response_session_id if fetch_context.incremental else 0
-                parts, size = encode_fetch_response(version, [], throttle_time_ms=throttle, session_id=session_id)
-                return RawResponse(parts, size)
+                return _raw(version, [], throttle_time_ms=throttle, session_id=session_id)
         topics: list[TopicResult] = []
         by_name: dict[str, TopicResult] = {}
         for (name, _p), cp, pr in fetch_context.update_and_generate(read.partitions):
@@ -217,8 +228,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             pr = PartitionResult(p)
             pr.error_code = errors.TOPIC_AUTHORIZATION_FAILED
             tr.partitions.append(pr)
-        parts, size = encode_fetch_response(version, topics, session_id=fetch_context.response_session_id)
-        return RawResponse(parts, size)
+        return _raw(version, topics, session_id=fetch_context.response_session_id)
 
     result = svc.replica_manager.fetch(params, fetch_context.partitions)
     if isinstance(result, LogReadResult):

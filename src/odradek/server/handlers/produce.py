@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from odradek.metrics.error_counts import add_error
 from odradek.protocol import errors
 from odradek.protocol.produce import (
     FIRST_FLEXIBLE,
@@ -31,7 +32,7 @@ from odradek.protocol.produce import (
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.handlers import NO_RESPONSE
+from odradek.server.handlers import NO_RESPONSE, RawResponse
 from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, produce_error, run_check, verify_transactional_append
@@ -133,6 +134,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return loop_fut
 
 
+def _response(version: int, topics: list[tuple[str, list[PartitionResult]]], throttle_ms: int) -> RawResponse:
+    body = encode_produce_response(version, topics, throttle_ms)
+    counts: dict[int, int] = {}
+    for _name, parts in topics:
+        for pr in parts:
+            add_error(counts, pr[1])
+    return RawResponse([body], len(body), counts)
+
+
 def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[PartitionResult]]],
             required: dict[tuple[str, int], int], throttle_ms: int = 0, direct: bool = False) -> Any:
     """The response, or what answers it once replicated: with ``direct`` a DelayedResponse the
@@ -147,11 +157,11 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
             ctx.close_connection("acks=0 produce failed")
         return NO_RESPONSE
     if not required:
-        return encode_produce_response(version, topics_out, throttle_ms)
+        return _response(version, topics_out, throttle_ms)
 
     def respond(results: dict[tuple[str, int], int]) -> Any:
         if not any(results.values()):
-            return encode_produce_response(version, topics_out, throttle_ms)
+            return _response(version, topics_out, throttle_ms)
         out: list[tuple[str, list[PartitionResult]]] = []
         for name, parts in topics_out:
             fixed: list[PartitionResult] = []
@@ -162,7 +172,7 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
                 else:
                     fixed.append((pr[0], code, -1, -1, pr[4], None))
             out.append((name, fixed))
-        return encode_produce_response(version, out, throttle_ms)
+        return _response(version, out, throttle_ms)
 
     outcome = rm.wait_for_replication(required, request.timeout_ms)
     if isinstance(outcome, dict):  # a lone leader, or followers already past it: no purgatory
