@@ -936,6 +936,7 @@ class Log:
         self._position_cache = (-1, -1, -1)
         self._dir_dirty = True
         self.producer_state.delete_snapshots_after(offset)
+        self._snapshot_position = 0
         self._ps_loaded = False
         self._ensure_producer_state()
 
