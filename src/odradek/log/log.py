@@ -150,6 +150,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset, write=False)
         self._ps_loaded = False
         self._snapshot_position = 0  # active segment size at its last producer snapshot inside it
+        # the owner's recovery-point checkpoint, written at once when a truncation lowers the point
+        self.on_recovery_point_lowered: Callable[[], None] | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._last_flush_ms = _clock() if time_ms is None else time_ms
         self._roll_flush_pending = False
@@ -930,6 +932,7 @@ class Log:
     def _set_end_after_truncation(self, offset: int) -> None:
         self.leader_epoch_cache.truncate_from_end(offset)
         self.log_end_offset = offset
+        lowered = offset < self.recovery_point
         self.recovery_point = min(self.recovery_point, offset)
         self.high_watermark = min(self.high_watermark, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
@@ -939,6 +942,8 @@ class Log:
         self._snapshot_position = 0
         self._ps_loaded = False
         self._ensure_producer_state()
+        if lowered and self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered()  # before anything is appended past the truncation
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -128,8 +128,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp, 0),
                 log_recovery=loaded < RECOVERY_LINES_AT_INFO,
             )
-            self._logs[tp] = lg
-            self._dir_of[tp] = d
+            self._add(tp, lg, d)
             loaded += 1
         if clean:
             marker.unlink()
@@ -192,8 +191,7 @@ class LogManager:
             counts = Counter(self._dir_of.values())
             parent = min(online, key=lambda d: counts[d])
         lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id)
-        self._logs[tp] = lg
-        self._dir_of[tp] = parent
+        self._add(tp, lg, parent)
         return lg
 
     def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
@@ -277,6 +275,21 @@ class LogManager:
         if removed:
             log.debug("Removed %d expired producer id(s) (producer.id.expiration.ms=%d)", removed, expiration_ms)
         return removed
+
+    def _add(self, tp: tuple[str, int], lg: Log, d: Path) -> None:
+        self._logs[tp] = lg
+        self._dir_of[tp] = d
+        lg.on_recovery_point_lowered = lambda: self.checkpoint_recovery_points(d)
+
+    def checkpoint_recovery_points(self, d: Path) -> None:
+        """Write ``d``'s recovery-point checkpoint now (Kafka's checkpointRecoveryOffsetsInDir, which its
+        LogManager.truncateTo calls): a log truncated below its checkpointed recovery point must not be
+        recovered from that point after a crash. Its index entries and leader epochs above the truncation
+        are gone, and the recovery trusts what lies below the point it reads."""
+        if d in self.offline_dirs:
+            return
+        tps = [tp for tp, ld in self._dir_of.items() if ld == d]
+        write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: self._logs[tp].recovery_point for tp in tps})
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
@@ -448,8 +461,7 @@ class LogManager:
             log_start_offset=src.log_start_offset, high_watermark=src.high_watermark,
         )
         self.cleaner.forget(src)
-        self._logs[tp] = moved
-        self._dir_of[tp] = fut.dest
+        self._add(tp, moved, fut.dest)
         t = _clock()
         self._pending_dir_deletes.append((t + src.config.file_delete_delay_ms, src, doomed))
         log.info("Moved %s from %s to %s (log end offset %d)", src.name, source_parent, fut.dest,

@@ -564,8 +564,9 @@ class LogSegment:
 
         With a ``recovery_point`` inside this segment the check starts at the last offset index entry
         below it, not at position 0: everything below the recovery point was flushed with its index
-        entries (``Log.flush`` syncs the segment before it moves the point), so a 1 GB segment that
-        crashed with 1 MB past its recovery point has 1 MB checked. An index that does not agree with
+        entries (``Log.flush`` syncs the segment before it moves the point, and a truncation below the
+        point has the owner write the lowered point at once: ``Log.on_recovery_point_lowered``), so a 1 GB
+        segment that crashed with 1 MB past its recovery point has 1 MB checked. An index that does not agree with
         the batch it points at is not trusted: the whole segment is checked, as Kafka always does."""
         self.recovered_epochs: list[tuple[int, int]] = []
         fd = self.log.fileno()

@@ -215,3 +215,46 @@ def test_state_survives_kill_9(tmp_path: Path) -> None:
     assert lg.append_as_leader(bytearray(nxt), validate_batches(nxt), 0, 1).first_offset == leo
     assert len(read_batches(lg, 0)) == leo // 4
     mgr.shutdown()
+
+
+def _crash_reopen(d: Path, **cfg: object) -> LogManager:
+    """A new manager on the directory of one that was never shut down (kill -9)."""
+    mgr = _manager([d], **cfg)
+    mgr.startup()
+    return mgr
+
+
+def test_truncation_below_the_recovery_point_checkpoints_it_at_once(tmp_path: Path) -> None:
+    """A follower truncates below its checkpointed recovery point and appends under a new leader epoch; a
+    crash before the periodic checkpoint must not recover from the old point, below which the index
+    entries and the leader epochs have changed (Kafka's LogManager.truncateTo checkpoints at once)."""
+    mgr = _manager([tmp_path], index_interval_bytes=200)
+    mgr.startup()
+    lg = mgr.get_or_create_log("t", 0)
+
+    def app(epoch: int, n: int) -> None:
+        for _ in range(n):
+            b = bytearray(build_batch([(None, b"x" * 100)] * 2, timestamp=NOW))
+            lg.append_as_leader(b, validate_batches(b), epoch, NOW)
+
+    app(0, 40)  # offsets 0..79 under epoch 0
+    lg.flush()
+    mgr.checkpoint()
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")[("t", 0)] == 80
+    lg.truncate_to(20)
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")[("t", 0)] == 20
+    app(1, 40)  # offsets 20..99 under epoch 1
+    live_epochs = list(lg.leader_epoch_cache.entries)
+    assert [tuple(e) for e in live_epochs] == [(0, 0), (1, 20)]
+    mgr2 = _crash_reopen(tmp_path, index_interval_bytes=200)
+    lg2 = mgr2.get_log("t", 0)
+    assert lg2 is not None and lg2.log_end_offset == 100
+    assert list(lg2.leader_epoch_cache.entries) == live_epochs
+    assert lg2.leader_epoch_cache.end_offset_for(0, lg2.log_end_offset)[1] == 20
+    seg = lg2.active_segment
+    for i in range(seg.offset_index.entries):
+        off, pos = seg.offset_index.entry(i)
+        h = seg.log.read_header(pos)
+        assert h is not None and h.base_offset + h.last_offset_delta == off
+    lg2.update_high_watermark(100)
+    assert [b for b, _n in read_batches(lg2, 0)] == list(range(0, 100, 2))
