@@ -199,6 +199,29 @@ def test_controlled_shutdown_and_preferred_election(cluster: Cluster) -> None:
     wait_until(lambda: all(c.leader("cs", q) == victim for q in led), 10, "preferred leaders back")
 
 
+def test_controlled_shutdown_of_the_controller(cluster: Cluster) -> None:
+    """SIGTERM to the controller: its ControlledShutdown request goes to itself over a new
+    connection, which it must still accept (it refused it once the stop was asked for, so every
+    attempt failed, the broker waited out the retries and left its partitions without a leader
+    until the next controller moved them)."""
+    c = cluster
+    create(c, "csc", 3, 3)
+    ctl = c.controller()
+    assert ctl is not None
+    led = [q for q in range(3) if c.leader("csc", q) == ctl]
+    assert led, "three partitions on three brokers: each leads one"
+    broker = c.brokers[ctl]
+    proc = broker.proc
+    assert proc is not None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    text = broker.log_text()
+    assert f"controlled shutdown of broker {ctl} succeeded" in text, broker.log_tail()
+    assert "controlled shutdown attempt" not in text, broker.log_tail()
+    wait_until(lambda: c.controller() not in (None, ctl), 20, "a new controller")
+    assert all(c.leader("csc", q) not in (-1, ctl) for q in led)
+
+
 def test_zookeeper_outage(tmp_path: Path) -> None:
     """ZooKeeper down: leaders keep serving produce (acks=all) and fetch; what needs ZooKeeper
     fails at once with a clear, retriable error; when it returns, the cluster has a controller

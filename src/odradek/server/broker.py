@@ -200,7 +200,8 @@ class Broker:
         self._accept_backoff_s = 0.0  # > 0 while backing off after accept() ran out of descriptors
         self._accept_backoff_timer: asyncio.TimerHandle | None = None
         self._limit_logged = False
-        self._stopping: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None  # set once stop() is past the controlled shutdown
+        self._stop_requested: asyncio.Event | None = None  # request_stop(): wait_stopped returns
         self._timers: list[asyncio.TimerHandle] = []
         self.reads = 0  # socket read bursts served (connections count them; idle detection)
         self.bound: dict[str, tuple[str, int]] = {}
@@ -407,6 +408,7 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopping = asyncio.Event()
+        self._stop_requested = asyncio.Event()
         if self.cluster.zk is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.connect_store)
         else:
@@ -879,12 +881,16 @@ class Broker:
         self._retention_timer = loop.call_later(interval, tick)
 
     def request_stop(self) -> None:
-        if self._stopping is not None:
-            self._stopping.set()
+        """Ask for a stop: :meth:`wait_stopped` returns, and its caller runs :meth:`stop`. The broker
+        goes on serving (and accepting connections) until then: a controlled shutdown needs it, the
+        controller's own ControlledShutdown request reaching it over a new connection to itself, as
+        in Kafka, where the socket server stops only after the controlled shutdown."""
+        if self._stop_requested is not None:
+            self._stop_requested.set()
 
     async def wait_stopped(self) -> None:
-        assert self._stopping is not None
-        await self._stopping.wait()
+        assert self._stop_requested is not None
+        await self._stop_requested.wait()
 
     async def stop(self) -> None:
         log.info("shutting down broker %d", self.node_id)
@@ -892,6 +898,8 @@ class Broker:
             await self.cluster.shutdown()  # controlled shutdown first, while still serving
         if self._stopping is not None:
             self._stopping.set()
+        if self._stop_requested is not None:
+            self._stop_requested.set()
         loop = asyncio.get_running_loop()
         for t in self._timers:
             t.cancel()
