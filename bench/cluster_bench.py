@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rdkafka_perf  # noqa: E402
 from brokers import OdradekBroker  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
@@ -65,6 +66,19 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
         topic].result(120)
 
 
+def settle(bootstrap: str, topic: str, partitions: int) -> None:
+    """One acks=all record per partition, acknowledged, before the measured produce: every follower
+    is then fetching. A follower whose first fetch reached its leader before the leader had taken
+    its LeaderAndIsr backs off replica.fetch.backoff.ms (1 s, as Kafka's fetcher does); a produce
+    started at once waited that second on the partition (seen in 7 of 34 runs: ~1 s stalls, p99
+    ~1 s, 190-260 MB/s), which measures topic creation, not replication."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for q in range(partitions):
+        p.produce(topic, b"settle", partition=q)
+    if p.flush(60) != 0:
+        raise RuntimeError(f"settling {topic}: records not acknowledged within 60 s")
+
+
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """Partition -> leader, once every partition has one (the produce spreads over all leaders)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -82,6 +96,7 @@ def run_single(base: Path, args: argparse.Namespace, rep: int) -> dict[str, Any]
     b.start()
     try:
         create(b.bootstrap, "w", args.partitions, 1)
+        settle(b.bootstrap, "w", args.partitions)
         cpu0 = b.cpu_seconds()
         with profiled([b], args, f"single{rep}"):
             r = perf(b.bootstrap, "w", args)
@@ -119,6 +134,7 @@ def run_cluster(base: Path, zk: Ensemble, args: argparse.Namespace, rep: int) ->
                     raise
                 time.sleep(0.5)
         r_leaders = leaders(bootstrap, "w")
+        settle(bootstrap, "w", args.partitions)
         cpu0 = sum(b.cpu_seconds() for b in brokers)
         with profiled(brokers, args, f"cluster{rep}"):
             r = perf(bootstrap, "w", args)
