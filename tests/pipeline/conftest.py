@@ -27,6 +27,12 @@ def spark(pipeline_broker: Broker) -> Iterator[Any]:
                                 log_level="ERROR")
     except JavaMissing as e:
         pytest.fail(str(e), pytrace=False)
+    # py4j's callback server (foreachBatch sinks call back into this process) waits for connections
+    # with select(), which cannot take a descriptor past 1,023: started now, while this worker's
+    # descriptors are few, rather than at the first streaming query after other files ran here
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(session.sparkContext._gateway)
     yield session
     session.stop()
 

@@ -67,6 +67,13 @@ def test_recovery_from_the_checkpointed_point_equals_a_whole_recovery(tmp_path: 
                     segment_index_bytes=rnd.choice([10_000_000, 120, 60]), preallocate=rnd.random() < 0.3)
     monkeypatch.setattr(log_module, "SNAPSHOT_AT_FLUSH_BYTES", rnd.choice([300, 1000, 1 << 24]))
     lg = Log.create(tmp_path / "live", "t", 0, cfg, time_ms=NOW)
+    try:
+        _check_history(tmp_path, rnd, cfg, lg)
+    finally:  # 43 cases of open segment files and indexes would stay with the test worker otherwise
+        lg.close_handlers()
+
+
+def _check_history(tmp_path: Path, rnd: random.Random, cfg: LogConfig, lg: Log) -> None:
     checkpointed = [0]
 
     def write_checkpoint() -> None:  # what LogManager.checkpoint_recovery_points writes
@@ -115,7 +122,10 @@ def test_recovery_from_the_checkpointed_point_equals_a_whole_recovery(tmp_path: 
     for name, point in (("from-point", checkpointed[0]), ("whole", 0)):
         d = tmp_path / name / lg.dir.name
         shutil.copytree(lg.dir, d)  # kill -9: nothing closed
-        states.append(_state(Log.open(d, cfg, clean=False, recovery_point=point, high_watermark=lg.high_watermark,
-                                      time_ms=NOW)))
+        recovered = Log.open(d, cfg, clean=False, recovery_point=point, high_watermark=lg.high_watermark, time_ms=NOW)
+        try:
+            states.append(_state(recovered))
+        finally:
+            recovered.close_handlers()
     assert states[0] == states[1]
     assert not any(bad for seg in states[0]["segments"] for bad in seg[2])
