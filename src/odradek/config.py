@@ -495,6 +495,11 @@ _BROKER_DEFS: list[ConfigDef] = [
               "How many times a controlled shutdown is tried before the broker stops anyway.", _ge(1)),
     ConfigDef("controlled.shutdown.retry.backoff.ms", T_LONG, "5000",
               "The pause between controlled shutdown attempts.", _ge(0)),
+    ConfigDef("odradek.replica.fetch.splice", T_BOOLEAN, "true",
+              "Odradek's own setting: a follower fetching over a PLAINTEXT inter-broker listener moves the records of "
+              "fetch responses (64 KB or more per partition) from its socket into the segment file with splice(2), "
+              "then checks them from the page cache, instead of reading them into memory and writing them out "
+              "(zero-copy replication). TLS and SASL listeners always read into memory."),
     ConfigDef("odradek.validate.records", T_BOOLEAN, "true",
               "Odradek's own setting: walk the records of uncompressed produced batches to check the counts "
               "their headers claim."),

@@ -64,6 +64,42 @@ def test_acks_all_replicates_to_every_replica(cluster: Cluster) -> None:
         assert len(set(sizes.values())) == 1 and next(iter(sizes.values())) > 0, sizes
 
 
+def test_large_fetches_are_spliced_and_every_replica_is_byte_identical(cluster: Cluster) -> None:
+    """Fetch responses with 64 KB or more of a partition's records go from the follower's socket
+    into its segment files with splice(2) (odradek.replica.fetch.splice); segments small enough that
+    some fetches need a roll (the records then copied out of the file's tail). Every replica must end
+    with the same segment files, byte for byte, and the followers must have spliced."""
+    from integration.test_metrics import scrape, value
+
+    topic = "spliced"
+    create(cluster, topic, 2, 3, **{"segment.bytes": str(1 << 20)})
+    for part in (0, 1):
+        wait_until(lambda part=part: sorted(cluster.state(topic, part)["isr"]) == [1, 2, 3], 30, "full ISR")
+    leaders = {cluster.leader(topic, part) for part in (0, 1)}
+    lagging = next(b for b in cluster.brokers if b not in leaders) if len(leaders) < 3 else None
+    lagging = lagging or next(b for b in cluster.brokers if b != cluster.leader(topic, 0))
+    # a follower stopped while ~6 MB is written catches up with full fetches (1 MB per partition)
+    cluster.pause(lagging)
+    try:
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1, "linger.ms": 20, "batch.size": 1 << 20,
+                      "compression.type": "none"})
+        for i in range(240):  # 20 KB records, a few per batch
+            p.produce(topic, bytes([i % 251]) * 20_000, key=b"%d" % i, partition=i % 2)
+        assert p.flush(60) == 0
+    finally:
+        cluster.resume(lagging)
+    for part in (0, 1):
+        def same(part: int = part) -> bool:
+            files = {b: [(f.name, f.read_bytes()) for f in br.segment_files(topic, part)]
+                     for b, br in cluster.brokers.items()}
+            return len({repr(v) for v in files.values()}) == 1
+
+        wait_until(same, 60, f"identical segments of {topic}-{part} on every replica")
+        assert len(cluster.brokers[lagging].segment_files(topic, part)) >= 3  # rolled while spliced
+    spliced = value(scrape(cluster.brokers[lagging]), "odradek_replica_fetcher_spliced_bytes_total")
+    assert spliced >= 2_000_000, spliced  # most of what it caught up with went that way
+
+
 def drain(bootstrap: str, topic: str, partitions: int, timeout: float = 90) -> dict[int, list[bytes]]:
     """Every message below each partition's high watermark, per partition, in offset order."""
     import time

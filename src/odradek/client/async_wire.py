@@ -118,7 +118,7 @@ class AsyncWireClient:
         """Like :meth:`request`, but the response undecoded: ``(frame, offset of the body)``, for
         a caller that encodes the request body (``fields`` as bytes) and parses the response body
         itself (the replica fetcher's Fetch requests and responses, read without copying records)."""
-        if self._transport is None:
+        if not self.connected:
             await self.connect()
         frame = self.encode(api_key, version, fields)
         corr = self._corr

@@ -94,6 +94,10 @@ class FileRecords:
         return self._create_to < 0
 
     @property
+    def preallocated(self) -> bool:
+        return self._preallocated
+
+    @property
     def is_open(self) -> bool:
         return self._fd >= 0
 
@@ -155,6 +159,29 @@ class FileRecords:
             written += os.pwrite(fd, view[written:], pos + written)
         self._size = pos + total
         return pos
+
+    def append_written(self, position: int, n: int) -> int:
+        """Count ``n`` bytes a caller already wrote at the end (``position``, the current size)
+        straight into the file: a follower's records spliced from its socket. Returns ``position``."""
+        if position != self._size or self._preallocated:
+            raise ValueError(f"{self.path}: bytes written at {position}, the end is {self._size}")
+        self._size = position + n
+        return position
+
+    @property
+    def splice_position(self) -> int:
+        """Where bytes written straight into the file must go to be appended with
+        :meth:`append_written`; -1 when they cannot be (a preallocated file, whose tail of zeros a
+        writer past the end would overwrite; a closed or not yet made file)."""
+        if self._preallocated or self._closed or self._create_to >= 0:
+            return -1
+        return self._size
+
+    def discard_past_end(self) -> None:
+        """Cut whatever was written past the end and not appended (a splice the log refused or
+        did not take whole); the file ends at its last appended byte again."""
+        if self._fd >= 0 and not self._closed and not self._preallocated:
+            os.ftruncate(self._fd, self._size)
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns the number of bytes removed."""

@@ -63,7 +63,7 @@ from typing import NamedTuple
 from odradek.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.log.config import LogConfig
 from odradek.log.errors import LogError, OffsetOutOfRangeError
-from odradek.log.file_records import FetchData
+from odradek.log.file_records import FetchData, FileRecords
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.log_loader import load_segments
 from odradek.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
@@ -519,13 +519,20 @@ class Log:
         )
 
     def append_as_follower(
-        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int
+        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int,
+        placed: tuple[FileRecords, int] | None = None,
     ) -> int:
         """Append batches fetched from the leader as they are: offsets, leader epochs and
         producer fields untouched (replication). Batches wholly below the log end offset
         are skipped; a batch straddling it, or a gap, raises :class:`LogError` (the caller
         truncates and fetches again). Producer state and the leader epoch cache follow
-        the batches. Returns the new log end offset."""
+        the batches. Returns the new log end offset.
+
+        ``placed``: ``records`` are already in the active segment's file at that position (its end,
+        from :meth:`splice_target`), written there by the fetcher; they are counted where they lie,
+        or, when the append needs them elsewhere (a roll, batches to skip), copied from there and
+        cut from the file's tail. The caller cuts whatever the append did not take
+        (``FileRecords.discard_past_end``)."""
         view = memoryview(records)
         pos = 0
         start_pos = -1
@@ -555,9 +562,21 @@ class Log:
             markers.append(parse_marker(data[at : at + h.size], h) if h.is_control else None)
             at += h.size
         max_ts = max(h.max_timestamp for h in kept)
-        if self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms):
+        roll = self.active_segment.should_roll(len(data), max_ts, expected - 1, now_ms)
+        written_at = -1
+        if placed is not None:
+            fr, at = placed
+            if self.active_segment.log is not fr or fr.size != at:
+                raise LogError(f"follower append to {self.name}: the log moved past the records written for it")
+            if start_pos == 0 and not roll:
+                written_at = at
+            else:  # needed elsewhere: copied out of the file's tail, which is cut
+                data = memoryview(bytes(data))
+                fr.discard_past_end()
+        if roll:
             self.roll(now_ms)
-        self.active_segment.append(data, kept)  # one write, straight from the fetch response
+        # one write, straight from the fetch response (or none: the fetcher wrote them in place)
+        self.active_segment.append(data, kept, written_at=written_at)
         cache = self.leader_epoch_cache
         for h in kept:
             if h.partition_leader_epoch > cache.latest_epoch:
@@ -569,6 +588,19 @@ class Log:
                 self._complete_txns(ps, [completed])
         self.log_end_offset = expected
         return expected
+
+    def splice_target(self) -> tuple[FileRecords, int] | None:
+        """Where a follower may write fetched records straight into the file of the active segment
+        (its end) before :meth:`append_as_follower` counts them there: ``(file, position)``, or None
+        when the file cannot take bytes past its end (preallocated, closed)."""
+        fr = self.active_segment.log
+        if fr.splice_position < 0 and not fr.exists and not fr.preallocated:
+            try:
+                fr.fileno()  # a lazily made file: made now, as the append would
+            except ValueError:  # closed
+                return None
+        pos = fr.splice_position
+        return None if pos < 0 else (fr, pos)
 
     @staticmethod
     def _markers(

@@ -353,8 +353,9 @@ class LogSegment:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
-        """Write batches (already carrying their final offsets) and index them.
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], *, written_at: int = -1) -> int:
+        """Write batches (already carrying their final offsets) and index them; with
+        ``written_at`` they are in the file at that position (the end) already and only counted.
 
         Returns the position the data was written at. Per-batch work only."""
         oi = self.offset_index
@@ -363,7 +364,7 @@ class LogSegment:
         if self.log.size == 0 and headers:
             self._rolling_ts = headers[0].max_timestamp
             self._rolling_ts_loaded = True
-        pos = self.log.append(data)
+        pos = self.log.append(data) if written_at < 0 else self.log.append_written(written_at, len(data))
         interval = self.config.index_interval_bytes
         since = self._bytes_since_last_index_entry
         max_ts = self._max_ts

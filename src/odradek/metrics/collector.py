@@ -118,6 +118,7 @@ class MetricsSources:
     connections: Callable[[], Mapping[str, int]]  # listener -> open connections
     quotas: Mapping[str, QuotaThrottles]  # Produce / Fetch / Request
     now_ms: Callable[[], int]
+    spliced_bytes: Callable[[], int] = lambda: 0  # follower record bytes spliced into segment files
 
 
 class KafkaCollector(Collector):
@@ -214,6 +215,9 @@ class KafkaCollector(Collector):
                                   value=shrinks)
         yield CounterMetricFamily(g + "isrexpands", "IsrExpandsPerSec: ISR expansions committed by this leader",
                                   value=expands)
+        yield CounterMetricFamily("odradek_replica_fetcher_spliced_bytes", "record bytes this broker's replica "
+                                  "fetchers moved from their sockets into segment files with splice(2) (Odradek's own)",
+                                  value=self.src.spliced_bytes())
 
     # -- KafkaController
     def _controller(self) -> Iterator[Any]:

@@ -14,7 +14,10 @@ high watermark, capped at its own log end offset. The request is written by hand
 (protocol.fetch_response_reader: memoryview slices of the frame the socket was read into,
 client.frame_reader, one write per partition);
 the next fetch goes out as soon as a response is applied, and its fetch offset is what moves
-the leader's high watermark and completes its acks=all produces.
+the leader's high watermark and completes its acks=all produces. Over a plain TCP inter-broker
+listener (``odradek.replica.fetch.splice``) partitions' records of 64 KB or more go from the socket
+into the segment file with splice(2) instead (replication.splice_fetch, client.socket_wire), and
+each partition is applied as soon as its records are in.
 
 Replication quota (KIP-73, follower side): partitions listed in their topic's
 follower.replication.throttled.replicas ("partition:broker" or "*") share this broker's
@@ -39,13 +42,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.client.async_wire import AsyncWireClient, Connect, WireError
+from odradek.client.socket_wire import SocketWireClient
 from odradek.log.errors import LogError
 from odradek.protocol import errors
 from odradek.protocol.fetch_request_writer import FetchPartition, encode_fetch_request
 from odradek.protocol.fetch_response_reader import FetchedPartition, FetchResponseError, read_fetch_response
+from odradek.protocol.framing import FrameError
 from odradek.protocol.records import InvalidRecordError, complete_batches_length, validate_batches
+from odradek.replication import splice_fetch
 
 if TYPE_CHECKING:
+    from odradek.log.file_records import FileRecords
     from odradek.log.log import Log
 
 log = logging.getLogger("odradek.replica.fetcher")
@@ -69,6 +76,7 @@ class FetcherConfig:
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
     connect: Connect | None = None  # the inter-broker listener's TLS / SASL (plain TCP when None)
+    splice: bool = True  # records spliced from the socket into the segment files (plain TCP only)
 
 
 class ByteQuota:
@@ -118,8 +126,15 @@ class ReplicaFetcher:
         self._rotation = 0
         self.stopped = False
         self.wake = asyncio.Event()
-        self.client = AsyncWireClient(host, port, f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0,
-                                     cfg.connect)
+        client_id, timeout_s = f"replica-fetcher-{cfg.broker_id}", cfg.socket_timeout_ms / 1000.0
+        self.client: AsyncWireClient
+        self._socket_client: SocketWireClient | None = None
+        self.spliced_bytes = 0
+        self._pipe: splice_fetch.Pipe | None = None
+        if cfg.splice and cfg.connect is None and splice_fetch.available():
+            self.client = self._socket_client = SocketWireClient(host, port, client_id, timeout_s)
+        else:
+            self.client = AsyncWireClient(host, port, client_id, timeout_s, cfg.connect)
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, tp: TP, leader_epoch: int) -> None:
@@ -135,7 +150,13 @@ class ReplicaFetcher:
         # bounded (a cancellation racing with wait_for's inner operation can be lost in 3.11;
         # the loop also checks ``stopped``)
         await asyncio.wait({self.task}, timeout=2.0)
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
         self.client.close()
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
 
     # ------------------------------------------------------------------ loop
     async def _run(self) -> None:
@@ -258,6 +279,9 @@ class ReplicaFetcher:
         request = encode_fetch_request(
             cfg.broker_id, cfg.wait_max_ms, cfg.min_bytes, cfg.response_max_bytes, topics.items()
         )
+        if self._socket_client is not None:
+            await self._fetch_spliced(self._socket_client, request, sent, throttled)
+            return
         frame, body = await self.client.request_frame(
             1, FETCH_VERSION, request, timeout_s=cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0
         )
@@ -285,7 +309,30 @@ class ReplicaFetcher:
                     self.quota.record(len(p.records))
                 self._apply(tp, st, plog, p, now_ms)
 
-    def _apply(self, tp: TP, state: FetchState, plog: Log, p: FetchedPartition, now_ms: int) -> None:
+    async def _fetch_spliced(self, client: SocketWireClient, request: bytes, sent: dict[TP, FetchState],
+                             throttled: set[TP]) -> None:
+        """The fetch with large records spliced from the socket into the segment files
+        (:mod:`odradek.replication.splice_fetch`)."""
+        cfg = self.cfg
+        sink = _SpliceSink(self, sent, throttled)
+        try:
+            async with asyncio.timeout(cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0):
+                corr = await client.send_request(1, FETCH_VERSION, request)
+                if self._pipe is None:
+                    self._pipe = splice_fetch.Pipe()
+                await splice_fetch.read_fetch_response_spliced(client, corr, self._pipe, sink)
+        except (FetchResponseError, FrameError) as e:
+            self._drop_connection()
+            raise WireError(f"fetch response from broker {self.leader_id}: {e}") from None
+        except (OSError, TimeoutError) as e:
+            self._drop_connection()
+            raise WireError(f"fetch from broker {self.leader_id} failed: {e!r}") from None
+        except BaseException:
+            self._drop_connection()  # cancelled inside a response: the stream is out of step
+            raise
+
+    def _apply(self, tp: TP, state: FetchState, plog: Log, p: FetchedPartition, now_ms: int,
+               placed: tuple[FileRecords, int] | None = None) -> None:
         code = int(p.error_code)
         if code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = int(p.log_start_offset)
@@ -309,7 +356,7 @@ class ReplicaFetcher:
         if records is not None and len(records):
             try:
                 headers = validate_batches(records, check_records=False)
-                plog.append_as_follower(records, headers, now_ms)
+                plog.append_as_follower(records, headers, now_ms, placed)
                 self.on_appended(tp[0], len(records))
             except (InvalidRecordError, LogError) as e:
                 log.warning("cannot append what broker %d sent for %s-%d (%s); truncating and fetching again",
@@ -326,6 +373,72 @@ class ReplicaFetcher:
             plog.delete_records_before(leader_start, now_ms)
 
 
+class _SpliceSink:
+    """What the splice reader asks of its fetcher, for one fetch."""
+
+    def __init__(self, fetcher: ReplicaFetcher, sent: dict[TP, FetchState], throttled: set[TP]) -> None:
+        self.fetcher = fetcher
+        self.sent = sent
+        self.throttled = throttled
+        self.failed = False
+        self.now_ms = int(time.time() * 1000)
+
+    def _wanted(self, tp: TP) -> tuple[FetchState, Log] | None:
+        f = self.fetcher
+        st = self.sent.get(tp)
+        if self.failed or st is None or f.partitions.get(tp) is not st:
+            return None
+        plog = f.get_log(*tp)
+        return None if plog is None else (st, plog)
+
+    def head(self, error_code: int) -> None:
+        if error_code != errors.NONE:
+            f = self.fetcher
+            log.info("fetch from broker %d failed: error %d", f.leader_id, error_code)
+            for tp, state in self.sent.items():
+                f._back_off(tp, state)
+            self.failed = True
+
+    def target(self, topic: str, partition: FetchedPartition, length: int) -> splice_fetch.SpliceTarget | None:
+        tp = (topic, partition.partition_index)
+        wanted = self._wanted(tp)
+        if wanted is None or partition.error_code != errors.NONE:
+            return None
+        st, plog = wanted
+        where = plog.splice_target()
+        if where is None:
+            return None
+        fr, at = where
+        f = self.fetcher
+
+        def still_valid() -> bool:
+            return (f.partitions.get(tp) is st and f.get_log(*tp) is plog and plog.active_segment.log is fr
+                    and fr.splice_position == at)
+
+        return splice_fetch.SpliceTarget(fr, at, still_valid)
+
+    def apply(self, topic: str, partition: FetchedPartition, placed: tuple[FileRecords, int] | None) -> None:
+        tp = (topic, partition.partition_index)
+        wanted = self._wanted(tp)
+        if wanted is None:
+            return
+        st, plog = wanted
+        f = self.fetcher
+        if tp in self.throttled and f.quota is not None and partition.records:
+            f.quota.record(len(partition.records))
+        if placed is not None and partition.records is not None:
+            f.spliced_bytes += len(partition.records)
+        f._apply(tp, st, plog, partition, self.now_ms, placed)
+
+    def write_failed(self, target: splice_fetch.SpliceTarget, error: OSError) -> None:
+        f = self.fetcher
+        for tp in self.sent:
+            plog = f.get_log(*tp)
+            if plog is not None and plog.active_segment.log is target.file:
+                f.on_storage_error(plog.dir, error)
+                return
+
+
 class ReplicaFetcherManager:
     def __init__(
         self, cfg: FetcherConfig, get_log: Callable[[str, int], Log | None],
@@ -339,12 +452,18 @@ class ReplicaFetcherManager:
         self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # (topic, bytes) per append
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[TP, int] = {}
+        self._retired_spliced = 0  # what fetchers since stopped spliced
+
+    def spliced_bytes(self) -> int:
+        """Record bytes spliced from the fetchers' sockets into segment files."""
+        return self._retired_spliced + sum(f.spliced_bytes for f in self.fetchers.values())
 
     def add(self, tp: TP, leader_id: int, host: str, port: int, leader_epoch: int) -> None:
         self.remove(tp)
         f = self.fetchers.get(leader_id)
         if f is not None and f.address != (host, port):
             old = self.fetchers.pop(leader_id)
+            self._retired_spliced += old.spliced_bytes
             asyncio.get_running_loop().create_task(old.stop())
             for moved in list(old.partitions):
                 self.leader_of.pop(moved, None)

@@ -148,8 +148,11 @@ class ClusterLink:
         # protocol (TLS, SASL); the controller's those of its control plane listener when set
         self.ib_connect: Connect = plain_connect
         self.control_connect: Connect = plain_connect
+        self.ib_plaintext = True  # no TLS, no SASL: the replica fetchers may splice (odradek.replica.fetch.splice)
         if zk is not None:
-            self.ib_connect = connector(inter_broker_security(cfg, self.ib_listener), f"broker-{broker_id}")
+            ib_security = inter_broker_security(cfg, self.ib_listener)
+            self.ib_plaintext = ib_security.protocol == "PLAINTEXT"
+            self.ib_connect = connector(ib_security, f"broker-{broker_id}")
             self.control_connect = connector(
                 inter_broker_security(cfg, self.control_listener or self.ib_listener), f"controller-{broker_id}")
         self.guard = ControllerEpochGuard(self.store, zk.client.sync if zk is not None else None)

@@ -13,7 +13,11 @@ from kio.serial import entity_reader
 from odradek.protocol import codec
 from odradek.protocol.fetch_request_writer import encode_fetch_request
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
-from odradek.protocol.fetch_response_reader import FetchResponseError, read_fetch_response
+from odradek.protocol.fetch_response_reader import (
+    FetchResponseError,
+    FetchResponseScanner,
+    read_fetch_response,
+)
 from odradek.protocol.records import build_batch
 
 
@@ -88,3 +92,44 @@ def test_every_truncation_is_refused_cleanly() -> None:
 def test_hostile_counts(junk: bytes) -> None:
     with pytest.raises(FetchResponseError):
         read_fetch_response(junk, 0)
+
+
+def _scan_in_pieces(data: bytes, step: int) -> list[tuple[str, int, int, bytes | None]]:
+    """Drive the scanner as the follower's streaming reader does: with only the bytes that have
+    arrived (``step`` more each time it asks), records taken whole when it hands a partition over."""
+    scanner = FetchResponseScanner(len(data))
+    buf = memoryview(data)
+    pos, avail, topic = 0, 0, ""
+    out: list[tuple[str, int, int, bytes | None]] = []
+    while not scanner.done:
+        new_pos, part = scanner.scan(buf, pos, avail)
+        assert new_pos >= pos
+        pos = new_pos
+        if scanner.topic_started:
+            topic = scanner.topic
+        elif part is not None:
+            n = scanner.records_length
+            out.append((topic, part.partition_index, part.error_code, bytes(buf[pos : pos + n]) if n >= 0 else None))
+            pos += max(n, 0)
+            avail = max(avail, pos)
+            scanner.records_consumed()
+        elif not scanner.done:
+            assert scanner.need > avail - pos  # it asks for more than it has
+            avail = min(len(data), avail + step)
+    assert pos == len(data) and scanner.left == 0
+    return out
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 64, 100_000])
+def test_scanner_reads_the_same_from_any_split(step: int) -> None:
+    data, batch = _broker_response()
+    got = _scan_in_pieces(data, step)
+    assert got == [("orders", 0, 0, batch), ("orders", 1, 6, b"")]
+
+
+def test_scanner_refuses_a_count_the_rest_of_the_frame_cannot_hold() -> None:
+    # 2**20 topics announced in a 20-byte frame: refused at once, even with only the header at hand
+    data = b"\x00" * 10 + b"\x81\x80\x40" + b"\x00" * 7
+    scanner = FetchResponseScanner(len(data))
+    with pytest.raises(FetchResponseError):
+        scanner.scan(memoryview(data), 0, 13)

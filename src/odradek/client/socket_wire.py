@@ -1,0 +1,125 @@
+"""The replica fetcher's client over a plain TCP socket of its own, non-blocking, driven with
+the event loop's socket calls rather than a transport: a caller can then read part of a
+response with its own system calls, as the follower's splice reader does
+(:mod:`odradek.replication.splice_fetch`: records moved from this socket into a segment file
+with ``splice(2)``, never read into Python). Requests, framing and kio decoding are
+:class:`~odradek.client.async_wire.AsyncWireClient`'s; only plain TCP (an inter-broker listener
+with TLS or SASL uses that client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from odradek.client import framer
+from odradek.client.async_wire import MAX_RESPONSE, AsyncWireClient, WireError
+from odradek.protocol import codec
+from odradek.protocol.framing import FrameError
+
+
+class SocketWireClient(AsyncWireClient):
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> None:
+        super().__init__(host, port, client_id, timeout_s)
+        self.sock: socket.socket | None = None
+        self._lowat = 1
+
+    @property
+    def connected(self) -> bool:
+        return self.sock is not None
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        host, port = self.address
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                last: OSError | None = None
+                for family, kind, proto, _, addr in infos:
+                    sock = socket.socket(family, kind, proto)
+                    try:
+                        sock.setblocking(False)
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        await loop.sock_connect(sock, addr)
+                    except OSError as e:
+                        sock.close()
+                        last = e
+                        continue
+                    except BaseException:
+                        sock.close()
+                        raise
+                    self.sock = sock
+                    return
+                raise last or OSError(f"no address for {host}")
+        except (OSError, TimeoutError) as e:
+            raise WireError(f"cannot connect to {host}:{port}: {e}") from None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self._lowat = 1
+
+    async def send_request(self, api_key: int, version: int, body: bytes) -> int:
+        """Send a request whose body the caller encoded; returns its correlation id (the caller
+        reads the response)."""
+        if self.sock is None:
+            await self.connect()
+        assert self.sock is not None
+        frame = self.encode(api_key, version, body)
+        await asyncio.get_running_loop().sock_sendall(self.sock, frame)
+        return self._corr
+
+    async def recv_into(self, view: memoryview) -> None:
+        """Fill ``view`` from the socket; ``ConnectionError`` when the peer closes first."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError("not connected")
+        got, n = 0, len(view)
+        while got < n:
+            try:  # what has arrived is read at once; a wait only when nothing has
+                k = sock.recv_into(view[got:])
+            except BlockingIOError:
+                await self.wait_readable(n - got)
+                continue
+            if k == 0:
+                raise ConnectionError(f"{self.address[0]}:{self.address[1]} closed the connection")
+            got += k
+
+    async def wait_readable(self, at_least: int = 1) -> None:
+        """Until ``at_least`` bytes can be read (SO_RCVLOWAT: one wake-up for a large read rather than one
+        per segment that arrives; the kernel also wakes it when the peer closes). ``at_least`` must be
+        bytes the peer is sure to send."""
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError("not connected")
+        if at_least != self._lowat:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, at_least)
+            self._lowat = at_least
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        fd = sock.fileno()
+        loop.add_reader(fd, _settle, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+
+    async def _exchange(self, frame: bytes, corr: int, api_key: int, version: int) -> tuple[bytearray, int]:
+        sock = self.sock
+        if sock is None:
+            raise ConnectionError("not connected")
+        await asyncio.get_running_loop().sock_sendall(sock, frame)
+        prefix = bytearray(4)
+        await self.recv_into(memoryview(prefix))
+        try:
+            data = bytearray(framer.response_size(bytes(prefix), MAX_RESPONSE))
+            await self.recv_into(memoryview(data))
+            return data, framer.response_body_offset(data, corr, codec.response_header_flexible(api_key, version))
+        except FrameError as e:
+            raise WireError(str(e)) from None
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
