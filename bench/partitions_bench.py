@@ -31,6 +31,12 @@ records per partition at 10,000 partitions, so its batches stay tiny); for the f
 ``batch.size=16384`` (Kafka's default batch.size: one 16-record batch per partition per request,
 requests up to 1 MB), which compares 6 and 10,000 partitions at the same batch size.
 
+The first pass over N partitions makes ~2N files, so it measures the filesystem's file creation too. On
+ext4 that is ~15-40 us a file, but up to ~850 us within minutes of a bulk deletion (such as an earlier
+run's work directory: ext4's inode allocator passes over recently deleted inodes, ``recently_deleted()``
+in ``find_inode_bit``, measured with perf): run on a filesystem that has not just deleted tens of
+thousands of files, or give ``--workdir`` on a fresh one.
+
   python bench/partitions_bench.py                     # 10,000 partitions, 200,000 records
   python bench/partitions_bench.py --client c --json   # librdkafka's C tool (bench/.rdkafka)
   python bench/partitions_bench.py --partitions 2000 --records 50000 --json
