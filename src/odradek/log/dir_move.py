@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,9 +96,10 @@ class _Range:
     end: int
 
 
-def plan(fut: FutureLog, source_dir: Path) -> tuple[list[_Range], list[str]]:
+def plan(fut: FutureLog, source_dir: Path, sizes: Mapping[str, int] | None = None) -> tuple[list[_Range], list[str]]:
     """What to copy now (byte ranges of the source's ``.log`` files) and which files of the future log
-    no longer have a source (deleted by retention, or a leftover)."""
+    no longer have a source (deleted by retention, or a leftover). ``sizes``: the log's own size of each
+    segment file by name; bytes past it (a follower's splice in flight) are not copied."""
     ranges: list[_Range] = []
     present: set[str] = set()
     with os.scandir(source_dir) as it:
@@ -109,11 +111,12 @@ def plan(fut: FutureLog, source_dir: Path) -> tuple[list[_Range], list[str]]:
             except FileNotFoundError:
                 continue
             present.add(e.name)
+            size = st.st_size if sizes is None else min(st.st_size, sizes.get(e.name, st.st_size))
             ino, done = fut.copied.get(e.name, (st.st_ino, 0))
-            if ino != st.st_ino or done > st.st_size:
-                ranges.append(_Range(e.name, st.st_ino, 0, st.st_size))  # rewritten or truncated
-            elif done < st.st_size:
-                ranges.append(_Range(e.name, st.st_ino, done, st.st_size))
+            if ino != st.st_ino or done > size:
+                ranges.append(_Range(e.name, st.st_ino, 0, size))  # rewritten or truncated
+            elif done < size:
+                ranges.append(_Range(e.name, st.st_ino, done, size))
     stale = [n for n in fut.copied if n not in present]
     return sorted(ranges, key=lambda r: r.name), stale
 

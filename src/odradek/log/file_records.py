@@ -59,6 +59,7 @@ class FileRecords:
         self._closed = False
         self._preallocated = preallocated_size > 0
         self._create_to = -1  # >= 0: the file does not exist yet; created (at this size) when first opened
+        self.splicer: object | None = None  # the follower reader writing past the end right now, if any
 
     @classmethod
     def create(cls, path: Path, *, preallocate_to: int = 0, lazy: bool = False) -> FileRecords:
@@ -92,6 +93,10 @@ class FileRecords:
     def exists(self) -> bool:
         """False while a lazily created file has not been made yet."""
         return self._create_to < 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def preallocated(self) -> bool:
@@ -129,6 +134,8 @@ class FileRecords:
             self._preallocated = False
             self._create_to = 0
             return
+        if self.splicer is not None:  # rolled or closed under a follower's splice: its bytes go now
+            self.discard_past_end()
         if self._preallocated and not self._closed:
             os.ftruncate(self.fileno(), self._size)
             self._preallocated = False
@@ -173,7 +180,7 @@ class FileRecords:
         """Where bytes written straight into the file must go to be appended with
         :meth:`append_written`; -1 when they cannot be (a preallocated file, whose tail of zeros a
         writer past the end would overwrite; a closed or not yet made file)."""
-        if self._preallocated or self._closed or self._create_to >= 0:
+        if self._preallocated or self._closed or self._create_to >= 0 or self.splicer is not None:
             return -1
         return self._size
 

@@ -589,6 +589,11 @@ class Log:
         self.log_end_offset = expected
         return expected
 
+    def segment_file_sizes(self) -> dict[str, int]:
+        """Each segment's ``.log`` file name and the bytes of it the log holds (a file may be longer
+        for a moment: a follower's splice in flight)."""
+        return {seg.log.path.name: seg.log.size for seg in self.segments}
+
     def splice_target(self) -> tuple[FileRecords, int] | None:
         """Where a follower may write fetched records straight into the file of the active segment
         (its end) before :meth:`append_as_follower` counts them there: ``(file, position)``, or None

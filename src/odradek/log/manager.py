@@ -421,7 +421,7 @@ class LogManager:
                 lg = self._logs.get(tp)
                 if lg is None or self._futures.get(tp) is not fut:
                     return
-                ranges, stale = dir_move.plan(fut, lg.dir)
+                ranges, stale = dir_move.plan(fut, lg.dir, lg.segment_file_sizes())
                 dir_move.drop_stale(fut, stale)
                 if sum(r.end - r.start for r in ranges) <= dir_move.SWAP_THRESHOLD_BYTES:
                     self._finish_move(fut, lg)
@@ -442,7 +442,7 @@ class LogManager:
         tp = (fut.topic, fut.partition)
         source_parent = self._dir_of[tp]
         src.flush()
-        ranges, stale = dir_move.plan(fut, src.dir)
+        ranges, stale = dir_move.plan(fut, src.dir, src.segment_file_sizes())
         dir_move.drop_stale(fut, stale)
         dir_move.record(fut, dir_move.copy_ranges(src.dir, fut.path, ranges))
         dir_move.copy_metadata(src.dir, fut.path)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from odradek.protocol.varint import VarintError, read_uvarint, skip_tagged_fields
+from odradek.protocol.varint import VarintError, read_uvarint
 
 VERSION = 12
 
@@ -99,11 +99,32 @@ def read_fetch_response(frame: bytes | bytearray | memoryview, offset: int) -> F
 
 
 class _Short(Exception):
-    """An item runs past the bytes at hand (more are on their way, or the response is truncated)."""
+    """An item runs past the bytes at hand (more are on their way, or the response is truncated);
+    ``upto``: the position the item reaches at least, as far as is known."""
+
+    def __init__(self, upto: int) -> None:
+        super().__init__("truncated")
+        self.upto = upto
+
+
+def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
+    """skip_tagged_fields that says how far a field that runs past ``end`` reaches."""
+    count, pos = read_uvarint(buf, pos, end)
+    for i in range(count):
+        _tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
+        pos += size
+        if pos > end:
+            raise _Short(pos + 2 * (count - i - 1))
+    return pos
 
 
 _S_HEADER, _S_HEAD, _S_TOPIC, _S_PART, _S_PART_TAIL, _S_TOPIC_TAIL, _S_TAIL, _S_DONE = range(8)
 _MIN_NEED = (5, 11, 3, 36, 1, 1, 1, 0)  # the fewest bytes each item can take
+# the bytes first asked for each item: a partition's fields up to a 3-byte records length (records of
+# 16 KB to 2 MB, all that is spliced, are read with one read; smaller ones take 1-2 bytes of them along)
+_FIRST_READ = (5, 11, 3, 38, 1, 1, 1, 0)
+_SHORTS_BEFORE_DOUBLING = 6  # a varint is at most 5 bytes: an honest item is never short this often
 
 
 class FetchResponseScanner:
@@ -128,13 +149,14 @@ class FetchResponseScanner:
         self.left = size  # bytes of the frame not consumed yet
         self.correlation_id = correlation_id
         self._stage = _S_HEAD if correlation_id is None else _S_HEADER
-        self.need = _MIN_NEED[self._stage]
+        self.need = _FIRST_READ[self._stage]
         self.throttle_time_ms = self.error_code = self.session_id = 0
         self._topics_left = self._parts_left = 0
         self.topic = ""
         self.topic_started = False  # the last scan read a topic's name (at most one per scan)
         self.records_length = -1
         self._item_start = 0
+        self._shorts = 0  # times the item being read was found short
 
     @property
     def done(self) -> bool:
@@ -151,7 +173,7 @@ class FetchResponseScanner:
             self.left -= self.records_length
         self.records_length = -1
         self._stage = _S_PART_TAIL
-        self.need = _MIN_NEED[_S_PART_TAIL]
+        self.need = _FIRST_READ[_S_PART_TAIL]
 
     def scan(self, buf: memoryview, pos: int, end: int) -> tuple[int, FetchedPartition | None]:
         self.topic_started = False
@@ -162,14 +184,24 @@ class FetchResponseScanner:
             try:
                 pos, part = self._item(buf, pos, end)
             except (_Short, VarintError, struct.error) as e:
-                if end - start >= self.left:
+                have = end - start
+                if have >= self.left:
                     raise FetchResponseError(f"undecodable FetchResponse v{VERSION}: {e or 'truncated'}") from None
-                self.need = max(_MIN_NEED[self._stage], end - start + 1)
+                # the bytes the item is known to need (a varint cut short: one more); an item still short
+                # after a few tries asks for twice what it has, so a long item whose size is learnt piece
+                # by piece (many aborted transactions with tagged fields) is parsed again a logarithmic
+                # number of times, not once per piece
+                hint = e.upto - start if isinstance(e, _Short) else have + 1
+                self._shorts += 1
+                if self._shorts > _SHORTS_BEFORE_DOUBLING:
+                    hint = max(hint, 2 * have)
+                self.need = min(max(_FIRST_READ[self._stage], hint), self.left)
                 return start, None
             except UnicodeDecodeError as e:
                 raise FetchResponseError(f"undecodable FetchResponse v{VERSION}: {e}") from None
             self.left -= pos - start
-            self.need = _MIN_NEED[self._stage]
+            self.need = _FIRST_READ[self._stage]
+            self._shorts = 0
             if part is not None or self.topic_started:
                 return pos, part
         return pos, None
@@ -179,11 +211,11 @@ class FetchResponseScanner:
         if stage == _S_PART:
             return self._partition(buf, pos, end)
         if stage == _S_PART_TAIL:
-            pos = skip_tagged_fields(buf, pos, end)
+            pos = _skip_tags(buf, pos, end)
             self._parts_left -= 1
             self._stage = _S_PART if self._parts_left > 0 else _S_TOPIC_TAIL
         elif stage == _S_TOPIC_TAIL:
-            pos = skip_tagged_fields(buf, pos, end)
+            pos = _skip_tags(buf, pos, end)
             self._topics_left -= 1
             self._stage = _S_TOPIC if self._topics_left > 0 else _S_TAIL
         elif stage == _S_TOPIC:
@@ -191,7 +223,7 @@ class FetchResponseScanner:
             if name_len == 0:
                 raise FetchResponseError("null topic name")
             if pos + name_len - 1 > end:
-                raise _Short
+                raise _Short(pos + name_len)
             name = str(buf[pos : pos + name_len - 1], "utf-8")
             pos += name_len - 1
             n_parts, pos = read_uvarint(buf, pos, end)
@@ -201,7 +233,7 @@ class FetchResponseScanner:
             self._stage = _S_PART if n_parts > 0 else _S_TOPIC_TAIL
         elif stage == _S_HEAD:
             if pos + _HEAD.size > end:
-                raise _Short
+                raise _Short(pos + _HEAD.size + 1)
             self.throttle_time_ms, self.error_code, self.session_id = _HEAD.unpack_from(buf, pos)
             pos += _HEAD.size
             n_topics, pos = read_uvarint(buf, pos, end)
@@ -210,14 +242,14 @@ class FetchResponseScanner:
             self._topics_left = n_topics
             self._stage = _S_TOPIC if n_topics > 0 else _S_TAIL
         elif stage == _S_TAIL:
-            pos = skip_tagged_fields(buf, pos, end)
+            pos = _skip_tags(buf, pos, end)
             self._stage = _S_DONE
         else:  # _S_HEADER
             if pos + 4 > end:
-                raise _Short
+                raise _Short(pos + 5)
             if _I32.unpack_from(buf, pos)[0] != self.correlation_id:
                 raise FetchResponseError("correlation id mismatch")
-            pos = skip_tagged_fields(buf, pos + 4, end)
+            pos = _skip_tags(buf, pos + 4, end)
             self._stage = _S_HEAD
         return pos, None
 
@@ -230,7 +262,7 @@ class FetchResponseScanner:
 
     def _partition(self, buf: memoryview, pos: int, end: int) -> tuple[int, FetchedPartition]:
         if pos + _PART.size > end:
-            raise _Short
+            raise _Short(pos + _FIRST_READ[_S_PART])
         index, code, hw, lso, lstart = _PART.unpack_from(buf, pos)
         pos += _PART.size
         n_aborted, pos = read_uvarint(buf, pos, end)
@@ -239,14 +271,14 @@ class FetchResponseScanner:
             n_aborted -= 1
             self._check_count(n_aborted, _ABORTED_MIN, pos, "aborted transactions")
             aborted = []
-            for _ in range(n_aborted):
+            for i in range(n_aborted):
                 if pos + 16 > end:
-                    raise _Short
+                    raise _Short(pos + (n_aborted - i) * _ABORTED_MIN + 5)
                 pid, first = _ABORTED.unpack_from(buf, pos)
-                pos = skip_tagged_fields(buf, pos + 16, end)
+                pos = _skip_tags(buf, pos + 16, end)
                 aborted.append((pid, first))
         if pos + 4 > end:
-            raise _Short
+            raise _Short(pos + 5)
         pos += 4  # preferred_read_replica
         rec_len, pos = read_uvarint(buf, pos, end)
         n = rec_len - 1

@@ -405,15 +405,19 @@ class _SpliceSink:
         if wanted is None or partition.error_code != errors.NONE:
             return None
         st, plog = wanted
-        where = plog.splice_target()
+        try:
+            where = plog.splice_target()
+        except OSError as e:  # making the segment's file failed: its log dir is failing
+            self.fetcher.on_storage_error(plog.dir, e)
+            return None
         if where is None:
             return None
         fr, at = where
         f = self.fetcher
 
         def still_valid() -> bool:
-            return (f.partitions.get(tp) is st and f.get_log(*tp) is plog and plog.active_segment.log is fr
-                    and fr.splice_position == at)
+            return (not f.stopped and f.partitions.get(tp) is st and f.get_log(*tp) is plog
+                    and plog.active_segment.log is fr and fr.size == at and not fr.closed)
 
         return splice_fetch.SpliceTarget(fr, at, still_valid)
 
@@ -434,7 +438,7 @@ class _SpliceSink:
         f = self.fetcher
         for tp in self.sent:
             plog = f.get_log(*tp)
-            if plog is not None and plog.active_segment.log is target.file:
+            if plog is not None and any(seg.log is target.file for seg in plog.segments):
                 f.on_storage_error(plog.dir, error)
                 return
 
@@ -463,6 +467,7 @@ class ReplicaFetcherManager:
         f = self.fetchers.get(leader_id)
         if f is not None and f.address != (host, port):
             old = self.fetchers.pop(leader_id)
+            old.stopped = True  # no more writes from its response in flight; it is cancelled next
             self._retired_spliced += old.spliced_bytes
             asyncio.get_running_loop().create_task(old.stop())
             for moved in list(old.partitions):

@@ -13,8 +13,9 @@ partition's records is the socket's next byte. Records shorter than :data:`SPLIC
 partition whose file cannot take bytes past its end (preallocated), or not wanted (an error, a
 partition no longer fetched), are read into memory as before.
 
-Safety: bytes are spliced into the file only while the log has not moved since the reader chose
-the position (checked before every write, with no await between the check and the write): if
+Safety: one splice at a time per file (``FileRecords.splicer``; a roll or close of the segment cuts
+what it wrote), and bytes are spliced into the file only while the log has not moved since the reader
+chose the position (checked before every write, with no await between the check and the write): if
 the partition changed hands meanwhile (it became a leader and took a produce, was truncated or
 deleted), the rest of its records are drained from the pipe and dropped, and the next fetch asks
 again. Whatever was written past the log's end and not appended is cut from the file before the
@@ -118,8 +119,12 @@ async def read_fetch_response_spliced(client: SocketWireClient, correlation_id: 
             continue
         if part is None:
             if scanner.done:
-                if end > start:  # bytes past the response: the stream is out of step
-                    raise ConnectionError("bytes after the fetch response")
+                left = scanner.left  # bytes after the response's fields: ignored, as in a whole frame
+                scratch = memoryview(bytearray(min(left, 1 << 16)))
+                while left > 0:
+                    k = min(left, len(scratch))
+                    await client.recv_into(scratch[:k])
+                    left -= k
                 return
             # more structure: read exactly the bytes the next item needs at least, so nothing of a
             # partition's records is ever read here
@@ -153,12 +158,17 @@ async def read_fetch_response_spliced(client: SocketWireClient, correlation_id: 
                     if carried < n:
                         await client.recv_into(memoryview(records)[carried:])
                     part.records = memoryview(records)
-                elif await _splice_records(client, pipe, target, n, sink):
-                    placed = (target.file, target.position)
-                    mm, part.records = _map(target.file.fileno(), target.position, n)
                 else:
-                    scanner.records_consumed()
-                    continue  # dropped: the partition moved on while its records came in
+                    target.file.splicer = target  # one splice into a file at a time; a roll cuts it
+                    if await _splice_records(client, pipe, target, n, sink):
+                        try:
+                            mm, part.records = _map(target.file.fileno(), target.position, n)
+                            placed = (target.file, target.position)
+                        except OSError as e:
+                            sink.write_failed(target, e)
+                    if placed is None:
+                        scanner.records_consumed()
+                        continue  # dropped: the partition moved on, or its log dir failed
             elif n == 0:
                 part.records = memoryview(b"")
             scanner.records_consumed()
@@ -170,8 +180,10 @@ async def read_fetch_response_spliced(client: SocketWireClient, correlation_id: 
             if mm is not None:
                 with contextlib.suppress(BufferError):  # a view still held: unmapped when it goes
                     mm.close()
-            if target is not None and target.file.size != target.position + n:  # not all appended in place
-                target.file.discard_past_end()
+            if target is not None and target.file.splicer is target:
+                target.file.splicer = None
+                if target.file.size != target.position + n:  # not all appended in place
+                    target.file.discard_past_end()
 
 
 async def _splice_records(client: SocketWireClient, pipe: Pipe, target: SpliceTarget, n: int,
@@ -192,10 +204,10 @@ async def _splice_records(client: SocketWireClient, pipe: Pipe, target: SpliceTa
             continue
         if k == 0:
             raise ConnectionError("the leader closed the connection")
-        if writing and target.still_valid():
-            out = target.file.fileno()
+        if writing and target.file.splicer is target and target.still_valid():
             w = 0
             try:
+                out = target.file.fileno()
                 while w < k:
                     w += splice(pipe.r, out, k - w, offset_dst=at + done + w)
             except OSError as e:
@@ -206,7 +218,7 @@ async def _splice_records(client: SocketWireClient, pipe: Pipe, target: SpliceTa
             writing = False
             _drain(pipe, k)
         done += k
-    return writing and target.still_valid()
+    return writing and target.file.splicer is target and target.still_valid()
 
 
 def _drain(pipe: Pipe, n: int) -> None:

@@ -7,8 +7,11 @@ cut from the file again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import struct
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from odradek.log.log import Log
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from odradek.protocol.fetch_response_reader import FetchedPartition
 from odradek.protocol.records import build_batch, complete_batches_length, validate_batches
+from odradek.protocol.varint import encode_uvarint
 from odradek.replication import splice_fetch
 
 pytestmark = pytest.mark.skipif(not splice_fetch.available(), reason="splice(2) is Linux-only")
@@ -231,3 +235,192 @@ def test_corr_mismatch_and_garbage_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FetchResponseError):
         asyncio.run(run(lying))
     assert os.path.getsize(lg.active_segment.log.path) == 0 if lg.active_segment.log.exists else True
+
+
+def serve_once(data_of: Callable[[int], bytes], *, hold: float = 0.0) -> Callable[..., Any]:
+    """A server handler answering each request with ``data_of(corr)`` (then idle ``hold`` seconds)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                req = await reader.readexactly(struct.unpack(">i", await reader.readexactly(4))[0])
+                writer.write(data_of(struct.unpack_from(">i", req, 4)[0]))
+                await writer.drain()
+                if hold:
+                    await asyncio.sleep(hold)
+
+    return serve
+
+
+def test_a_long_item_learnt_piece_by_piece_does_not_hold_the_event_loop() -> None:
+    """3,900 aborted transactions in a 66 KB response (read item by item): the list is parsed again a
+    logarithmic number of times, not once per byte that arrives (that held the loop for over a minute)."""
+    n = 3_900
+    part = struct.pack(">ihqqq", 0, 0, 0, 0, 0) + encode_uvarint(n + 1) + (struct.pack(">qq", 1, 2) + b"\x00") * n
+    part += struct.pack(">i", -1) + encode_uvarint(1) + b"\x00"
+    body = struct.pack(">ihi", 0, 0, 0) + encode_uvarint(2) + encode_uvarint(2) + b"a" + encode_uvarint(2) + part
+    body += b"\x00\x00"
+
+    def data_of(corr: int) -> bytes:
+        frame = struct.pack(">i", corr) + b"\x00" + body
+        return struct.pack(">i", len(frame)) + frame
+
+    sink = Sink({})
+
+    async def run() -> float:
+        server = await asyncio.start_server(serve_once(data_of, hold=30), "127.0.0.1", 0)
+        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
+        pipe = splice_fetch.Pipe()
+        gap = [0.0]
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while True:
+                await asyncio.sleep(0.01)
+                now = time.perf_counter()
+                gap[0], last = max(gap[0], now - last), now
+
+        tick = asyncio.create_task(ticker())
+        try:
+            corr = await client.send_request(1, 12, b"\x00" * 8)
+            await asyncio.sleep(0.2)  # the whole response waits in the socket
+            async with asyncio.timeout(5):
+                await splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink)
+            await asyncio.sleep(0.05)
+            return gap[0]
+        finally:
+            tick.cancel()
+            pipe.close()
+            client.close()
+            server.close()
+
+    assert asyncio.run(run()) < 0.5
+    assert sink.applied == [("a", 0, 0, False)]
+
+
+def test_a_log_dir_move_copies_only_what_the_log_holds(tmp_path: Path) -> None:
+    """AlterReplicaLogDirs copies segment files while a splice has bytes past the log's end: they must not
+    be copied (the log may later hold other bytes there, and the move copies only what grew since)."""
+    from odradek.log import dir_move
+
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    lg = Log.create(tmp_path / "d1", "a", 0, LogConfig(), None)
+    valid = [True]
+    sink = Sink({"a": lg}, valid=lambda topic, n: valid[0])
+    big = batches(0, 8)
+    fut = dir_move.FutureLog("a", 0, tmp_path / "d2", dir_move.new_uid())
+    fut.path.mkdir()
+    seg = lg.active_segment.log.path
+
+    def copy_round() -> None:  # what LogManager._run_move / _finish_move do
+        ranges, _ = dir_move.plan(fut, lg.dir, lg.segment_file_sizes())
+        dir_move.record(fut, dir_move.copy_ranges(lg.dir, fut.path, ranges))
+
+    async def run() -> None:
+        go = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            req = await reader.readexactly(struct.unpack(">i", await reader.readexactly(4))[0])
+            data = response([TopicResult("a", uuid.uuid4(), [PartitionResult(0, 0, 32, 32, 0, None, -1, [big],
+                                                                             len(big))])],
+                            struct.unpack_from(">i", req, 4)[0])
+            writer.write(data[:300_000])
+            await writer.drain()
+            await go.wait()
+            writer.write(data[300_000:])
+            await writer.drain()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
+        pipe = splice_fetch.Pipe()
+        try:
+            corr = await client.send_request(1, 12, b"\x00" * 8)
+            reading = asyncio.create_task(splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink))
+            while not seg.exists() or seg.stat().st_size < 200_000:  # spliced, not appended yet
+                await asyncio.sleep(0.01)
+            assert lg.active_segment.log.size == 0
+            copy_round()
+            valid[0] = False  # the partition changes hands: other bytes are appended at that position
+            other = batches(0, 8, value_bytes=20_001)
+            lg.append_as_follower(other, validate_batches(other), 1000)
+            go.set()
+            await reading
+        finally:
+            pipe.close()
+            client.close()
+            server.close()
+
+    asyncio.run(run())
+    copy_round()
+    assert (fut.path / seg.name).read_bytes() == seg.read_bytes() == batches(0, 8, value_bytes=20_001)
+
+
+def test_a_storage_error_choosing_the_target_fails_the_log_dir_not_the_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from odradek.log import file_records
+    from odradek.replication.fetcher import FetcherConfig, FetchState, ReplicaFetcher
+
+    lg = Log.create(tmp_path, "a", 0, LogConfig(), None)
+    assert not lg.active_segment.log.exists  # a new partition's first segment file is made lazily
+    big = batches(0, 8)
+    real_open = os.open
+
+    def failing_open(path: Any, flags: int, *a: Any) -> int:
+        if str(path).endswith(".log"):
+            raise OSError(errno.EIO, "Input/output error", str(path))
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(file_records.os, "open", failing_open)
+    failed: list[Path] = []
+
+    async def run() -> None:
+        data_of = lambda corr: response(  # noqa: E731
+            [TopicResult("a", uuid.uuid4(), [PartitionResult(0, 0, 32, 32, 0, None, -1, [big], len(big))])], corr)
+        server = await asyncio.start_server(serve_once(data_of), "127.0.0.1", 0)
+        f = ReplicaFetcher(FetcherConfig(broker_id=1), 0, "127.0.0.1", server.sockets[0].getsockname()[1],
+                           lambda t, p: lg if (t, p) == ("a", 0) else None)
+        await f.stop()  # its own loop out of the way: one fetch, driven here
+        f.stopped = False
+        f.on_storage_error = lambda d, e: failed.append(d)
+        f.partitions[("a", 0)] = FetchState(0, truncating=False)
+        try:
+            await f._fetch([("a", 0)])  # no WireError: the connection is fine
+            assert f.client.connected
+        finally:
+            f._drop_connection()
+            server.close()
+
+    asyncio.run(run())
+    assert failed and set(failed) == {lg.dir}
+
+
+def test_bytes_after_the_fields_of_a_large_response_are_read_past(tmp_path: Path) -> None:
+    """A frame longer than its fields (ignored by read_fetch_response) leaves the stream in step."""
+    big = batches(0, 6)
+    lg = Log.create(tmp_path, "a", 0, LogConfig(), None)
+    sink = Sink({"a": lg})
+
+    def data_of(corr: int) -> bytes:
+        data = response([TopicResult("a", uuid.uuid4(), [PartitionResult(0, 0, 24, 24, 0, None, -1, [big],
+                                                                         len(big))])], corr)
+        padded = data[4:] + b"\x00" * 1000
+        return struct.pack(">i", len(padded)) + padded
+
+    async def run() -> None:
+        server = await asyncio.start_server(serve_once(data_of), "127.0.0.1", 0)
+        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
+        pipe = splice_fetch.Pipe()
+        try:
+            for _ in range(2):
+                corr = await client.send_request(1, 12, b"\x00" * 8)
+                await asyncio.wait_for(splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink), 5)
+        finally:
+            pipe.close()
+            client.close()
+            server.close()
+
+    asyncio.run(run())
+    # the second answer repeats the same batches: spliced past the end, all below it, none appended, cut
+    assert [a[3] for a in sink.applied] == [True, True]
+    assert lg.log_end_offset == 24 and on_disk(lg) == big
