@@ -540,7 +540,7 @@ class Log:
         expected = self.log_end_offset
         for h in headers:
             size = h.batch_length + LOG_OVERHEAD
-            if h.last_offset < self.log_end_offset:
+            if start_pos < 0 and h.last_offset < self.log_end_offset:  # only before the first batch kept
                 pos += size
                 continue
             if h.base_offset != expected:

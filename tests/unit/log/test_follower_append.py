@@ -53,3 +53,15 @@ def test_truncation_then_divergent_tail_replaced(tmp_path: Path) -> None:
     new = _batch(2, 1, 2)
     assert lg.append_as_follower(new, _hdrs(new), 1000) == 3
     assert lg.leader_epoch_cache.end_offset_for(1, lg.log_end_offset) == (1, 2)
+
+
+def test_a_batch_going_back_after_one_kept_is_refused(tmp_path: Path) -> None:
+    """Batches below the log end are skipped only before the first one kept: a later one going back (a
+    leader that lies) is refused, not written unindexed between the kept ones."""
+    lg = Log.create(tmp_path, "t", 0, LogConfig(), None)
+    first = _batch(0, 2, 1)
+    lg.append_as_follower(first, _hdrs(first), 1000)
+    lying = _batch(2, 2, 1) + _batch(0, 1, 1) + _batch(4, 1, 1)
+    with pytest.raises(LogError):
+        lg.append_as_follower(lying, _hdrs(lying), 1000)
+    assert lg.log_end_offset == 2 and lg.active_segment.log.size == len(first)
