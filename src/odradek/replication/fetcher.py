@@ -381,7 +381,6 @@ class _SpliceSink:
         self.sent = sent
         self.throttled = throttled
         self.failed = False
-        self.now_ms = int(time.time() * 1000)
 
     def _wanted(self, tp: TP) -> tuple[FetchState, Log] | None:
         f = self.fetcher
@@ -432,7 +431,7 @@ class _SpliceSink:
             f.quota.record(len(partition.records))
         if placed is not None and partition.records is not None:
             f.spliced_bytes += len(partition.records)
-        f._apply(tp, st, plog, partition, self.now_ms, placed)
+        f._apply(tp, st, plog, partition, int(time.time() * 1000), placed)  # the time its records came in
 
     def write_failed(self, target: splice_fetch.SpliceTarget, error: OSError) -> None:
         f = self.fetcher
@@ -468,7 +467,7 @@ class ReplicaFetcherManager:
         if f is not None and f.address != (host, port):
             old = self.fetchers.pop(leader_id)
             old.stopped = True  # no more writes from its response in flight; it is cancelled next
-            self._retired_spliced += old.spliced_bytes
+            self._retired_spliced += old.spliced_bytes  # final: a stopped fetcher splices no more
             asyncio.get_running_loop().create_task(old.stop())
             for moved in list(old.partitions):
                 self.leader_of.pop(moved, None)
