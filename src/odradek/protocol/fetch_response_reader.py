@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.varint import VarintError, read_uvarint, skip_tagged_fields
 
 VERSION = 12
 
@@ -105,18 +105,6 @@ class _Short(Exception):
     def __init__(self, upto: int) -> None:
         super().__init__("truncated")
         self.upto = upto
-
-
-def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
-    """skip_tagged_fields that says how far a field that runs past ``end`` reaches."""
-    count, pos = read_uvarint(buf, pos, end)
-    for i in range(count):
-        _tag, pos = read_uvarint(buf, pos, end)
-        size, pos = read_uvarint(buf, pos, end)
-        pos += size
-        if pos > end:
-            raise _Short(pos + 2 * (count - i - 1))
-    return pos
 
 
 _S_HEADER, _S_HEAD, _S_TOPIC, _S_PART, _S_PART_TAIL, _S_TOPIC_TAIL, _S_TAIL, _S_DONE = range(8)
@@ -191,7 +179,8 @@ class FetchResponseScanner:
                 # after a few tries asks for twice what it has, so a long item whose size is learnt piece
                 # by piece (many aborted transactions with tagged fields) is parsed again a logarithmic
                 # number of times, not once per piece
-                hint = e.upto - start if isinstance(e, _Short) else have + 1
+                upto = e.upto if isinstance(e, (_Short, VarintError)) else -1
+                hint = upto - start if upto >= 0 else have + 1
                 self._shorts += 1
                 if self._shorts > _SHORTS_BEFORE_DOUBLING:
                     hint = max(hint, 2 * have)
@@ -211,11 +200,11 @@ class FetchResponseScanner:
         if stage == _S_PART:
             return self._partition(buf, pos, end)
         if stage == _S_PART_TAIL:
-            pos = _skip_tags(buf, pos, end)
+            pos = skip_tagged_fields(buf, pos, end)
             self._parts_left -= 1
             self._stage = _S_PART if self._parts_left > 0 else _S_TOPIC_TAIL
         elif stage == _S_TOPIC_TAIL:
-            pos = _skip_tags(buf, pos, end)
+            pos = skip_tagged_fields(buf, pos, end)
             self._topics_left -= 1
             self._stage = _S_TOPIC if self._topics_left > 0 else _S_TAIL
         elif stage == _S_TOPIC:
@@ -242,14 +231,14 @@ class FetchResponseScanner:
             self._topics_left = n_topics
             self._stage = _S_TOPIC if n_topics > 0 else _S_TAIL
         elif stage == _S_TAIL:
-            pos = _skip_tags(buf, pos, end)
+            pos = skip_tagged_fields(buf, pos, end)
             self._stage = _S_DONE
         else:  # _S_HEADER
             if pos + 4 > end:
                 raise _Short(pos + 5)
             if _I32.unpack_from(buf, pos)[0] != self.correlation_id:
                 raise FetchResponseError("correlation id mismatch")
-            pos = _skip_tags(buf, pos + 4, end)
+            pos = skip_tagged_fields(buf, pos + 4, end)
             self._stage = _S_HEAD
         return pos, None
 
@@ -275,7 +264,7 @@ class FetchResponseScanner:
                 if pos + 16 > end:
                     raise _Short(pos + (n_aborted - i) * _ABORTED_MIN + 5)
                 pid, first = _ABORTED.unpack_from(buf, pos)
-                pos = _skip_tags(buf, pos + 16, end)
+                pos = skip_tagged_fields(buf, pos + 16, end)
                 aborted.append((pid, first))
         if pos + 4 > end:
             raise _Short(pos + 5)

@@ -34,7 +34,12 @@ VARLONG_MAX_BYTES = 10  # a 64-bit value
 
 
 class VarintError(ValueError):
-    """A varint is truncated (runs past ``end``) or longer than allowed."""
+    """A varint is truncated (runs past ``end``) or longer than allowed. ``upto``: for a tagged field
+    that runs past ``end``, the position it reaches (-1 when unknown)."""
+
+    def __init__(self, message: str, upto: int = -1) -> None:
+        super().__init__(message)
+        self.upto = upto
 
 
 def zigzag(n: int) -> int:
@@ -96,12 +101,12 @@ def skip_tagged_fields(buf: Any, pos: int, end: int) -> int:
     """The position after the tagged-field section (KIP-482: a count, then per field its tag, size and
     ``size`` bytes) at ``pos`` of a flexible message, not reading at or past ``end``."""
     count, pos = read_uvarint(buf, pos, end)
-    for _ in range(count):
+    for i in range(count):
         _tag, pos = read_uvarint(buf, pos, end)
         size, pos = read_uvarint(buf, pos, end)
         pos += size
-        if pos > end:
-            raise VarintError("tagged field runs past the end")
+        if pos > end:  # the rest of the section: at least a tag and a size per field left
+            raise VarintError("tagged field runs past the end", pos + 2 * (count - i - 1))
     return pos
 
 
