@@ -36,3 +36,30 @@ def test_sigterm_during_start_up_stops_cleanly(tmp_path: Path) -> None:
             proc.wait()
     text = "".join(lines)
     assert "shutting down broker" in text, text
+
+
+def test_the_broker_command_freezes_its_start_up_objects(tmp_path: Path) -> None:
+    """server/gc_tuning.py: once the broker serves, what start-up left is out of every later collection."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "broker", "--override", f"listeners=PLAINTEXT://{HOST}:{free_port()}",
+         "--override", f"log.dirs={tmp_path / 'data'}", "--override", "http.listeners="],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            lines.append(line)
+            if "started broker" in line:  # the freeze follows at once, before a signal can be handled
+                break
+            assert time.monotonic() < deadline, "".join(lines)
+        os.kill(proc.pid, signal.SIGTERM)
+        lines += proc.stderr.readlines()
+        assert proc.wait(60) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    froze = next((line for line in lines if "froze" in line), "")
+    assert int(froze.split("froze ")[1].split()[0]) > 10_000, "".join(lines)
+    assert lines.index(froze) > next(i for i, line in enumerate(lines) if "started broker" in line), "".join(lines)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
 from odradek.server.allocator import tune_malloc
+from odradek.server.gc_tuning import freeze_startup_objects
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -138,6 +139,10 @@ def raise_fd_limit() -> None:
             log.warning("could not raise the open-file limit (%d): %s", soft, e)
 
 
+def _freeze(_broker: object) -> None:
+    freeze_startup_objects()
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     raise_fd_limit()
@@ -155,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
     try:
-        runner(serve(config))
+        runner(serve(config, started=_freeze))
     except ConfigError as e:
         log.error("invalid configuration: %s", e)
         return 2
