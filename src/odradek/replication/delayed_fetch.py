@@ -8,7 +8,10 @@ high watermark, followers' at the log end) or a leadership change checks it agai
 follower bookkeeping: that counts on the first read only, as in Kafka's fetchMessages) and
 completes with what it read once that is at least ``min_bytes`` or a partition has an error
 (Kafka's DelayedFetch cases A-F collapse to those two here: a read that errors is an
-error). On expiry the partitions are read once more and answered whatever they hold.
+error). Before reading, the partitions' offsets are compared as Kafka's tryComplete does
+(:meth:`ReplicaManager.nothing_to_read`): when every fetch offset is at its read's upper bound
+and nothing else changed, the read would find nothing and is not made (a consumer's fetch on
+an acks=all leader is checked at every append, before the high watermark moves). On expiry the partitions are read once more and answered whatever they hold.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class DelayedFetch(DelayedOperation[LogReadResult]):
         self._read: LogReadResult | None = None
 
     def try_complete(self, key: object = None) -> bool:
+        if self.manager.nothing_to_read(self.params, self.fetch_partitions):
+            return False
         read = self.manager.read_from_log(self.params, self.fetch_partitions, update_follower=False)
         if read.bytes < self.params.min_bytes and not read.has_error:
             return False

@@ -360,6 +360,43 @@ class ReplicaManager:
                 remaining -= data.size
         return _new_read_result(LogReadResult, (out, total, has_error))  # LogReadResult(...) at a quarter of the cost
 
+    def nothing_to_read(self, params: FetchParams, partitions: FetchPartitions) -> bool:
+        """Whether ``read_from_log`` would now read no byte and meet no error, decided from offsets
+        alone (Kafka's DelayedFetch.tryComplete compares fetch offsets with end offsets rather
+        than reading): True only when every partition's topic is known, this broker leads it at the
+        fetch's leader epoch (and the fetching follower is one of its replicas), its log is here and
+        the fetch offset is exactly the read's upper bound (the log end offset for a follower, the
+        last stable offset for read_committed, else the high watermark), at or above the log start.
+        Any other case is left to the read."""
+        reg = self.topics
+        parts = self.partitions
+        get_log = self.log_manager.get_log
+        replica_id = params.replica_id
+        follower = replica_id >= 0
+        read_committed = params.read_committed
+        node = self.node_id
+        for key, cp in partitions:
+            part = parts.get(key)
+            if part is None or part.leader != node or part.leader_state is None:
+                return False
+            if 0 <= cp.current_leader_epoch != part.leader_epoch:
+                return False
+            if follower and (replica_id == part.leader or replica_id not in part.replicas):
+                return False
+            meta = reg.get(key[0])
+            if meta is None or not 0 <= key[1] < len(meta.partitions):
+                return False
+            plog = get_log(*key)
+            if plog is None:
+                return False
+            if follower:
+                bound = plog.log_end_offset
+            else:
+                bound = plog.last_stable_offset if read_committed else plog.high_watermark
+            if cp.fetch_offset != bound or bound < plog.log_start_offset:
+                return False
+        return True
+
     def _leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
         """A throttled partition's follower outside the ISR while the leader quota is exceeded."""
         quota = self.leader_quota

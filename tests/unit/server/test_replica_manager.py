@@ -217,3 +217,57 @@ def test_shutdown_cancels_everything(tmp_path: Path) -> None:
     assert sched.pending_timers() == 0 and fetch.response is None and produce.response is None
     sched.run_soon()
     sched.advance(1000)
+
+
+def test_a_consumer_fetch_waiting_on_an_acks_all_leader_is_not_read_until_the_high_watermark_moves(
+    tmp_path: Path,
+) -> None:
+    """Kafka's DelayedFetch.tryComplete compares offsets: an append above the high watermark wakes the
+    consumer's fetch, which finds its offset still at the high watermark without reading the log."""
+    rm, broker, sched, _part = _setup(tmp_path, [0, 1], [0, 1])
+    op = rm.fetch(FetchParams(max_wait_ms=500, min_bytes=1), _at(0))
+    assert isinstance(op, DelayedFetch)
+    reads: list[int] = []
+    read_from_log = rm.read_from_log
+
+    def counted(*args: Any, **kwargs: Any) -> LogReadResult:
+        reads.append(1)
+        return read_from_log(*args, **kwargs)
+
+    rm.read_from_log = counted  # type: ignore[method-assign]
+    rm.append("t", 0, _batch(2), NOW, acks=-1)
+    sched.run_soon()
+    assert not op.completed and reads == []  # woken, nothing below the high watermark: no read
+    follower = rm.fetch(FetchParams(replica_id=1), _at(2))  # the follower has both: the high watermark moves
+    assert isinstance(follower, LogReadResult) and broker.logs[TP].high_watermark == 2
+    sched.run_soon()
+    assert op.completed and op.response is not None and op.response.bytes > 0
+
+
+def test_nothing_to_read_leaves_every_other_case_to_the_read(tmp_path: Path) -> None:
+    """Each case where read_from_log would read bytes or answer an error is not 'nothing'."""
+    rm, broker, _sched, part = _setup(tmp_path, [0, 1], [0, 1])
+    plog = broker.logs[TP]
+    rm.append("t", 0, _batch(2), NOW, acks=-1)  # log end 2, high watermark 0
+
+    def nothing(params: FetchParams, offset: int, epoch: int = -1, tp: tuple[str, int] = TP) -> bool:
+        parts = [(tp, CachedPartition(offset, 1 << 20, epoch))]
+        found = rm.nothing_to_read(params, parts)
+        read = rm.read_from_log(params, parts, update_follower=False)
+        assert not found or (read.bytes == 0 and not read.has_error)  # never wrong when it says nothing
+        return found
+
+    assert nothing(FetchParams(), 0)  # a consumer at the high watermark
+    assert nothing(FetchParams(), 0, epoch=part.leader_epoch)
+    assert not nothing(FetchParams(), 0, epoch=part.leader_epoch + 1)  # fenced / unknown epoch
+    assert not nothing(FetchParams(), 1)  # past the high watermark: an error
+    assert nothing(FetchParams(replica_id=1), 2)  # a follower at the log end
+    assert not nothing(FetchParams(replica_id=1), 0)  # a follower with records to read
+    assert not nothing(FetchParams(replica_id=7), 2)  # not one of the replicas
+    assert not nothing(FetchParams(), 0, tp=("other", 0))  # unknown topic
+    assert not nothing(FetchParams(), 0, tp=("t", 1))  # no such partition
+    rm.fetch(FetchParams(replica_id=1), _at(2))  # the high watermark moves to 2
+    assert plog.high_watermark == 2
+    assert not nothing(FetchParams(), 0) and nothing(FetchParams(), 2)
+    rm.make_follower(part)  # leadership moved away
+    assert not nothing(FetchParams(), 2)
