@@ -23,6 +23,11 @@ class SocketWireClient(AsyncWireClient):
         super().__init__(host, port, client_id, timeout_s)
         self.sock: socket.socket | None = None
         self._lowat = 1
+        # the socket stays registered with the event loop between waits (uvloop's add_reader and
+        # remove_reader cost ~8 system calls a pair: a fetcher waits once or twice per response)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watching = False
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def connected(self) -> bool:
@@ -55,6 +60,7 @@ class SocketWireClient(AsyncWireClient):
             raise WireError(f"cannot connect to {host}:{port}: {e}") from None
 
     def close(self) -> None:
+        self._unwatch()
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -97,13 +103,31 @@ class SocketWireClient(AsyncWireClient):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, at_least)
             self._lowat = at_least
         loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        fd = sock.fileno()
-        loop.add_reader(fd, _settle, ready)
+        ready = self._waiter = loop.create_future()
+        if not self._watching:
+            loop.add_reader(sock.fileno(), self._on_readable)
+            self._loop = loop
+            self._watching = True
         try:
             await ready
         finally:
-            loop.remove_reader(fd)
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        # readable while nobody waits (the peer closed, or sent what is not asked for yet): stop
+        # watching until the next wait, or the loop would call this on every iteration
+        self._unwatch()
+
+    def _unwatch(self) -> None:
+        if self._watching and self._loop is not None and self.sock is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self.sock.fileno())
+        self._watching = False
+        self._loop = None
 
     async def _exchange(self, frame: bytes, corr: int, api_key: int, version: int) -> tuple[bytearray, int]:
         sock = self.sock
@@ -118,8 +142,3 @@ class SocketWireClient(AsyncWireClient):
             return data, framer.response_body_offset(data, corr, codec.response_header_flexible(api_key, version))
         except FrameError as e:
             raise WireError(str(e)) from None
-
-
-def _settle(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
