@@ -281,7 +281,17 @@ class ReplicaManager:
     def fetch(self, params: FetchParams, partitions: FetchPartitions) -> LogReadResult | DelayedFetch:
         """Read ``partitions`` (Kafka's fetchMessages): the read when it can be answered now (no
         wait asked, ``min_bytes`` read, or an error), else a DelayedFetch in the fetch purgatory.
-        A follower's fetch offsets move its state (ISR, high watermark) on this first read only."""
+        A follower's fetch offsets move its state (ISR, high watermark) on this first read only.
+        A fetch that will wait and finds nothing to read by its offsets (``nothing_to_read``: a
+        follower or a consumer at the end of what it may read) is parked without reading."""
+        if params.max_wait_ms > 0 and params.min_bytes > 0 and self.nothing_to_read(params, partitions):
+            if params.replica_id >= 0:  # what the read would have done: every partition read without error
+                now = self.now_ms()
+                for (name, p), cp in partitions:
+                    self.on_follower_fetch(name, p, params.replica_id, cp.fetch_offset, now)
+            op = DelayedFetch(self, params, partitions)
+            self.fetch_purgatory.watch(op, [tp for tp, _ in partitions])
+            return op
         read = self.read_from_log(params, partitions, update_follower=params.replica_id >= 0)
         if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
             return read

@@ -271,3 +271,29 @@ def test_nothing_to_read_leaves_every_other_case_to_the_read(tmp_path: Path) -> 
     assert not nothing(FetchParams(), 0) and nothing(FetchParams(), 2)
     rm.make_follower(part)  # leadership moved away
     assert not nothing(FetchParams(), 2)
+
+
+def test_a_fetch_with_nothing_to_read_is_parked_without_reading(tmp_path: Path) -> None:
+    """A consumer at the high watermark and a follower at the log end wait without a read of their
+    partitions; the follower's fetch offset still counts (its state, the high watermark)."""
+    rm, broker, sched, part = _setup(tmp_path, [0, 1], [0, 1])
+    rm.append("t", 0, _batch(2), NOW, acks=-1)
+    reads: list[int] = []
+    read_from_log = rm.read_from_log
+
+    def counted(*args: Any, **kwargs: Any) -> LogReadResult:
+        reads.append(1)
+        return read_from_log(*args, **kwargs)
+
+    rm.read_from_log = counted  # type: ignore[method-assign]
+    consumer = rm.fetch(FetchParams(max_wait_ms=500, min_bytes=1), _at(0))
+    follower = rm.fetch(FetchParams(replica_id=1, max_wait_ms=500, min_bytes=1), _at(2))
+    assert isinstance(consumer, DelayedFetch) and isinstance(follower, DelayedFetch) and reads == []
+    ls = part.leader_state
+    assert ls is not None and ls.followers[1].log_end_offset == 2 and broker.logs[TP].high_watermark == 2
+    sched.run_soon()  # the high watermark moved: the consumer's fetch has its records now
+    assert consumer.completed and consumer.response is not None and consumer.response.bytes > 0
+    assert not follower.completed and len(reads) == 1
+    # min_bytes 0 or no wait: answered at once, read
+    assert isinstance(rm.fetch(FetchParams(max_wait_ms=500, min_bytes=0), _at(2)), LogReadResult)
+    assert isinstance(rm.fetch(FetchParams(max_wait_ms=0, min_bytes=1), _at(2)), LogReadResult)
