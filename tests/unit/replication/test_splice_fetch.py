@@ -13,7 +13,7 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,20 +101,25 @@ def exchange(topics: list[TopicResult], sink: Sink, *, cut: int | None = None, p
             writer.close()
 
     async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = SocketWireClient("127.0.0.1", port, "test", 10.0)
-        pipe = splice_fetch.Pipe()
-        try:
+        async with connected(serve) as (client, pipe):
             corr = await client.send_request(1, 12, b"\x00" * 8)
             await asyncio.wait_for(splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink), 10)
-        finally:
-            pipe.close()
-            client.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(run())
+
+
+@contextlib.asynccontextmanager
+async def connected(serve: Callable[..., Any]) -> AsyncIterator[tuple[SocketWireClient, splice_fetch.Pipe]]:
+    """A loopback server running ``serve``, a SocketWireClient connected to it and a pipe; all closed after."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
+    pipe = splice_fetch.Pipe()
+    try:
+        yield client, pipe
+    finally:
+        pipe.close()
+        client.close()
+        server.close()  # not awaited: a handler may still hold its connection (Python 3.12 waits for them)
 
 
 def on_disk(lg: Log) -> bytes:
@@ -213,16 +218,9 @@ def test_corr_mismatch_and_garbage_are_refused(tmp_path: Path) -> None:
             writer.write(data)
             await writer.drain()
 
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "test", 10.0)
-        pipe = splice_fetch.Pipe()
-        try:
+        async with connected(serve) as (client, pipe):
             corr = await client.send_request(1, 12, b"\x00" * 8)
             await asyncio.wait_for(splice_fetch.read_fetch_response_spliced(client, corr, pipe, Sink({"a": lg})), 5)
-        finally:
-            pipe.close()
-            client.close()
-            server.close()
 
     with pytest.raises(FetchResponseError, match="correlation"):
         asyncio.run(run(response([], 999)))
@@ -268,9 +266,6 @@ def test_a_long_item_learnt_piece_by_piece_does_not_hold_the_event_loop() -> Non
     sink = Sink({})
 
     async def run() -> float:
-        server = await asyncio.start_server(serve_once(data_of, hold=30), "127.0.0.1", 0)
-        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
-        pipe = splice_fetch.Pipe()
         gap = [0.0]
 
         async def ticker() -> None:
@@ -282,17 +277,15 @@ def test_a_long_item_learnt_piece_by_piece_does_not_hold_the_event_loop() -> Non
 
         tick = asyncio.create_task(ticker())
         try:
-            corr = await client.send_request(1, 12, b"\x00" * 8)
-            await asyncio.sleep(0.2)  # the whole response waits in the socket
-            async with asyncio.timeout(5):
-                await splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink)
-            await asyncio.sleep(0.05)
-            return gap[0]
+            async with connected(serve_once(data_of, hold=30)) as (client, pipe):
+                corr = await client.send_request(1, 12, b"\x00" * 8)
+                await asyncio.sleep(0.2)  # the whole response waits in the socket
+                async with asyncio.timeout(5):
+                    await splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink)
+                await asyncio.sleep(0.05)
+                return gap[0]
         finally:
             tick.cancel()
-            pipe.close()
-            client.close()
-            server.close()
 
     assert asyncio.run(run()) < 0.5
     assert sink.applied == [("a", 0, 0, False)]
@@ -331,10 +324,7 @@ def test_a_log_dir_move_copies_only_what_the_log_holds(tmp_path: Path) -> None:
             writer.write(data[300_000:])
             await writer.drain()
 
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
-        pipe = splice_fetch.Pipe()
-        try:
+        async with connected(serve) as (client, pipe):
             corr = await client.send_request(1, 12, b"\x00" * 8)
             reading = asyncio.create_task(splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink))
             while not seg.exists() or seg.stat().st_size < 200_000:  # spliced, not appended yet
@@ -346,10 +336,6 @@ def test_a_log_dir_move_copies_only_what_the_log_holds(tmp_path: Path) -> None:
             lg.append_as_follower(other, validate_batches(other), 1000)
             go.set()
             await reading
-        finally:
-            pipe.close()
-            client.close()
-            server.close()
 
     asyncio.run(run())
     copy_round()
@@ -408,17 +394,10 @@ def test_bytes_after_the_fields_of_a_large_response_are_read_past(tmp_path: Path
         return struct.pack(">i", len(padded)) + padded
 
     async def run() -> None:
-        server = await asyncio.start_server(serve_once(data_of), "127.0.0.1", 0)
-        client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
-        pipe = splice_fetch.Pipe()
-        try:
+        async with connected(serve_once(data_of)) as (client, pipe):
             for _ in range(2):
                 corr = await client.send_request(1, 12, b"\x00" * 8)
                 await asyncio.wait_for(splice_fetch.read_fetch_response_spliced(client, corr, pipe, sink), 5)
-        finally:
-            pipe.close()
-            client.close()
-            server.close()
 
     asyncio.run(run())
     # the second answer repeats the same batches: spliced past the end, all below it, none appended, cut
