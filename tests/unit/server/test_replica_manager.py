@@ -76,6 +76,19 @@ def _at(offset: int, max_bytes: int = 1 << 20) -> list[tuple[tuple[str, int], Ca
     return [(TP, CachedPartition(offset, max_bytes, -1))]
 
 
+
+def _count_reads(rm: ReplicaManager) -> list[int]:
+    """A list that gets an entry for every ``read_from_log`` call from now on."""
+    reads: list[int] = []
+    read_from_log = rm.read_from_log
+
+    def counted(*args: Any, **kwargs: Any) -> LogReadResult:
+        reads.append(1)
+        return read_from_log(*args, **kwargs)
+
+    rm.read_from_log = counted  # type: ignore[method-assign]
+    return reads
+
 def test_lone_leader_acks_all_is_answered_at_once(tmp_path: Path) -> None:
     rm, broker, _sched, _part = _setup(tmp_path, [0], [0])
     r = rm.append("t", 0, _batch(3), NOW, acks=-1)
@@ -227,14 +240,7 @@ def test_a_consumer_fetch_waiting_on_an_acks_all_leader_is_not_read_until_the_hi
     rm, broker, sched, _part = _setup(tmp_path, [0, 1], [0, 1])
     op = rm.fetch(FetchParams(max_wait_ms=500, min_bytes=1), _at(0))
     assert isinstance(op, DelayedFetch)
-    reads: list[int] = []
-    read_from_log = rm.read_from_log
-
-    def counted(*args: Any, **kwargs: Any) -> LogReadResult:
-        reads.append(1)
-        return read_from_log(*args, **kwargs)
-
-    rm.read_from_log = counted  # type: ignore[method-assign]
+    reads = _count_reads(rm)
     rm.append("t", 0, _batch(2), NOW, acks=-1)
     sched.run_soon()
     assert not op.completed and reads == []  # woken, nothing below the high watermark: no read
@@ -278,14 +284,7 @@ def test_a_fetch_with_nothing_to_read_is_parked_without_reading(tmp_path: Path) 
     partitions; the follower's fetch offset still counts (its state, the high watermark)."""
     rm, broker, sched, part = _setup(tmp_path, [0, 1], [0, 1])
     rm.append("t", 0, _batch(2), NOW, acks=-1)
-    reads: list[int] = []
-    read_from_log = rm.read_from_log
-
-    def counted(*args: Any, **kwargs: Any) -> LogReadResult:
-        reads.append(1)
-        return read_from_log(*args, **kwargs)
-
-    rm.read_from_log = counted  # type: ignore[method-assign]
+    reads = _count_reads(rm)
     consumer = rm.fetch(FetchParams(max_wait_ms=500, min_bytes=1), _at(0))
     follower = rm.fetch(FetchParams(replica_id=1, max_wait_ms=500, min_bytes=1), _at(2))
     assert isinstance(consumer, DelayedFetch) and isinstance(follower, DelayedFetch) and reads == []
