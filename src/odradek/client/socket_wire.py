@@ -24,7 +24,7 @@ class SocketWireClient(AsyncWireClient):
         self.sock: socket.socket | None = None
         self._lowat = 1
         # the socket stays registered with the event loop between waits (uvloop's add_reader and
-        # remove_reader cost ~8 system calls a pair: a fetcher waits once or twice per response)
+        # remove_reader cost ~10 system calls a pair: a fetcher waits once or twice per response)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watching = False
         self._waiter: asyncio.Future[None] | None = None

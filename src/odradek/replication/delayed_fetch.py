@@ -11,7 +11,8 @@ completes with what it read once that is at least ``min_bytes`` or a partition h
 error). Before reading, the partitions' offsets are compared as Kafka's tryComplete does
 (:meth:`ReplicaManager.nothing_to_read`): when every fetch offset is at its read's upper bound
 and nothing else changed, the read would find nothing and is not made (a consumer's fetch on
-an acks=all leader is checked at every append, before the high watermark moves). On expiry the partitions are read once more and answered whatever they hold.
+an acks=all leader is checked at every append, before the high watermark moves). On expiry
+the partitions are read once more and answered whatever they hold.
 """
 
 from __future__ import annotations

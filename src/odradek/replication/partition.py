@@ -36,3 +36,7 @@ class Partition:
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader == broker_id and self.leader_state is not None
+
+    def is_follower(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is one of the assigned replicas other than the leader."""
+        return broker_id != self.leader and broker_id in self.replicas

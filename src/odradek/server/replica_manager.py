@@ -289,12 +289,10 @@ class ReplicaManager:
                 now = self.now_ms()
                 for (name, p), cp in partitions:
                     self.on_follower_fetch(name, p, params.replica_id, cp.fetch_offset, now)
-            op = DelayedFetch(self, params, partitions)
-            self.fetch_purgatory.watch(op, [tp for tp, _ in partitions])
-            return op
-        read = self.read_from_log(params, partitions, update_follower=params.replica_id >= 0)
-        if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
-            return read
+        else:
+            read = self.read_from_log(params, partitions, update_follower=params.replica_id >= 0)
+            if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
+                return read
         op = DelayedFetch(self, params, partitions)
         topics = self.topics
         self.fetch_purgatory.watch(op, [tp for tp, _ in partitions if topics.get(tp[0]) is not None])
@@ -387,11 +385,11 @@ class ReplicaManager:
         node = self.node_id
         for key, cp in partitions:
             part = parts.get(key)
-            if part is None or part.leader != node or part.leader_state is None:
+            if part is None or not part.is_leader(node):
                 return False
             if 0 <= cp.current_leader_epoch != part.leader_epoch:
                 return False
-            if follower and (replica_id == part.leader or replica_id not in part.replicas):
+            if follower and not part.is_follower(replica_id):
                 return False
             meta = reg.get(key[0])
             if meta is None or not 0 <= key[1] < len(meta.partitions):
@@ -526,7 +524,7 @@ class ReplicaManager:
         part = self.partitions.get((topic, partition))
         if part is None or part.leader_state is None:
             return None
-        if replica_id != part.leader and replica_id in part.replicas:
+        if part.is_follower(replica_id):
             return None
         log.warning("fetch from replica %d of %s-%d refused: not one of its replicas %s",
                     replica_id, topic, partition, part.replicas)
