@@ -25,10 +25,15 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports, all held open while they are picked: ports picked one at a time may
+    repeat (a worker's web UI then took the master's before the master's JVM bound it, the master's UI
+    moved to the next port and its /json/ here answered the worker's HTML page)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 class StandaloneCluster:
@@ -37,8 +42,7 @@ class StandaloneCluster:
         self.workers = workers
         self.cores = cores
         self.memory = memory
-        self.port = _free_port()
-        self.ui_port = _free_port()
+        self.port, self.ui_port, *self.worker_ui_ports = _free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[2] / "src")
@@ -71,7 +75,7 @@ class StandaloneCluster:
         for i in range(1, self.workers + 1):
             work = self.root / f"worker-{i}"
             work.mkdir(exist_ok=True)
-            self._daemon("start", WORKER, i, "--host", "127.0.0.1", "--webui-port", str(_free_port()),
+            self._daemon("start", WORKER, i, "--host", "127.0.0.1", "--webui-port", str(self.worker_ui_ports[i - 1]),
                          "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work), self.url)
             self.started.append((WORKER, i))
         deadline = time.monotonic() + 120
