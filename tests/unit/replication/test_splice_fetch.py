@@ -148,6 +148,43 @@ def test_large_records_are_spliced_in_place_small_ones_read(tmp_path: Path) -> N
     assert got.regions[0].position == 3 * (len(big) // 6)
 
 
+
+def test_spliced_records_are_read_back_exactly_through_one_reused_buffer(tmp_path: Path) -> None:
+    # three partitions spliced from one response, the second the largest: each is read back whole for
+    # its check (a wrong byte fails the CRC in append_as_follower) through the pipe's one buffer
+    sizes = {0: 6, 1: 9, 2: 4}
+    data = {p: batches(0, n, value_bytes=20_000 + p) for p, n in sizes.items()}
+    logs = {f"t{p}": Log.create(tmp_path, f"t{p}", 0, LogConfig(), None) for p in sizes}
+    sink = Sink(logs)
+    exchange([TopicResult(f"t{p}", uuid.uuid4(), [PartitionResult(0, 0, 4 * n, 4 * n, 0, None, -1, [data[p]],
+                                                                  len(data[p]))])
+              for p, n in sizes.items()], sink)
+    assert sink.applied == [(f"t{p}", 0, len(data[p]), True) for p in sizes]
+    for p, n in sizes.items():
+        assert logs[f"t{p}"].log_end_offset == 4 * n and on_disk(logs[f"t{p}"]) == data[p]
+
+
+def test_read_file_reuses_its_buffer_and_refuses_a_short_file(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * 1024)
+    pipe = splice_fetch.Pipe()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        view = pipe.read_file(fd, 1000, 70_000)
+        assert bytes(view) == path.read_bytes()[1000:71_000]
+        buffer = pipe.read_back
+        view.release()
+        assert bytes(pipe.read_file(fd, 5, 300)) == path.read_bytes()[5:305] and pipe.read_back is buffer
+        held = pipe.read_file(fd, 0, 10)  # a view still held: a larger read takes a new buffer, not this one
+        pipe.read_file(fd, 0, 200_000)
+        assert pipe.read_back is not buffer and bytes(held) == bytes(range(10))
+        with pytest.raises(OSError) as e:
+            pipe.read_file(fd, 262_000, 1_000)  # 144 bytes there
+        assert e.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+        pipe.close()
+
 def test_a_partial_last_batch_is_cut_from_the_file(tmp_path: Path) -> None:
     whole = batches(0, 4)
     sent = whole + batches(16, 1)[:5_000]
