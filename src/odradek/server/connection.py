@@ -75,6 +75,10 @@ _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
 IOV_MAX = 512  # buffers per sendmsg (the kernel's UIO_MAXIOV is 1024)
+# a file region up to this size is read (pread) and sent with the response's other buffers in one
+# sendmsg rather than by sendfile between two sends: three segments on the wire for a small fetch
+# response cost both ends more than the copy (see docs/architecture.md, "zero-copy fetch")
+INLINE_REGION_BYTES = 16 << 10
 _scratch = threading.local()
 
 
@@ -683,13 +687,27 @@ class Connection:
             stats.record(s.key, s.version, s.t_recv, s.t_start, s.t_local, s.t_done, s.t_queued, now)
 
     # -- writing
+    def _read_region(self, region: tuple[Any, int, int]) -> bytes | None:
+        """A small file region's bytes, read to go out in the same ``sendmsg`` as the buffers around
+        it; None (and the connection closed) when the file can no longer give them."""
+        f, position, length = region
+        try:
+            data = os.pread(f.fileno(), length, position)
+        except (ValueError, OSError):
+            self.close("segment file closed before its region was sent")
+            return None
+        if len(data) < length:  # the file shrank under us (deleted/truncated segment)
+            self.close("file region no longer readable")
+            return None
+        return data
+
     def _flush(self) -> None:
         out = self.out
         sock = self.sock
         try:
             while out:
                 item = out[0]
-                if isinstance(item, tuple):  # a file region: (file with fileno(), position, length)
+                if isinstance(item, tuple) and item[2] > INLINE_REGION_BYTES:  # (file, position, length)
                     try:
                         in_fd = item[0].fileno()
                     except (ValueError, OSError):
@@ -707,11 +725,17 @@ class Connection:
                         break
                     out.popleft()
                     continue
-                # gather consecutive in-memory buffers into one sendmsg
+                # gather consecutive in-memory buffers, small file regions read in, into one sendmsg
                 bufs: list[bytes | memoryview] = []
-                for it in out:
-                    if isinstance(it, tuple) or len(bufs) >= IOV_MAX:
-                        break
+                for i in range(min(len(out), IOV_MAX)):
+                    it = out[i]
+                    if isinstance(it, tuple):
+                        if it[2] > INLINE_REGION_BYTES:
+                            break
+                        data = self._read_region(it)
+                        if data is None:
+                            return
+                        out[i] = it = data
                     bufs.append(it)
                 n = sock.sendmsg(bufs) if len(bufs) > 1 else sock.send(bufs[0])
                 self.last_active = time.monotonic()
