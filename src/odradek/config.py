@@ -105,6 +105,29 @@ def _parse(d: ConfigDef, raw: str | None) -> Any:
     return value
 
 
+# (id of the ConfigDef, raw text) -> (the ConfigDef, its value): the values of scalar configs read on hot
+# paths (a follower reads two per fetch) are parsed once per raw text, not on every read. Lists are
+# parsed each time (a caller may change the list it gets). Only values that parsed and passed
+# validation are kept; the ConfigDef is held so its id cannot be reused while the entry lives.
+_PARSED: dict[tuple[int, str], tuple[ConfigDef, Any]] = {}
+_PARSED_MAX = 4096
+
+
+def parse_value(d: ConfigDef, raw: str | None) -> Any:
+    """``raw``'s value for ``d`` (None for None); raises :class:`ConfigError` when invalid."""
+    if raw is None:
+        return None
+    hit = _PARSED.get((id(d), raw))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    value = _parse(d, raw)
+    if d.type != T_LIST:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[(id(d), raw)] = (d, value)
+    return value
+
+
 @dataclass(frozen=True)
 class AtLeast:
     """Kafka's ConfigDef.Range.atLeast."""
@@ -673,7 +696,7 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         d = BROKER_CONFIGS[name]
-        return _parse(d, self.raw(name)[0])
+        return parse_value(d, self.raw(name)[0])
 
     # -- convenient typed accessors
     @property
@@ -714,9 +737,9 @@ class BrokerConfig:
 
     def topic_value(self, name: str, overrides: Mapping[str, str]) -> tuple[Any, int]:
         if name in overrides:
-            return _parse(TOPIC_CONFIGS[name], overrides[name]), SRC_DYNAMIC_TOPIC
+            return parse_value(TOPIC_CONFIGS[name], overrides[name]), SRC_DYNAMIC_TOPIC
         raw, src, _ = self.topic_default(name)
-        return _parse(TOPIC_CONFIGS[name], raw), src
+        return parse_value(TOPIC_CONFIGS[name], raw), src
 
     def set_dynamic(self, per_broker: bool, values: Mapping[str, str]) -> None:
         layer = self.dynamic_broker if per_broker else self.dynamic_default

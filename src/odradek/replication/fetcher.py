@@ -254,7 +254,7 @@ class ReplicaFetcher:
     async def _fetch(self, tps: list[TP]) -> None:
         topics: dict[str, list[FetchPartition]] = {}
         sent: dict[TP, FetchState] = {}
-        wait = self.quota.delay() if self.quota is not None else 0.0
+        wait = -1.0  # the replication quota's delay, asked only when a throttled partition is not in sync
         self._rotation = (self._rotation + 1) % max(len(tps), 1)  # fairness under the response size limit
         tps = tps[self._rotation:] + tps[: self._rotation]
         throttled: set[TP] = set()
@@ -265,9 +265,12 @@ class ReplicaFetcher:
                 self._back_off(tp, state)
                 continue
             if self.throttled(tp):
-                if wait > 0 and not state.in_sync:  # Kafka's shouldFollowerThrottle: not caught up only
-                    state.retry_at = time.monotonic() + wait
-                    continue
+                if not state.in_sync:  # Kafka's shouldFollowerThrottle: not caught up only
+                    if wait < 0:
+                        wait = self.quota.delay() if self.quota is not None else 0.0
+                    if wait > 0:
+                        state.retry_at = time.monotonic() + wait
+                        continue
                 throttled.add(tp)
             topics.setdefault(tp[0], []).append((
                 tp[1], state.leader_epoch, plog.log_end_offset, -1, plog.log_start_offset, self.cfg.max_bytes,

@@ -92,6 +92,7 @@ SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
 ACCEPT_BACKOFF_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 5.0
 # accept errors that concern the one connection being accepted: skip it and go on
+_FOLLOWER_THROTTLED = "follower.replication.throttled.replicas"
 _ACCEPT_SKIP = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.EHOSTUNREACH})
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -283,8 +284,13 @@ class Broker:
 
     def _follower_throttled(self, tp: tuple[str, int]) -> bool:
         meta = self.topics.get(tp[0])
-        listed, _ = self.config.topic_value("follower.replication.throttled.replicas",
-                                            meta.configs if meta is not None else {})
+        overrides = meta.configs if meta is not None else {}
+        raw = overrides.get(_FOLLOWER_THROTTLED)
+        if raw is None:
+            raw = self.config.topic_default(_FOLLOWER_THROTTLED)[0]
+        if not raw or not raw.strip():  # none listed (asked per partition, per fetch: no list parsed)
+            return False
+        listed, _ = self.config.topic_value(_FOLLOWER_THROTTLED, overrides)
         return bool(listed) and ("*" in listed or f"{tp[1]}:{self.node_id}" in listed)
 
     def reload_configs_from_store(self) -> None:
