@@ -67,6 +67,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# the most a batch-header scan reads at once (a larger index.interval.bytes is read in pieces this size)
+_SCAN_CHUNK_MAX = 16 << 10
 
 _I = TypeVar("_I", bound=AbstractIndex)
 _BATCH_LENGTH = struct.Struct(">i")
@@ -397,17 +399,25 @@ class LogSegment:
         _, pos = self.offset_index.lookup(offset)
         if pos < starting_position:
             pos = starting_position
-        # inline header scan (hot path): only 61-byte preads
+        # inline header scan (hot path). The file is read a chunk at a time, one index interval and a
+        # header: a batch's header is read from the chunk when it lies in it, so the batches between an
+        # index entry and the offset (up to index.interval.bytes of them) cost one pread, not one each
         records = self.log
         limit = records.size
         fd = records.fileno()
         pread = os.pread
-        unpack = BATCH_HEADER.unpack
+        unpack_from = BATCH_HEADER.unpack_from
+        chunk = min(self.config.index_interval_bytes, _SCAN_CHUNK_MAX) + BATCH_HEADER_SIZE
+        buf = b""
+        base = pos  # buf holds the file's bytes [base, base + len(buf))
         while limit - pos >= BATCH_HEADER_SIZE:
-            buf = pread(fd, BATCH_HEADER_SIZE, pos)
-            if len(buf) < BATCH_HEADER_SIZE:
-                return None
-            fields = unpack(buf)
+            at = pos - base
+            if at + BATCH_HEADER_SIZE > len(buf):
+                buf = pread(fd, min(limit - pos, chunk), pos)
+                base, at = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return None
+            fields = unpack_from(buf, at)
             size = fields[1] + LOG_OVERHEAD
             if fields[1] < MIN_BATCH_LENGTH or pos + size > limit:
                 return None

@@ -377,3 +377,26 @@ def test_recover_checks_the_whole_segment_when_the_index_disagrees(tmp_path: Pat
     bare = LogSegment.open(tmp_path / "none", 0, cfg, size, active=True, time_ms=NOW, indexes_present=False)
     bare.recover(rp)
     assert bare.checked_from == 0 and _index_state(bare) == _index_state(whole)
+
+
+@pytest.mark.parametrize("interval", [0, 500, 4096, 1 << 20])
+def test_translate_offset_finds_every_batch_whatever_the_chunk(tmp_path: Path, interval: int) -> None:
+    # batches of varied sizes (one record to many), each offset looked up against a walk of the headers;
+    # the header scan reads the file a chunk at a time, so headers straddle chunk boundaries here
+    seg = _segment(tmp_path, 0, index_interval_bytes=interval)
+    expect: list[tuple[int, int, int]] = []  # (base offset, last offset, position)
+    pos, base = 0, 0
+    for i in range(60):
+        data, headers = _batches(base, 1, records=1 + (i * 7) % 23)
+        seg.append(data, headers)
+        expect.append((base, headers[0].last_offset, pos))
+        pos += len(data)
+        base = headers[0].last_offset + 1
+    for offset in range(base):
+        want = next(e for e in expect if e[1] >= offset)
+        found = seg.translate_offset(offset)
+        assert found is not None and (found[0], found[1].base_offset) == (want[2], want[0]), offset
+        later = seg.translate_offset(offset, starting_position=want[2])
+        assert later is not None and later[0] == want[2]
+    assert seg.translate_offset(base) is None  # past the last batch
+    seg.close()
