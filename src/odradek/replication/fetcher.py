@@ -319,11 +319,14 @@ class ReplicaFetcher:
         cfg = self.cfg
         sink = _SpliceSink(self, sent, throttled)
         try:
-            async with asyncio.timeout(cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0):
+            client.set_deadline(cfg.socket_timeout_ms / 1000.0 + cfg.wait_max_ms / 1000.0)
+            try:
                 corr = await client.send_request(1, FETCH_VERSION, request)
                 if self._pipe is None:
                     self._pipe = splice_fetch.Pipe()
                 await splice_fetch.read_fetch_response_spliced(client, corr, self._pipe, sink)
+            finally:
+                client.clear_deadline()
         except (FetchResponseError, FrameError) as e:
             self._drop_connection()
             raise WireError(f"fetch response from broker {self.leader_id}: {e}") from None

@@ -74,3 +74,119 @@ def test_the_socket_is_registered_once_across_waits_and_let_go_when_nobody_waits
             await server.wait_closed()
 
     asyncio.run(run())
+
+
+async def _connected_pair() -> tuple[SocketWireClient, list[asyncio.StreamWriter], list[asyncio.StreamReader],
+                                     asyncio.Server]:
+    writers: list[asyncio.StreamWriter] = []
+    readers: list[asyncio.StreamReader] = []
+
+    async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        readers.append(r)
+        writers.append(w)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
+    await client.connect()
+    while not writers:
+        await asyncio.sleep(0.01)
+    return client, writers, readers, server
+
+
+def test_a_deadline_ends_a_wait_for_an_answer_that_does_not_come() -> None:
+    async def run() -> None:
+        client, writers, _readers, server = await _connected_pair()
+        try:
+            got = bytearray(4)
+            client.set_deadline(0.2)
+            t0 = asyncio.get_running_loop().time()
+            try:
+                await client.recv_into(memoryview(got))
+                raise AssertionError("no answer came, yet the read returned")
+            except TimeoutError:
+                pass
+            assert 0.15 < asyncio.get_running_loop().time() - t0 < 2.0
+            # passed while nobody waited (the task was busy): the next wait raises at once
+            client.set_deadline(0.05)
+            await asyncio.sleep(0.15)
+            try:
+                await client.recv_into(memoryview(got))
+                raise AssertionError("the deadline had passed, yet the read waited")
+            except TimeoutError:
+                pass
+            # cleared in time: later waits are not limited by it
+            client.set_deadline(0.05)
+            client.clear_deadline()
+            await asyncio.sleep(0.15)
+            asyncio.get_running_loop().call_later(0.05, writers[0].write, b"late")
+            await client.recv_into(memoryview(got))
+            assert bytes(got) == b"late"
+        finally:
+            client.close()
+            for w in writers:
+                w.close()
+            server.close()
+
+    asyncio.run(run())
+
+
+def test_one_timer_serves_every_exchange() -> None:
+    async def run() -> None:
+        client, writers, _readers, server = await _connected_pair()
+        loop = asyncio.get_running_loop()
+        armed: list[float] = []
+        call_at = loop.call_at
+
+        def counted(when: float, cb: Any, *args: Any, **kw: Any) -> Any:
+            if cb == client._on_deadline:
+                armed.append(when)
+            return call_at(when, cb, *args, **kw)
+
+        loop.call_at = counted  # type: ignore[method-assign]
+        try:
+            got = bytearray(4)
+            for i in range(30):
+                client.set_deadline(5.0)
+                loop.call_later(0.001, writers[0].write, i.to_bytes(4, "big"))
+                await client.recv_into(memoryview(got))
+                client.clear_deadline()
+                assert int.from_bytes(got, "big") == i
+            assert len(armed) == 1
+        finally:
+            loop.call_at = call_at  # type: ignore[method-assign]
+            client.close()
+            for w in writers:
+                w.close()
+            server.close()
+
+    asyncio.run(run())
+
+
+def test_a_request_waits_for_room_to_send_and_its_deadline_ends_that_wait_too() -> None:
+    async def run() -> None:
+        client, writers, readers, server = await _connected_pair()
+        try:
+            big = b"x" * (16 << 20)  # more than the socket buffers hold: the send must wait
+            # the peer reads it all: the request goes out whole
+            async def drain(n: int) -> bytes:
+                return await readers[0].readexactly(n)
+
+            size = len(SocketWireClient("127.0.0.1", 1, "t").encode(1, 12, big))
+            reading = asyncio.ensure_future(drain(size))
+            await client.send_request(1, 12, big)
+            frame = await asyncio.wait_for(reading, 20)
+            assert frame[-len(big):] == big
+            # nobody reads: the deadline ends the wait for room
+            client.set_deadline(0.2)
+            try:
+                await client.send_request(1, 12, big)
+                raise AssertionError("nobody read, yet the send finished")
+            except TimeoutError:
+                pass
+        finally:
+            client.close()
+            for w in writers:
+                w.close()
+            server.close()
+
+    asyncio.run(run())

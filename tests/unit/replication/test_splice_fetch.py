@@ -440,3 +440,33 @@ def test_bytes_after_the_fields_of_a_large_response_are_read_past(tmp_path: Path
     # the second answer repeats the same batches: spliced past the end, all below it, none appended, cut
     assert [a[3] for a in sink.applied] == [True, True]
     assert lg.log_end_offset == 24 and on_disk(lg) == big
+
+
+def test_a_leader_that_does_not_answer_fails_the_fetch_after_the_socket_timeout(tmp_path: Path) -> None:
+    from odradek.client.async_wire import WireError
+    from odradek.replication.fetcher import FetcherConfig, FetchState, ReplicaFetcher
+
+    lg = Log.create(tmp_path, "a", 0, LogConfig(), None)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)  # takes the request, never answers
+        await asyncio.sleep(30)
+
+    async def run() -> float:
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        f = ReplicaFetcher(FetcherConfig(broker_id=1, socket_timeout_ms=200, wait_max_ms=100), 0, "127.0.0.1",
+                           server.sockets[0].getsockname()[1], lambda t, p: lg if (t, p) == ("a", 0) else None)
+        await f.stop()  # its own loop out of the way: one fetch, driven here
+        f.stopped = False
+        f.partitions[("a", 0)] = FetchState(0, truncating=False)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(WireError):
+                await asyncio.wait_for(f._fetch([("a", 0)]), 10)
+            return time.monotonic() - t0
+        finally:
+            f._drop_connection()
+            server.close()
+
+    took = asyncio.run(run())
+    assert 0.25 < took < 5  # socket timeout + max wait (0.3 s), not the wait_for's 10 s
