@@ -6,6 +6,8 @@ call back on every iteration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from odradek.client.socket_wire import SocketWireClient
@@ -76,8 +78,11 @@ def test_the_socket_is_registered_once_across_waits_and_let_go_when_nobody_waits
     asyncio.run(run())
 
 
-async def _connected_pair() -> tuple[SocketWireClient, list[asyncio.StreamWriter], list[asyncio.StreamReader],
-                                     asyncio.Server]:
+@contextlib.asynccontextmanager
+async def _connected() -> AsyncIterator[tuple[SocketWireClient, list[asyncio.StreamWriter],
+                                              list[asyncio.StreamReader]]]:
+    """A SocketWireClient connected to a loopback server that keeps each connection's reader and writer
+    (and does nothing else); all closed after."""
     writers: list[asyncio.StreamWriter] = []
     readers: list[asyncio.StreamReader] = []
 
@@ -87,16 +92,21 @@ async def _connected_pair() -> tuple[SocketWireClient, list[asyncio.StreamWriter
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     client = SocketWireClient("127.0.0.1", server.sockets[0].getsockname()[1], "t", 10.0)
-    await client.connect()
-    while not writers:
-        await asyncio.sleep(0.01)
-    return client, writers, readers, server
+    try:
+        await client.connect()
+        while not writers:
+            await asyncio.sleep(0.01)
+        yield client, writers, readers
+    finally:
+        client.close()
+        for w in writers:
+            w.close()
+        server.close()
 
 
 def test_a_deadline_ends_a_wait_for_an_answer_that_does_not_come() -> None:
     async def run() -> None:
-        client, writers, _readers, server = await _connected_pair()
-        try:
+        async with _connected() as (client, writers, _readers):
             got = bytearray(4)
             client.set_deadline(0.2)
             t0 = asyncio.get_running_loop().time()
@@ -121,29 +131,23 @@ def test_a_deadline_ends_a_wait_for_an_answer_that_does_not_come() -> None:
             asyncio.get_running_loop().call_later(0.05, writers[0].write, b"late")
             await client.recv_into(memoryview(got))
             assert bytes(got) == b"late"
-        finally:
-            client.close()
-            for w in writers:
-                w.close()
-            server.close()
 
     asyncio.run(run())
 
 
 def test_one_timer_serves_every_exchange() -> None:
     async def run() -> None:
-        client, writers, _readers, server = await _connected_pair()
         loop = asyncio.get_running_loop()
         armed: list[float] = []
         call_at = loop.call_at
+        async with _connected() as (client, writers, _readers):
 
-        def counted(when: float, cb: Any, *args: Any, **kw: Any) -> Any:
-            if cb == client._on_deadline:
-                armed.append(when)
-            return call_at(when, cb, *args, **kw)
+            def counted(when: float, cb: Any, *args: Any, **kw: Any) -> Any:
+                if cb == client._on_deadline:
+                    armed.append(when)
+                return call_at(when, cb, *args, **kw)
 
-        loop.call_at = counted  # type: ignore[method-assign]
-        try:
+            loop.call_at = counted  # type: ignore[method-assign]
             got = bytearray(4)
             for i in range(30):
                 client.set_deadline(5.0)
@@ -151,21 +155,15 @@ def test_one_timer_serves_every_exchange() -> None:
                 await client.recv_into(memoryview(got))
                 client.clear_deadline()
                 assert int.from_bytes(got, "big") == i
-            assert len(armed) == 1
-        finally:
             loop.call_at = call_at  # type: ignore[method-assign]
-            client.close()
-            for w in writers:
-                w.close()
-            server.close()
+            assert len(armed) == 1
 
     asyncio.run(run())
 
 
 def test_a_request_waits_for_room_to_send_and_its_deadline_ends_that_wait_too() -> None:
     async def run() -> None:
-        client, writers, readers, server = await _connected_pair()
-        try:
+        async with _connected() as (client, _writers, readers):
             big = b"x" * (16 << 20)  # more than the socket buffers hold: the send must wait
             # the peer reads it all: the request goes out whole
             async def drain(n: int) -> bytes:
@@ -183,10 +181,5 @@ def test_a_request_waits_for_room_to_send_and_its_deadline_ends_that_wait_too() 
                 raise AssertionError("nobody read, yet the send finished")
             except TimeoutError:
                 pass
-        finally:
-            client.close()
-            for w in writers:
-                w.close()
-            server.close()
 
     asyncio.run(run())
