@@ -117,9 +117,14 @@ class SocketWireClient(AsyncWireClient):
         reads the response)."""
         if self.sock is None:
             await self.connect()
-        sock = self.sock
-        assert sock is not None
-        view = memoryview(self.encode(api_key, version, body))
+        assert self.sock is not None
+        await self._send_all(self.sock, self.encode(api_key, version, body))
+        return self._corr
+
+    async def _send_all(self, sock: socket.socket, data: bytes) -> None:
+        """Write ``data`` whole: at once when the socket buffer has room (a request always does, but for
+        a very large one), else waiting for room within the deadline."""
+        view = memoryview(data)
         while view:
             try:
                 n = sock.send(view)
@@ -127,7 +132,6 @@ class SocketWireClient(AsyncWireClient):
                 await self._wait_writable(sock)
                 continue
             view = view[n:]
-        return self._corr
 
     async def _wait_writable(self, sock: socket.socket) -> None:
         self._check_expired()
@@ -199,7 +203,7 @@ class SocketWireClient(AsyncWireClient):
         sock = self.sock
         if sock is None:
             raise ConnectionError("not connected")
-        await asyncio.get_running_loop().sock_sendall(sock, frame)
+        await self._send_all(sock, frame)
         prefix = bytearray(4)
         await self.recv_into(memoryview(prefix))
         try:

@@ -92,7 +92,6 @@ SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
 ACCEPT_BACKOFF_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 5.0
 # accept errors that concern the one connection being accepted: skip it and go on
-_FOLLOWER_THROTTLED = "follower.replication.throttled.replicas"
 _ACCEPT_SKIP = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.EHOSTUNREACH})
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -263,7 +262,9 @@ class Broker:
                 splice=bool(cfg.get("odradek.replica.fetch.splice")),
             ),
             self.log_manager.get_log,
-            self._follower_throttled,
+            # which partitions a follower throttles: the topics' follower.replication.throttled.replicas,
+            # parsed once per text (the fetcher asks per partition, per fetch); its rate is the ByteQuota's
+            self._replication_quota("follower").is_throttled,
             lambda: int(self.config.get("follower.replication.throttled.rate")),
         )
 
@@ -281,17 +282,6 @@ class Broker:
             self.now_ms, int(cfg.get("replication.quota.window.num")),
             int(cfg.get("replication.quota.window.size.seconds")),
         )
-
-    def _follower_throttled(self, tp: tuple[str, int]) -> bool:
-        meta = self.topics.get(tp[0])
-        overrides = meta.configs if meta is not None else {}
-        raw = overrides.get(_FOLLOWER_THROTTLED)
-        if raw is None:
-            raw = self.config.topic_default(_FOLLOWER_THROTTLED)[0]
-        if not raw or not raw.strip():  # none listed (asked per partition, per fetch: no list parsed)
-            return False
-        listed, _ = self.config.topic_value(_FOLLOWER_THROTTLED, overrides)
-        return bool(listed) and ("*" in listed or f"{tp[1]}:{self.node_id}" in listed)
 
     def reload_configs_from_store(self) -> None:
         """A /config/changes notification: re-read dynamic broker and topic configs."""
