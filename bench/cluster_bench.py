@@ -6,7 +6,8 @@ Debian's ZooKeeper) against the same workload on one embedded broker (RF=1), alt
                                   [--reps 3] [--rate MSGS_PER_S] [--profile DIR]
 
 Prints one line per run and a summary table: MB/s, records/s, p99 latency and broker CPU seconds
-(summed over the cluster's brokers), and the ratio cluster / single. The client is librdkafka's C perf
+(summed over the cluster's brokers; "kernel" is the system-time part of them), and the ratio cluster /
+single. The client is librdkafka's C perf
 tool by default (rdkafka_performance, built by bench/build_rdkafka.sh; bench/rdkafka_perf.py), so the
 brokers rather than a Python producer loop are measured; ``--client python`` runs `odradek perf`.
 Latency is the produce-to-acknowledgement time of each record (the C tool's ``-l``). ``--rate`` caps
@@ -92,16 +93,25 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
         time.sleep(0.2)
 
 
+def add_cpu(r: dict[str, Any], before: list[tuple[float, float]], brokers: list[OdradekBroker]) -> None:
+    """The brokers' CPU seconds since ``before`` (their ``cpu_split``s), summed: ``broker_cpu_s`` and the
+    kernel's part of it, ``broker_kernel_s`` (system time: copies, splice/sendfile, system calls)."""
+    after = [b.cpu_split() for b in brokers]
+    kernel = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+    r["broker_cpu_s"] = sum(a[0] - b[0] for a, b in zip(after, before, strict=True)) + kernel
+    r["broker_kernel_s"] = kernel
+
+
 def run_single(base: Path, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     b = OdradekBroker(base / f"single{rep}", {"offsets.topic.replication.factor": "1"})
     b.start()
     try:
         create(b.bootstrap, "w", args.partitions, 1)
         settle(b.bootstrap, "w", args.partitions)
-        cpu0 = b.cpu_seconds()
+        split0 = [b.cpu_split()]
         with profiled([b], args, f"single{rep}"):
             r = perf(b.bootstrap, "w", args)
-        r["broker_cpu_s"] = b.cpu_seconds() - cpu0
+        add_cpu(r, split0, [b])
         r["p99_ms"] = r.get("latency_ms", {}).get("p99", 0.0)
         return r
     finally:
@@ -136,10 +146,10 @@ def run_cluster(base: Path, zk: Ensemble, args: argparse.Namespace, rep: int) ->
                 time.sleep(0.5)
         r_leaders = leaders(bootstrap, "w")
         settle(bootstrap, "w", args.partitions)
-        cpu0 = sum(b.cpu_seconds() for b in brokers)
+        split0 = [b.cpu_split() for b in brokers]
         with profiled(brokers, args, f"cluster{rep}"):
             r = perf(bootstrap, "w", args)
-        r["broker_cpu_s"] = sum(b.cpu_seconds() for b in brokers) - cpu0
+        add_cpu(r, split0, brokers)
         r["leaders"] = r_leaders
         r["p99_ms"] = r.get("latency_ms", {}).get("p99", 0.0)
         return r
@@ -205,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rep {rep + 1} {kind:7s}: " + (r.get("error") or
                       f"{r.get('mb_per_sec', 0):8.1f} MB/s {r.get('records_per_sec', 0):10,.0f} rec/s "
                       f"p99 {r.get('p99_ms', 0):7.1f} ms  broker CPU {r['broker_cpu_s']:.1f} s"
+                      f" (kernel {r['broker_kernel_s']:.1f})"
                       + (f"  leaders {sorted(r['leaders'].values())}" if "leaders" in r else "")), flush=True)
     finally:
         zk.stop()
@@ -217,11 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     rate = f", {args.rate:,} msg/s" if args.rate else ""
     print(f"\n{args.client} client, acks=all, {args.records:,} x {args.record_size} B{rate}, {args.partitions} "
           f"partitions; medians of {args.reps}")
-    print(f"{'':10s}{'MB/s':>10s}{'rec/s':>12s}{'p99 ms':>10s}{'broker CPU s':>14s}")
+    print(f"{'':10s}{'MB/s':>10s}{'rec/s':>12s}{'p99 ms':>10s}{'broker CPU s':>14s}{'kernel s':>10s}")
     for kind, label in (("single", "1 broker"), ("cluster", "3 (RF=3)")):
-        vals = [med(kind, k) for k in ("mb_per_sec", "records_per_sec", "p99_ms", "broker_cpu_s")]
+        vals = [med(kind, k) for k in ("mb_per_sec", "records_per_sec", "p99_ms", "broker_cpu_s", "broker_kernel_s")]
         print(f"{label:10s}" + "".join(f"{v:>{w}.1f}" if v is not None else f"{'-':>{w}}"
-                                       for v, w in zip(vals, (10, 12, 10, 14), strict=True)))
+                                       for v, w in zip(vals, (10, 12, 10, 14, 10), strict=True)))
     a, b = med("cluster", "mb_per_sec"), med("single", "mb_per_sec")
     if a and b:
         print(f"ratio cluster/single MB/s: {a / b:.2f}")

@@ -25,7 +25,8 @@ Reported: the rate reached (produce calls over the producing time) and how far t
 behind its schedule at worst (descheduled, or blocked on a full local queue: librdkafka's
 queue.buffering.max.messages, 100,000, fills when acknowledgements lag a second at 100,000 msg/s;
 ``queue full xN`` counts the 1 ms waits for room in it), e2e p50/p99/p99.9/max, the producer's acks=all
-produce-to-acknowledgement p99 (from its delivery reports), CPU seconds of the brokers, the producer and the consumer (with the run's length and the machine's
+produce-to-acknowledgement p99 (from its delivery reports), CPU seconds of the brokers (and
+how many of them the kernel spent for them: system time), the producer and the consumer (with the run's length and the machine's
 one-minute load average: other work on the machine shows up in every latency), and for
 Produce, FetchConsumer and FetchFollower each phase of Kafka's RequestMetrics (request queue, local,
 remote, response queue, response send, total: p50/p99/p99.9 over the broker's last minute, scraped
@@ -146,21 +147,22 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
         time.sleep(0.2)  # the consumer has fetched (offset end resolved) on every leader
     time.sleep(1.0)
     before = [scrape(p) for p in http_ports]
-    cpu0 = sum(b.cpu_seconds() for b in brokers)
+    split0 = [b.cpu_split() for b in brokers]
     with profiled(brokers, args, f"{len(brokers)}b-{rate}"):
         produced, producer_cpu = paced_producer.run(
             args.producer, bootstrap, "w", records, args.record_size, rate, acks="all", tick_us=args.tick_us,
             warmup_partitions=args.partitions, props={"linger.ms": str(args.linger_ms)},
             timeout_s=args.seconds * 20 + 60, nice=args.producer_nice)
     consumer.wait(60)
-    broker_cpu = sum(b.cpu_seconds() for b in brokers) - cpu0
+    user, kernel = cpu_delta(split0, [b.cpu_split() for b in brokers])
     after = [scrape(p) for p in http_ports]
     e2e = e2e_summary(consumer.latencies_us())
     result: dict[str, Any] = {
         "rate_asked": rate, "records": records, "rate_reached": produced.get("records_per_sec"),
         "mb_per_sec": produced.get("mb_per_sec"), "behind_max_ms": produced.get("behind_max_ms"),
         "producer_queue_full": produced.get("queue_full"), "e2e_ms": e2e,
-        "produce_ack_ms": produced.get("ack_ms", {}), "broker_cpu_s": round(broker_cpu, 2),
+        "produce_ack_ms": produced.get("ack_ms", {}), "broker_cpu_s": round(user + kernel, 2),
+        "broker_kernel_cpu_s": round(kernel, 2),
         "producer_cpu_s": round(producer_cpu, 2), "consumer_cpu_s": round(consumer.cpu_s, 2),
         "elapsed_s": produced.get("elapsed_s"), "producer_nice": args.producer_nice,
         "loadavg_1m": round(os.getloadavg()[0], 2), "broker_share": broker_share(before, after),
@@ -172,6 +174,12 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     elif consumer.exit_code != 0 or e2e.get("records", 0) < records:
         result["error"] = f"consumer exit {consumer.exit_code}, {e2e.get('records', 0)} of {records} latencies"
     return result
+
+
+def cpu_delta(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> tuple[float, float]:
+    """(user, system) CPU seconds the brokers used between two ``cpu_split`` readings, summed."""
+    user = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+    return user, sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
 
 
 def http_override(port: int) -> dict[str, str]:
@@ -216,7 +224,7 @@ def line(setup: str, r: dict[str, Any]) -> str:
             f"  e2e p50 {e['p50']:6.2f} p99 {e['p99']:6.2f} p99.9 {e['p999']:6.2f} max {e['max']:7.2f} ms"
             f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms"
             f"{', queue full x' + str(r['producer_queue_full']) if r.get('producer_queue_full') else ''})"
-            f"  CPU s broker {r['broker_cpu_s']:.1f} producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
+            f"  CPU s broker {r['broker_cpu_s']:.1f} (kernel {r.get('broker_kernel_cpu_s', 0):.1f}) producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
             f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
 
 

@@ -7,6 +7,7 @@ the C client's output parser is unit-tested (tests/unit/test_bench_rdkafka_perf.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,5 +41,7 @@ def test_cluster_bench_reports_a_ratio() -> None:
     lines = {line.split(":")[0].strip(): line for line in text.splitlines() if line.startswith("rep 1")}
     assert set(lines) == {"rep 1 single", "rep 1 cluster"}, text
     assert all("MB/s" in line for line in lines.values()), text  # a figure, not an error
+    assert all(re.search(r"broker CPU [\d.]+ s \(kernel [\d.]+\)", line) for line in lines.values()), text
+    assert "kernel s" in text, text
     ratio = float(text.rsplit("ratio cluster/single MB/s:", 1)[1].split()[0])
     assert ratio > 0, text

@@ -56,3 +56,33 @@ def test_broker_part_of_ack_latency() -> None:
     assert latency_bench.broker_part_of_ack({}, {"p99": 1.0}) == {}
     lines = latency_bench.share_lines({"broker_share": share, "broker_part_of_ack": part})
     assert lines[0].endswith("p50 50%  p99 50%")
+
+
+def test_cpu_delta_sums_user_and_kernel_time_over_brokers() -> None:
+    before = [(1.0, 2.0), (0.5, 0.25)]
+    after = [(1.5, 4.0), (1.5, 1.25)]
+    assert latency_bench.cpu_delta(before, after) == (1.5, 3.0)
+
+
+def test_proc_cpu_split_reads_user_and_system_time() -> None:
+    import os
+    import time
+
+    import brokers
+
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:  # user time
+        sum(range(10_000))
+    user, system = brokers.proc_cpu_split(os.getpid())
+    assert user >= 0.25
+    assert system >= 0.0
+    total = brokers.proc_cpu_seconds(os.getpid())
+    assert user + system <= total < user + system + 0.1  # the same counters, read again
+
+
+def test_result_line_names_the_kernel_part_of_the_brokers_cpu() -> None:
+    r = {"rate_asked": 1000, "rate_reached": 1000.0, "mb_per_sec": 1.0, "behind_max_ms": 0.5,
+         "e2e_ms": {"p50": 1.0, "p99": 2.0, "p999": 3.0, "max": 4.0}, "produce_ack_ms": {"p99": 1.5},
+         "broker_cpu_s": 12.3, "broker_kernel_cpu_s": 4.5, "producer_cpu_s": 1.0, "consumer_cpu_s": 0.5,
+         "elapsed_s": 10.0, "loadavg_1m": 0.7}
+    assert "CPU s broker 12.3 (kernel 4.5) producer 1.0 consumer 0.5 in 10.0 s" in latency_bench.line("cluster", r)
