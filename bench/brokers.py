@@ -94,6 +94,13 @@ def proc_cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def cpu_delta(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> tuple[float, float]:
+    """(user, system) CPU seconds several processes used between two ``proc_cpu_split`` readings each,
+    summed."""
+    user = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+    return user, sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+
+
 def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of a process (children not included), in seconds."""
     return sum(proc_cpu_split(pid))

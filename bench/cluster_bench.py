@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rdkafka_perf  # noqa: E402
-from brokers import OdradekBroker  # noqa: E402
+from brokers import OdradekBroker, cpu_delta  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
@@ -96,9 +96,8 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
 def add_cpu(r: dict[str, Any], before: list[tuple[float, float]], brokers: list[OdradekBroker]) -> None:
     """The brokers' CPU seconds since ``before`` (their ``cpu_split``s), summed: ``broker_cpu_s`` and the
     kernel's part of it, ``broker_kernel_s`` (system time: copies, splice/sendfile, system calls)."""
-    after = [b.cpu_split() for b in brokers]
-    kernel = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
-    r["broker_cpu_s"] = sum(a[0] - b[0] for a, b in zip(after, before, strict=True)) + kernel
+    user, kernel = cpu_delta(before, [b.cpu_split() for b in brokers])
+    r["broker_cpu_s"] = user + kernel
     r["broker_kernel_s"] = kernel
 
 

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
-from brokers import OdradekBroker, free_port  # noqa: E402
+from brokers import OdradekBroker, cpu_delta, free_port  # noqa: E402
 from c_e2e import Consumer, e2e_summary  # noqa: E402
 from cluster_bench import create, profiled  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
@@ -174,12 +174,6 @@ def measure(brokers: list[OdradekBroker], http_ports: list[int], args: argparse.
     elif consumer.exit_code != 0 or e2e.get("records", 0) < records:
         result["error"] = f"consumer exit {consumer.exit_code}, {e2e.get('records', 0)} of {records} latencies"
     return result
-
-
-def cpu_delta(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> tuple[float, float]:
-    """(user, system) CPU seconds the brokers used between two ``cpu_split`` readings, summed."""
-    user = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
-    return user, sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
 
 
 def http_override(port: int) -> dict[str, str]:
