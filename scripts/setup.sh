@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat zookeeper openjdk-17-jre-headless chromium)  # Java: Spark for the pipeline tests; chromium: the console tests
+# Java: Spark for the pipeline tests and Kafka 4.4 (the peer and judge); maven: fetches Kafka's jars from Maven
+# Central and builds the Java harness (peers/kafka); chromium: the console tests
+APT_PACKAGES=(kcat zookeeper openjdk-17-jdk-headless maven chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -24,3 +26,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[test]'
+
+# Apache Kafka 4.4's jars (broker, tools, Java client, Streams) from Maven Central into peers/kafka/target (once)
+.venv/bin/python peers/kafka_peer.py fetch >/dev/null

@@ -13,10 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${ODRADEK_PYTHON:-.venv/bin/python}
 
-echo "== ruff check src tests bench"
-"$PY" -m ruff check src tests bench
-echo "== mypy src"
+echo "== ruff check src tests bench peers"
+"$PY" -m ruff check src tests bench peers
+echo "== mypy src peers"
 "$PY" -m mypy src
+"$PY" -m mypy peers/kafka_peer.py
 
 if [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"

@@ -53,7 +53,8 @@ def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[En
         else:
             value, source = raw_default, src_default
         if syn_name is not None and src_default == SRC_DEFAULT:
-            synonyms.append((syn_name, raw_default, SRC_DEFAULT))
+            # the synonym in its own unit (log.retention.hours=168), as Kafka lists it; the value is in the topic's
+            synonyms.append((syn_name, config.raw(syn_name)[0], SRC_DEFAULT))
         out.append(Entry(name, value, source, d.sensitive, False, d.type, d.doc, synonyms))
     return out
 
