@@ -1,4 +1,6 @@
-"""DescribeCluster (60)."""
+"""DescribeCluster (60): the cluster's live brokers on the listener the client came in through, and its
+controller, from the same metadata cache as Metadata (Kafka's MetadataCache). v2's fenced brokers are a
+KRaft notion: a ZooKeeper-mode broker that is registered is live, and one that is not is absent."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
 API_KEY = 60
@@ -24,8 +27,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error_message="Only brokers can be described", endpoint_type=endpoint_type, cluster_id=svc.cluster_id,
             controller_id=-1, brokers=(), cluster_authorized_operations=-(2**31),
         )
-    host, port = svc.advertised_endpoint(ctx.listener)
-    brokers = (make(m.DescribeClusterBroker, broker_id=svc.node_id, host=host, port=port, rack=svc.rack, is_fenced=False),)
+    cluster = svc.cluster
+    if cluster.embedded:
+        host, port = svc.advertised_endpoint(ctx.listener)
+        brokers = (make(m.DescribeClusterBroker, broker_id=svc.node_id, host=host, port=port, rack=svc.rack,
+                        is_fenced=False),)
+        controller_id = svc.node_id
+    else:
+        brokers = tuple(
+            make(m.DescribeClusterBroker, broker_id=b, host=h, port=p, rack=n.get("rack"), is_fenced=False)
+            for b, n in sorted(cluster.live_brokers.items())
+            for h, p in (endpoint_for(n, ctx.listener),)
+        )
+        controller_id = cluster.controller_id
     return make(
         m.DescribeClusterResponse,
         throttle_time=0,
@@ -33,7 +47,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=1,
         cluster_id=svc.cluster_id,
-        controller_id=svc.node_id,
+        controller_id=controller_id,
         brokers=brokers,
         cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
                                        if getattr(request, "include_cluster_authorized_operations", False)
