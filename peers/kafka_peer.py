@@ -192,7 +192,7 @@ def _maven_reason(output: str) -> str:
     """The first [ERROR] line of Maven's output, without its colour codes and boilerplate."""
     for line in output.splitlines():
         clean = line.replace("\x1b[1;31m", "").replace("\x1b[m", "").replace("\x1b[0m", "").strip()
-        if clean.startswith("[ERROR]") and len(clean) > 8:
+        if clean.startswith("[ERROR]") and len(clean) > 8 and "COMPILATION ERROR" not in clean:
             return clean[8:].strip()[:400]
     tail = [ln.strip() for ln in output.splitlines() if ln.strip()]
     return tail[-1][:400] if tail else "no output"

@@ -17,7 +17,7 @@ echo "== ruff check src tests bench peers"
 "$PY" -m ruff check src tests bench peers
 echo "== mypy src peers"
 "$PY" -m mypy src
-"$PY" -m mypy peers/kafka_peer.py
+"$PY" -m mypy peers/kafka_peer.py peers/compatibility.py
 
 if [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"

@@ -27,3 +27,19 @@ def test_unknown_topic_id(broker: Broker, version: int, cls: type) -> None:
                           include_topic_authorized_operations=False,
                           **({"include_cluster_authorized_operations": False} if version < 11 else {}))
         assert again.brokers
+
+
+def test_a_known_id_with_an_empty_name_is_looked_up_by_id(broker: Broker) -> None:
+    """The Java client's describeTopics(TopicCollection.ofTopicIds(...)) sends the id with the name "" (not
+    null): the id decides, and the answer carries the topic's id (the client refuses a zero id there)."""
+    from .clients import create_topic
+
+    create_topic(broker.bootstrap, "by-id", 2)
+    with WireClient(broker.bootstrap, timeout=10) as c:
+        listed = c.request(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        [tid] = [t.topic_id for t in listed.topics if t.name == "by-id"]
+        resp = c.request(3, 12, topics=(T12(topic_id=tid, name=""), T12(topic_id=uuid.uuid4(), name="")),
+                         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        found, unknown = resp.topics
+        assert (found.error_code, found.name, found.topic_id, len(found.partitions)) == (errors.NONE, "by-id", tid, 2)
+        assert unknown.error_code == errors.UNKNOWN_TOPIC_ID and unknown.topic_id != uuid.UUID(int=0)

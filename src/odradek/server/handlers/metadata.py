@@ -155,8 +155,10 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
     else:
         for t in requested:
             name = t.name
-            if name is None:
-                tid = getattr(t, "topic_id", None)
+            tid = getattr(t, "topic_id", None)
+            # a topic with an id is looked up by its id, whatever its name says: the Java client sends "" with
+            # it (KafkaApis.handleTopicMetadataRequest uses the ids when any is non-zero)
+            if name is None or (tid is not None and tid != _ZERO_UUID):
                 meta = reg.by_id.get(tid) if tid is not None else None
                 if meta is None or not _may_describe(ctx, meta.name):
                     # the name is non-nullable before v12: an unknown id is answered with ""
