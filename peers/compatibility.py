@@ -41,8 +41,6 @@ GAPS: dict[str, str] = {
     "admin.describeMetadataQuorum": "needs KRaft (issue 36): Odradek's controller runs over ZooKeeper or a local store",
     "admin.unregisterBroker": "KRaft only (issue 36)",
     "admin.addRaftVoter": "KRaft only (issue 36)",
-    "admin.listConfigResources": "client metrics resources (KIP-714, KIP-1142) are not implemented",
-    "admin.incrementalAlterConfigs.clientMetrics": "client metrics resources (KIP-714) are not implemented",
     "admin.describeShareGroups": "share groups (KIP-932) are issue 37",
     "admin.describeStreamsGroups": "the streams rebalance protocol (KIP-1071) is not implemented; Streams runs on "
                                    "classic groups",
@@ -74,7 +72,8 @@ TOOLS: list[tuple[str, str, str]] = [
     ("kafka-reassign-partitions", "tests/judges/test_cluster_tools.py", "generate, execute, verify"),
     ("kafka-leader-election", "tests/judges/test_cluster_tools.py", "preferred, unclean"),
     ("kafka-metadata-quorum", "tests/judges/test_kafka_peer.py", "on Kafka only: Odradek has no KRaft quorum yet"),
-    ("kafka-client-metrics", "-", "not supported: no CLIENT_METRICS config resource (KIP-714) yet"),
+    ("kafka-client-metrics", "tests/judges/test_admin_tools.py",
+     "alter, list, describe, delete, Kafka's refusals (the subscriptions; the broker takes no pushed metrics)"),
 ]
 
 

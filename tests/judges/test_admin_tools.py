@@ -210,3 +210,25 @@ def test_kafka_console_producer_and_consumer(kafka: Tool, odradek: Broker) -> No
     got = out.stdout.splitlines()
     assert got == [f"Offset:{i}:k{i}:value-{i}" for i in range(50)]
     assert "Processed a total of 50 messages" in out.stderr
+
+
+def test_kafka_client_metrics_subscriptions(kafka: Tool, odradek: Broker) -> None:
+    """KIP-714's client metrics subscriptions: the CLIENT_METRICS config resource and ListConfigResources."""
+    name = unique("sub")
+    cm = ("kafka-client-metrics", *boot(odradek))
+    out = kafka(*cm, "--alter", "--name", name, "--metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+                "--interval", "5000", "--match", "client_id=app-.*").stdout
+    assert out.strip() == f"Altered client metrics config for {name}."
+    assert name in kafka(*cm, "--list").stdout.split()
+    desc = kafka(*cm, "--describe", "--name", name).stdout.splitlines()
+    assert desc == [f"Client metrics configs for {name} are:", "  interval.ms=5000", "  match=client_id=app-.*",
+                    "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer."]
+    kafka(*cm, "--alter", "--name", name, "--interval", "60000")
+    assert "  interval.ms=60000" in kafka(*cm, "--describe", "--name", name).stdout.splitlines()
+    for bad, why in ((("--interval", "5"), "interval must be between 100 and 3600000"),
+                     (("--match", "nobody=x"), "Illegal client matching pattern: nobody=x")):
+        refused = kafka(*cm, "--alter", "--name", unique("bad"), *bad, ok=False)
+        assert refused.returncode != 0 and why in refused.stdout
+    out = kafka(*cm, "--delete", "--name", name).stdout
+    assert out.strip() == f"Deleted client metrics config for {name}."
+    assert name not in kafka(*cm, "--list").stdout.split()

@@ -9,6 +9,7 @@ Znodes (Kafka's ZooKeeper mode)::
                                                   "leader_epoch":0,"isr":[0]}
     /config/topics/<t>                           {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<default> | /config/brokers/<id>   {"version":1,"config":{...}}
+    /config/client-metrics/<name>                {"version":1,"config":{"metrics":"...","interval.ms":"..."}}
 
 The embedded default decides everything here synchronously (the single broker is its
 own controller). Listeners are told of every change so the broker can create or
@@ -371,6 +372,33 @@ class TopicRegistry:
             self.store.set(path, doc)
         if self.controller_managed:
             self.config_changed(f"brokers/{entity or '<default>'}")
+
+    def client_metrics_configs(self, name: str) -> dict[str, str]:
+        """The configs of client metrics subscription ``name`` (KIP-714; empty when there is none)."""
+        try:
+            data, _ = self.store.get(f"/config/client-metrics/{name}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("config", {}))
+
+    def client_metrics_names(self) -> list[str]:
+        try:
+            return sorted(self.store.children("/config/client-metrics"))
+        except NoNodeError:
+            return []
+
+    def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Install a subscription's configs; none left deletes it, as Kafka forgets an empty subscription."""
+        path = f"/config/client-metrics/{name}"
+        if not configs:
+            if self.store.exists(path) is not None:
+                self.store.delete(path)
+            return
+        doc = _j({"version": 1, "config": dict(configs)})
+        if self.store.exists(path) is None:
+            self.store.create(path, doc, makepath=True)
+        else:
+            self.store.set(path, doc)
 
     # -- cluster mode: the metadata cache
     def apply_partition_states(

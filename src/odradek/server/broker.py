@@ -58,6 +58,7 @@ from odradek.replication.alter_partition import (
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.security.listeners import build_listener_security
 from odradek.security.services import build_security, start_security
+from odradek.server import client_metrics
 from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
@@ -380,6 +381,16 @@ class Broker:
         for plog in self.log_manager.logs():
             plog.update_config(self.log_config_for(plog.topic))
         self._reschedule_retention()
+
+    def set_client_metrics_configs(self, name: str, configs: Mapping[str, str], *,
+                                   validate_only: bool = False) -> None:
+        """A KIP-714 client metrics subscription (odradek.server.client_metrics); ConfigError if invalid."""
+        client_metrics.validate_name(name)
+        client_metrics.validate(configs)
+        if validate_only:
+            return
+        with store_errors_as_topic_errors():
+            self.topics.set_client_metrics_configs(name, configs)
 
     def _load_dynamic_broker_configs(self) -> None:
         self._log_configs.clear()

@@ -93,6 +93,9 @@ class TopicAdmin(Protocol):
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None: ...
 
+    def set_client_metrics_configs(self, name: str, configs: Mapping[str, str], *,
+                                   validate_only: bool = False) -> None: ...
+
 
 class ProducerIdSource(Protocol):
     """Kafka's ProducerIdManager: unique producer ids for InitProducerId."""

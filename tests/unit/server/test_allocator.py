@@ -50,7 +50,9 @@ def _churn_faults(mode: str) -> int:
 
 
 def test_megabyte_buffers_reuse_pages() -> None:
-    # glibc's defaults return the freed megabytes to the kernel and fault them in again (~48,000
-    # minor faults here); tuned, the heap keeps them (~500)
-    assert _churn_faults("default") > 10_000
-    assert _churn_faults("tuned") < 2_000
+    # glibc's defaults return freed megabytes to the kernel and fault them in again; how often depends on the
+    # machine (~48,000 minor faults on the earlier machines, 5,086 on the 2026-12 ones, where glibc's dynamic mmap
+    # threshold keeps more in the heap); tuned, the heap keeps them (~500 on both)
+    default, tuned = _churn_faults("default"), _churn_faults("tuned")
+    assert tuned < 2_000
+    assert default > 4 * tuned, (default, tuned)

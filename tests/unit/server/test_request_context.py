@@ -105,11 +105,27 @@ def test_init_producer_id_takes_ids_from_its_source() -> None:
 
 def test_describe_cluster_answers_the_endpoint_of_the_clients_own_listener() -> None:
     endpoints = {"INTERNAL": ("10.0.0.1", 9093), "EXTERNAL": ("broker.example", 9092)}
-    ctx, _ = context(services(advertised_endpoint=endpoints.__getitem__), 60, 1)
+    ctx, _ = context(services(advertised_endpoint=endpoints.__getitem__, cluster=SimpleNamespace(embedded=True)),
+                     60, 1)
     r = describe_cluster.handle(ctx, SimpleNamespace(endpoint_type=1))
     assert r.error_code == errors.NONE and r.cluster_id == "c-1" and r.controller_id == 3
     (b,) = r.brokers
     assert (b.broker_id, b.host, b.port, b.rack) == (3, "10.0.0.1", 9093, "r1")
+
+
+def test_describe_cluster_lists_every_live_broker_of_a_cluster() -> None:
+    """Cluster mode: every registered broker on the client's listener and the elected controller, as Metadata
+    gives them (kafka-reassign-partitions --generate found none of its brokers when only this one was listed)."""
+    def node(i: int) -> dict[str, Any]:
+        return {"host": f"b{i}", "port": 9000 + i, "rack": None if i == 2 else f"r{i}",
+                "endpoints": [f"INTERNAL://10.0.0.{i}:9093", f"EXTERNAL://broker{i}.example:9092"]}
+
+    cluster = SimpleNamespace(embedded=False, live_brokers={3: node(3), 1: node(1), 2: node(2)}, controller_id=2)
+    ctx, _ = context(services(cluster=cluster), 60, 1)
+    r = describe_cluster.handle(ctx, SimpleNamespace(endpoint_type=1))
+    assert r.controller_id == 2
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers] == [
+        (1, "10.0.0.1", 9093, "r1"), (2, "10.0.0.2", 9093, None), (3, "10.0.0.3", 9093, "r3")]
 
 
 def test_alter_configs_goes_through_the_topic_admin() -> None:

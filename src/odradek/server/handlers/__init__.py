@@ -112,6 +112,7 @@ _MODULES = [
     "update_features",
     "describe_client_quotas",
     "alter_client_quotas",
+    "list_config_resources",
 ]
 
 registry: dict[int, _ModuleHandler] = {}

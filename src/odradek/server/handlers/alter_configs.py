@@ -9,6 +9,7 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.server.request_context import BrokerServices, RequestContext
 
@@ -36,6 +37,8 @@ def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str
             if name not in ("", str(svc.node_id)):
                 return errors.INVALID_REQUEST, f"Unexpected broker id, expected {svc.node_id}"
             svc.admin.set_broker_configs(name, new, validate_only=validate_only)
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            svc.admin.set_client_metrics_configs(name, new, validate_only=validate_only)
         else:
             return errors.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     except TopicError as e:

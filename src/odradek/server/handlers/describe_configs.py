@@ -1,4 +1,4 @@
-"""DescribeConfigs (32): topic and broker resources, with synonyms and documentation."""
+"""DescribeConfigs (32): topic, broker and client metrics (KIP-714) resources, with synonyms and documentation."""
 
 from __future__ import annotations
 
@@ -7,10 +7,16 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.client_metrics import (
+    CLIENT_METRICS_CONFIGS,
+    RESOURCE_CLIENT_METRICS,
+    SRC_CLIENT_METRICS_CONFIG,
+)
 from odradek.server.config_view import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
+    Entry,
     broker_entries,
     topic_entries,
 )
@@ -50,6 +56,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 entries = broker_entries(svc.config)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             entries = []
+        elif res.resource_type == RESOURCE_CLIENT_METRICS:
+            # Kafka's ConfigHelper: DESCRIBE_CONFIGS on the cluster; only the subscription's own configs
+            if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+                code, msg = errors.CLUSTER_AUTHORIZATION_FAILED, None
+            elif not res.resource_name:
+                code, msg = errors.INVALID_REQUEST, "Client metrics subscription name must not be empty"
+            else:
+                entries = [
+                    Entry(k, v, SRC_CLIENT_METRICS_CONFIG, False, False, CLIENT_METRICS_CONFIGS[k].type,
+                          CLIENT_METRICS_CONFIGS[k].doc, [(k, v, SRC_CLIENT_METRICS_CONFIG)])
+                    for k, v in sorted(svc.topics.client_metrics_configs(res.resource_name).items())
+                    if k in CLIENT_METRICS_CONFIGS
+                ]
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         keys = set(res.configuration_keys) if res.configuration_keys else None

@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics and brokers (KIP-339).
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics, brokers and client metrics
+subscriptions (KIP-339, KIP-714).
 
 APPEND and SUBTRACT work on LIST configs only, as Kafka's ConfigurationControlManager
 (``incrementalAlterConfigResource``) and ConfigAdminManager (``prepareIncrementalConfigs``) do: the old
@@ -17,6 +18,7 @@ from typing import Any
 from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.server.client_metrics import CLIENT_METRICS_CONFIGS, RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import (
     OP_APPEND,
     OP_DELETE,
@@ -45,7 +47,7 @@ def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
     """The resource's new overrides after (name, operation, value) triples; ValueError (INVALID_CONFIG)
     on an operation Kafka refuses."""
     result = dict(current)
-    defs: Mapping[str, Any] = TOPIC_CONFIGS if kind == "topic" else BROKER_CONFIGS
+    defs: Mapping[str, Any] = {"topic": TOPIC_CONFIGS, "client metrics": CLIENT_METRICS_CONFIGS}.get(kind, BROKER_CONFIGS)
     for name, op, value in ops:
         if op == OP_SET:
             if value is None:
@@ -92,6 +94,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 current = dict(meta.configs)
         elif res.resource_type == RESOURCE_BROKER:
             current = svc.topics.broker_configs(res.resource_name)
+        elif res.resource_type == RESOURCE_CLIENT_METRICS:
+            current = svc.topics.client_metrics_configs(res.resource_name)
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         if current is not None:
@@ -100,7 +104,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, msg = errors.INVALID_REQUEST, "Duplicate config keys in request"
             else:
                 try:
-                    kind = "topic" if res.resource_type == RESOURCE_TOPIC else "broker"
+                    kind = {RESOURCE_TOPIC: "topic", RESOURCE_CLIENT_METRICS: "client metrics"}.get(
+                        res.resource_type, "broker")
                     new = apply_ops(current, [(c.name, c.config_operation, c.value) for c in res.configs], kind)
                     code, msg = apply(svc, res.resource_type, res.resource_name, new, request.validate_only)
                 except ValueError as e:
