@@ -167,7 +167,9 @@ def render(odradek_apis: Mapping[int, tuple[str, str]], kafka_apis: Mapping[int,
         "",
         "librdkafka (confluent-kafka), kafka-python, aiokafka and kcat are judged by the integration suite",
         "(`tests/integration`), and their projects' own integration suites run against an Odradek broker: on",
-        "2026-12-05 kafka-python 51/56, confluent-kafka-python 30/33, aiokafka 208/208.",
+        "2026-12-05 kafka-python 51/56, confluent-kafka-python 30/33, aiokafka 208/208. Spark's own JVM Kafka",
+        "connector (spark-sql-kafka-0-10 4.2.0, the newest Maven Central serves, in pyspark 4.3) reads, writes and",
+        "streams against Odradek (`tests/judges/test_spark_kafka_connector.py`).",
         "",
     ]
     return "\n".join(lines)

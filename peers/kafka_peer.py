@@ -198,6 +198,41 @@ def _maven_reason(output: str) -> str:
     return tail[-1][:400] if tail else "no output"
 
 
+SPARK_KAFKA_POM = PEER_DIR.parent / "spark-kafka" / "pom.xml"
+SPARK_KAFKA_TARGET = Path(os.environ.get("KAFKA_PEER_SPARK_TARGET") or SPARK_KAFKA_POM.parent / "target").resolve()
+# what Spark's JVM Kafka connector needs beside Spark itself (pyspark ships Hadoop, Scala, lz4, snappy, slf4j)
+SPARK_KAFKA_JARS = ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "spark-token-provider-kafka-0-10_2.13-4.2.0.jar",
+                    "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar")
+
+
+def fetch_spark_kafka() -> list[Path]:
+    """Spark's own Kafka connector (peers/spark-kafka/pom.xml) into its ignored target/libs, once; the jars
+    a Spark session needs in ``spark.jars`` to read and write Kafka with ``format("kafka")``."""
+    libs = SPARK_KAFKA_TARGET / "libs"
+    jars = [libs / name for name in SPARK_KAFKA_JARS]
+    if all(j.is_file() for j in jars):
+        return jars
+    SPARK_KAFKA_TARGET.mkdir(parents=True, exist_ok=True)
+    with open(SPARK_KAFKA_TARGET / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if all(j.is_file() for j in jars):
+            return jars
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven)")
+        proc = subprocess.run([mvn, "-B", "-q", "-f", str(SPARK_KAFKA_POM), f"-Dpeer.target={SPARK_KAFKA_TARGET}",
+                               *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")),
+                               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PeerError(f"Maven could not fetch Spark's Kafka connector (mvn exit {proc.returncode}): "
+                            f"{_maven_reason(proc.stdout + proc.stderr)}")
+        missing = [j.name for j in jars if not j.is_file()]
+        if missing:
+            raise PeerError(f"Spark's Kafka connector fetched without {', '.join(missing)}: see {SPARK_KAFKA_POM}")
+    return jars
+
+
 def classpath() -> str:
     if not fetched():
         fetch()
@@ -548,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kafka-peer", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="fetch Kafka's jars from Maven Central and build the harness (once)")
+    sub.add_parser("fetch-spark", help="fetch Spark's JVM Kafka connector from Maven Central (once)")
     st = sub.add_parser("start", help="start Kafka (KRaft, combined nodes) and run until Ctrl-C or SIGTERM")
     st.add_argument("--brokers", type=int, default=1, help="1 (combined broker and controller) or 3 (three voters)")
     st.add_argument("--base-port", type=int, default=29092, help="node i listens on base-port + i - 1")
@@ -564,6 +600,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.cmd == "fetch":
             print(fetch(quiet=False))
+            return 0
+        if args.cmd == "fetch-spark":
+            print(",".join(str(j) for j in fetch_spark_kafka()))
             return 0
         if args.cmd == "classpath":
             print(classpath())

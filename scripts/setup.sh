@@ -29,3 +29,5 @@ fi
 
 # Apache Kafka 4.4's jars (broker, tools, Java client, Streams) from Maven Central into peers/kafka/target (once)
 .venv/bin/python peers/kafka_peer.py fetch >/dev/null
+# Spark's own JVM Kafka connector (spark-sql-kafka-0-10), judged beside the project's Python source
+.venv/bin/python peers/kafka_peer.py fetch-spark >/dev/null
