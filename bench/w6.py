@@ -1,8 +1,10 @@
 """W6: broker start time with 1,000 partitions and N GB on disk, after a clean stop and after kill -9.
 
-The data is written fast and directly through odradek.log (valid v2 batches of 16 x 1 KB records,
+Odradek's data is written fast and directly through odradek.log (valid v2 batches of 16 x 1 KB records,
 appended through Log.append_as_leader as the broker would, then a clean LogManager shutdown) into the
-log directory of a broker that created the topic and was stopped. Each repetition then:
+log directory of a broker that created the topic and was stopped. Kafka's (``kind="kafka"``, the
+peer of bench/run.py) is produced through the broker, N GB of 1 KB records with rdkafka_performance
+(acks=1, a random partition each), before a clean stop. Each repetition then:
   1. starts the broker (after a clean stop) and times it until ApiVersions is answered;
   2. produces ``crash_records`` 1 KB records over all partitions (acks=1) and kills the broker with -9;
   3. starts it again and times the recovery;
@@ -18,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers import OdradekBroker
+import rdkafka_perf
+from brokers import BenchBroker, KafkaBroker, OdradekBroker
 
 TOPIC = "w6"
 BATCH_RECORDS = 16
@@ -75,21 +78,39 @@ def crash_load(bootstrap: str, records: int, timeout: float) -> dict[str, Any]:
     return result
 
 
+def fill_through_broker(broker: BenchBroker, partitions: int, total_bytes: int) -> dict[str, float]:
+    """Produce ``total_bytes`` of 1 KB records (acks=1, a random partition each) with rdkafka_performance."""
+    records = max(partitions, total_bytes // RECORD_SIZE)
+    t0 = time.monotonic()
+    result, _ = rdkafka_perf.run(rdkafka_perf.ensure_built(), "produce", broker.bootstrap, TOPIC, records, RECORD_SIZE,
+                                 acks="1", partitions=partitions, latency=False, props={"linger.ms": "50"},
+                                 timeout_s=3600)
+    if "error" in result:
+        raise RuntimeError(f"filling {TOPIC}: {result['error']}")
+    return {"bytes": int(result["bytes"]), "fill_s": time.monotonic() - t0}
+
+
 def run_w6(workdir: Path, gb: float, partitions: int, repeat: int, crash_records: int,
-           log: Any = print) -> dict[str, Any]:
-    broker = OdradekBroker(workdir / "w6-odradek")
-    out: dict[str, Any] = {"partitions": partitions, "gb_requested": gb, "runs": []}
+           log: Any = print, kind: str = "odradek") -> dict[str, Any]:
+    broker: OdradekBroker | KafkaBroker = (KafkaBroker(workdir / "w6-kafka") if kind == "kafka"
+                                           else OdradekBroker(workdir / "w6-odradek"))
+    out: dict[str, Any] = {"broker": kind, "partitions": partitions, "gb_requested": gb, "runs": []}
     try:
         broker.start()
         create_topic(broker.bootstrap, TOPIC, partitions)
+        broker.wait_partitions_on_disk(TOPIC, partitions)
+        if kind == "kafka":
+            log(f"W6 {kind}: producing {gb:g} GB over {partitions} partitions")
+            info = fill_through_broker(broker, partitions, int(gb * (1 << 30)))
         rc = broker.stop()
-        if rc != 0:
+        if rc not in (0, 143 if kind == "kafka" else 0):  # the JVM exits 143 (128 + SIGTERM) after its shutdown
             raise RuntimeError(f"broker exited {rc} after SIGTERM")
-        log(f"W6: writing {gb:g} GB over {partitions} partitions into {broker.logdir}")
-        info = fill(broker.logdir, TOPIC, partitions, int(gb * (1 << 30)))
+        if kind != "kafka":
+            log(f"W6: writing {gb:g} GB over {partitions} partitions into {broker.logdir}")
+            info = fill(broker.logdir, TOPIC, partitions, int(gb * (1 << 30)))
         out["bytes_on_disk"] = info["bytes"]
         out["fill_s"] = round(info["fill_s"], 2)
-        log(f"W6: wrote {info['bytes'] / (1 << 30):.2f} GB in {info['fill_s']:.1f} s")
+        log(f"W6 {kind}: wrote {info['bytes'] / (1 << 30):.2f} GB in {info['fill_s']:.1f} s")
         for rep in range(repeat):
             run: dict[str, Any] = {"rep": rep + 1}
             run["clean_start_s"] = round(broker.start(), 3)
@@ -103,7 +124,7 @@ def run_w6(workdir: Path, gb: float, partitions: int, repeat: int, crash_records
             run["kill9_start_rss_mb"] = round(broker.peak_rss_mb(), 1)
             rc = broker.stop()
             run["clean_stop_rc"] = rc
-            log(f"W6 rep {rep + 1}: start after clean stop {run['clean_start_s']:.2f} s, "
+            log(f"W6 {kind} rep {rep + 1}: start after clean stop {run['clean_start_s']:.2f} s, "
                 f"after kill -9 {run['kill9_start_s']:.2f} s (broker's own figures "
                 f"{run['clean_start_reported_s']} / {run['kill9_start_reported_s']} s)")
             out["runs"].append(run)
