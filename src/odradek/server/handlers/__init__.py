@@ -113,6 +113,7 @@ _MODULES = [
     "describe_client_quotas",
     "alter_client_quotas",
     "list_config_resources",
+    "describe_topic_partitions",
 ]
 
 registry: dict[int, _ModuleHandler] = {}
