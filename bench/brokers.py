@@ -332,17 +332,10 @@ def kafka_peer() -> Any:
 
 
 def kafka_cluster_id(workdir: Path) -> str:
-    """The cluster id of the log dir already formatted in ``workdir``, else a new one that does not
-    start with "-" (kafka_peer.new_cluster_id's can, one time in 64, and kafka-storage's argument
-    parser then takes ``-t -xyz...`` for an option; Kafka's Uuid.randomUuid draws again in that case)."""
+    """The cluster id of the log dir already formatted in ``workdir``, else a new one."""
     kp = kafka_peer()
     found = kp.read_meta_properties(workdir / "kafka-1" / "data").get("cluster.id")
-    if found:
-        return str(found)
-    while True:
-        cid = str(kp.new_cluster_id())
-        if not cid.startswith("-"):
-            return cid
+    return str(found) if found else str(kp.new_cluster_id())
 
 
 class KafkaBroker(BenchBroker):

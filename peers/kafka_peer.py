@@ -288,8 +288,13 @@ def run_tool(name: str, *args: str, timeout: float = 120.0, input: str | None = 
 
 
 def new_cluster_id() -> str:
-    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` prints one (URL-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` prints one (URL-safe base64, no padding), drawn
+    again when it starts with "-" as Kafka's is (one in 64 would: ``kafka-storage format -t -x...`` reads it as
+    an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def port_free(port: int, host: str = HOST) -> bool:

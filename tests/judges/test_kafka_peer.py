@@ -107,3 +107,10 @@ def test_three_voters_serve_rf3(kafka_jars: Path, kafka: Tool, tmp_path: Path) -
         desc = kafka("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "peer3").stdout
         assert desc.count("Isr: ") == 3 and all(len(line.split("Isr: ")[1].split()[0].split(",")) == 3
                                                 for line in desc.splitlines() if "Isr: " in line)
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    """kafka-storage format -t -x... would read the id as an option: Kafka's Uuid.randomUuid draws again."""
+    ids = [kafka_peer.new_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == 2000
