@@ -44,9 +44,24 @@ CLIENT_METRICS_CONFIGS: dict[str, ConfigDef] = {
 }
 
 
-def validate_name(name: str) -> None:
+_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def name_error(name: str | None) -> str | None:
+    """Why ``name`` cannot name a subscription, or None. Names are kept as znode names, so they take Kafka's
+    legal topic characters only (a ``/`` or ``..`` would name another path); kafka-client-metrics'
+    --generate-name gives such names."""
     if not name or not name.strip():
-        raise ConfigError("Client metrics subscription name must not be empty")
+        return "Client metrics subscription name must not be empty"
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        return f"Invalid client metrics subscription name {name[:260]!r}: use up to 249 of a-z, A-Z, 0-9, '.', '_', '-'"
+    return None
+
+
+def validate_name(name: str) -> None:
+    why = name_error(name)
+    if why is not None:
+        raise ConfigError(why)
 
 
 def validate(configs: Mapping[str, str]) -> None:

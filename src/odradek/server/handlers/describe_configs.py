@@ -12,6 +12,7 @@ from odradek.server.client_metrics import (
     RESOURCE_CLIENT_METRICS,
     SRC_CLIENT_METRICS_CONFIG,
 )
+from odradek.server.client_metrics import name_error as client_metrics_name_error
 from odradek.server.config_view import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
@@ -60,8 +61,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             # Kafka's ConfigHelper: DESCRIBE_CONFIGS on the cluster; only the subscription's own configs
             if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
                 code, msg = errors.CLUSTER_AUTHORIZATION_FAILED, None
-            elif not res.resource_name:
-                code, msg = errors.INVALID_REQUEST, "Client metrics subscription name must not be empty"
+            elif (why := client_metrics_name_error(res.resource_name)) is not None:
+                code, msg = errors.INVALID_REQUEST, why
             else:
                 entries = [
                     Entry(k, v, SRC_CLIENT_METRICS_CONFIG, False, False, CLIENT_METRICS_CONFIGS[k].type,

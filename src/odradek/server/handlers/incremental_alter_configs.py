@@ -18,7 +18,7 @@ from typing import Any
 from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.server.client_metrics import CLIENT_METRICS_CONFIGS, RESOURCE_CLIENT_METRICS
+from odradek.server.client_metrics import CLIENT_METRICS_CONFIGS, RESOURCE_CLIENT_METRICS, name_error
 from odradek.server.config_view import (
     OP_APPEND,
     OP_DELETE,
@@ -95,7 +95,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif res.resource_type == RESOURCE_BROKER:
             current = svc.topics.broker_configs(res.resource_name)
         elif res.resource_type == RESOURCE_CLIENT_METRICS:
-            current = svc.topics.client_metrics_configs(res.resource_name)
+            why = name_error(res.resource_name)
+            if why is not None:
+                code, msg = errors.INVALID_REQUEST, why
+            else:
+                current = svc.topics.client_metrics_configs(res.resource_name)
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         if current is not None:
