@@ -40,7 +40,6 @@ import shlex
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -48,6 +47,8 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from odradek.embedded.probe import api_versions_ok
 
 KAFKA_VERSION = "4.4.0"
 PEER_DIR = Path(__file__).resolve().parent / "kafka"
@@ -465,35 +466,6 @@ class KafkaNode:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
-
-
-def api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
-    """One ApiVersions v0 round trip (request header v1) answered with error code 0."""
-    corr = 0x0ADE
-    client_id = b"kafka-peer-probe"
-    body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            if not 6 <= size <= 1 << 20:
-                return False
-            got, err = struct.unpack_from(">ih", _recv_exact(s, size), 0)
-            return bool(got == corr and err == 0)
-    except OSError:
-        return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class KafkaCluster:
