@@ -9,7 +9,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.cluster_access import endpoint_for
+from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
 API_KEY = 60
@@ -34,11 +34,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         is_fenced=False),)
         controller_id = svc.node_id
     else:
-        brokers = tuple(
-            make(m.DescribeClusterBroker, broker_id=b, host=h, port=p, rack=n.get("rack"), is_fenced=False)
-            for b, n in sorted(cluster.live_brokers.items())
-            for h, p in (endpoint_for(n, ctx.listener),)
-        )
+        brokers = tuple(make(m.DescribeClusterBroker, broker_id=b, host=h, port=p, rack=r, is_fenced=False)
+                        for b, h, p, r in live_broker_endpoints(cluster.live_brokers, ctx.listener))
         controller_id = cluster.controller_id
     return make(
         m.DescribeClusterResponse,

@@ -12,7 +12,7 @@ from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.cluster_access import endpoint_for
+from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
 API_KEY = 3
@@ -188,12 +188,8 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
         brokers = (make(m.MetadataResponseBroker, node_id=svc.node_id, host=host, port=port, rack=svc.rack),)
     else:
         # each broker's address on the listener this client came in through (Kafka's MetadataCache)
-        listener = ctx.listener
-        brokers = tuple(
-            make(m.MetadataResponseBroker, node_id=b, host=h, port=p, rack=n.get("rack"))
-            for b, n in sorted(cluster.live_brokers.items())
-            for h, p in (endpoint_for(n, listener),)
-        )
+        brokers = tuple(make(m.MetadataResponseBroker, node_id=b, host=h, port=p, rack=r)
+                        for b, h, p, r in live_broker_endpoints(cluster.live_brokers, ctx.listener))
     return make(
         m.MetadataResponse,
         throttle_time=0,
