@@ -6,6 +6,7 @@
 #
 #   bash scripts/test.sh                 # all of it, as CI runs it
 #   bash scripts/test.sh tests/unit -x   # lint, types, then pytest with these arguments (no coverage floor)
+#   bash scripts/test.sh --fast          # lint, types, then the fast tier (tests/unit: no broker process), timed
 #
 # ODRADEK_TEST_WORKERS sets the number of pytest-xdist workers of the full run (default 3; 0 runs in-process).
 # ODRADEK_PYTHON names another interpreter than .venv/bin/python (one with the test extras installed).
@@ -19,6 +20,13 @@ echo "== mypy src peers"
 "$PY" -m mypy src
 "$PY" -m mypy peers/kafka_peer.py peers/compatibility.py
 
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  start=$(date +%s)
+  "$PY" -m pytest -q -n 2 tests/unit "$@"
+  echo "fast tier: $(( $(date +%s) - start )) s"
+  exit 0
+fi
 if [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"
 fi

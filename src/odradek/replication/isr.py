@@ -60,15 +60,17 @@ class LeaderState:
         f.last_fetch_leader_leo = leader_leo
         f.last_fetch_ms = now_ms
 
-    def isr_to_expand(self) -> list[int]:
-        """Followers outside the ISR that have caught up with the high watermark."""
-        out = []
-        for f in self.followers.values():
-            if f.broker_id in self.isr:
-                continue
-            if f.log_end_offset >= self.high_watermark and f.log_end_offset >= self.epoch_start_offset:
-                out.append(f.broker_id)
-        return out
+    def joins_isr(self, broker_id: int) -> bool:
+        """Whether follower ``broker_id``, outside the ISR, may join it now: it has caught up with the high
+        watermark and the current leader epoch's start offset (Kafka's Partition.isFollowerInSync). Asked only
+        for the follower whose fetch was just served (Kafka's maybeExpandIsr(followerReplica)): a follower that
+        stopped fetching keeps its last log end offset here, and that may still equal the high watermark when
+        nothing was produced since, so asking about every follower on any fetch would put a stopped replica
+        straight back into the ISR it was just removed from."""
+        f = self.followers.get(broker_id)
+        if f is None or broker_id in self.isr:
+            return False
+        return f.log_end_offset >= self.high_watermark and f.log_end_offset >= self.epoch_start_offset
 
     def isr_to_shrink(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """In-sync followers that have not caught up within replica.lag.time.max.ms."""

@@ -538,12 +538,10 @@ class ReplicaManager:
             return
         ls = part.leader_state
         ls.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms)
-        if not part.isr_write_in_flight:
-            grow = ls.isr_to_expand()
-            if grow:
-                new_isr = part.isr + [b for b in grow if b not in part.isr]
-                ls.isr = list(new_isr)  # maximal ISR: counts for the high watermark at once
-                self._write_isr(part, new_isr)
+        if not part.isr_write_in_flight and replica_id not in part.isr and ls.joins_isr(replica_id):
+            new_isr = part.isr + [replica_id]
+            ls.isr = list(new_isr)  # maximal ISR: counts for the high watermark at once
+            self._write_isr(part, new_isr)
         self._maybe_advance_high_watermark(part, plog)
 
     def check_isr(self, now_ms: int, lag_time_max_ms: int) -> None:

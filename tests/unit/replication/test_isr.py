@@ -26,9 +26,24 @@ def test_lagging_follower_leaves_and_rejoins_the_isr() -> None:
     assert s.isr_to_shrink(31_000, 30_000) == [3]
     s.isr = [1, 2]
     s.high_watermark = 100
-    assert s.isr_to_expand() == []
+    assert not s.joins_isr(3)
     s.on_follower_fetch(3, 100, 120, 32_000)
-    assert s.isr_to_expand() == [3]
+    assert s.joins_isr(3)
+    assert not s.joins_isr(2)  # already in
+
+
+def test_a_stopped_follower_is_not_taken_back_on_another_follower_s_fetch() -> None:
+    """Nothing produced: follower 3 stopped fetching with its log end at the high watermark and was shrunk
+    out; the leader's record of it still says "caught up", but only a fetch of its own may bring it back
+    (the broker asks only about the follower whose fetch it served)."""
+    s = leader()
+    s.on_follower_fetch(2, 10, 10, 100)
+    s.on_follower_fetch(3, 10, 10, 100)
+    assert s.maybe_advance_high_watermark(10)
+    assert s.isr_to_shrink(40_000, 30_000) == [2, 3]
+    s.on_follower_fetch(2, 10, 10, 40_000)
+    s.isr = [1, 2]  # 3 shrunk out
+    assert not s.joins_isr(4)  # not a replica at all
 
 
 def test_caught_up_at_previous_fetch_time() -> None:

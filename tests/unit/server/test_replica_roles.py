@@ -285,3 +285,26 @@ def test_isr_shrink_goes_to_the_isr_writer_and_its_outcome_is_applied(tmp_path: 
         assert part.isr == [0] and part.zk_version == 7
     else:
         assert part.isr == [0, 1] and part.leader_state is not None and part.leader_state.isr == [0, 1]
+
+
+def test_only_the_fetching_follower_rejoins_the_isr(tmp_path: Path) -> None:
+    """Nothing produced, follower 2 stopped fetching and was shrunk out while its last known log end still
+    equals the high watermark: follower 1's fetches must not take 2 back into the ISR (CI saw the ISR of a
+    SIGSTOPped follower flap back within 40 ms of every shrink); 2's own fetch does."""
+    w = _World(tmp_path)
+    w.rm.become_leader_or_follower(_leader_and_isr(_state("t", 0, ME, 1, [0, 1, 2], [0, 1, 2])))
+    part = w.rm.partitions[("t", 0)]
+    for f in (1, 2):
+        w.rm.on_follower_fetch("t", 0, f, 0, w.sched.now_ms)
+    w.sched.now_ms += 30_001
+    w.rm.on_follower_fetch("t", 0, 1, 0, w.sched.now_ms)
+    w.rm.check_isr(w.sched.now_ms, 30_000)
+    assert [isr for isr, _ in w.isr_writes] == [[0, 1]]
+    w.isr_writes.pop()[1](([0, 1], 1, 1))
+    assert part.isr == [0, 1]
+    for _ in range(3):
+        w.sched.now_ms += 500
+        w.rm.on_follower_fetch("t", 0, 1, 0, w.sched.now_ms)
+    assert w.isr_writes == []  # 2 stays out
+    w.rm.on_follower_fetch("t", 0, 2, 0, w.sched.now_ms)
+    assert [isr for isr, _ in w.isr_writes] == [[0, 1, 2]]
