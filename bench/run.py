@@ -53,6 +53,9 @@ Workloads (issue 4):
   W6  start time with 1,000 partitions and --w6-gb GB on disk, after a clean stop and after kill -9
       (Odradek, and Kafka with --peer kafka, its data produced through it with rdkafka_performance;
       Tansu's memory storage keeps nothing across restarts)
+
+--quick and --scale change the record counts; the tables' titles name the counts that ran (W1 at
+--scale 10: "10M x 100 B").
 """
 
 from __future__ import annotations
@@ -114,21 +117,33 @@ class Workload:
     topic_from: str | None = None  # consume the topic another workload produced
 
 
+def count_label(n: int) -> str:
+    """A record count as the workload titles write it: 1M, 200k, 2.5k, 10M, 100 (three significant digits)."""
+    for div, unit in ((1_000_000, "M"), (1_000, "k")):
+        if n >= div:
+            return f"{float(f'{n / div:.3g}'):g}{unit}"
+    return str(n)
+
+
 def workloads(quick: bool, scale: float = 1.0) -> dict[str, Workload]:
+    """The workloads at their standard sizes (``quick``: a tenth or less), record counts times ``scale``; each
+    title names the record count it runs with."""
+
     def n(full: int, small: int) -> int:
         return max(1, int((small if quick else full) * scale))
 
+    w1, w2, w4, w5 = n(1_000_000, 100_000), n(200_000, 20_000), n(50_000, 2_500), n(100_000, 10_000)
     return {
-        "W1": Workload("W1", "1M x 100 B acks=1, 1 partition", "produce", n(1_000_000, 100_000), 100,
+        "W1": Workload("W1", f"{count_label(w1)} x 100 B acks=1, 1 partition", "produce", w1, 100,
                        ["--acks", "1"], 1, "records_per_sec", "rec/s"),
-        "W2": Workload("W2", "200k x 1 KB acks=all, 6 partitions", "produce", n(200_000, 20_000), 1024,
+        "W2": Workload("W2", f"{count_label(w2)} x 1 KB acks=all, 6 partitions", "produce", w2, 1024,
                        ["--acks", "all"], 6),
-        "W3": Workload("W3", "consume W2 (assign, from beginning)", "consume", n(200_000, 20_000), 1024,
+        "W3": Workload("W3", "consume W2 (assign, from beginning)", "consume", w2, 1024,
                        [], 6, topic_from="W2"),
-        "W4": Workload("W4", "e2e 5,000 msg/s x 1 KB, linger 5, fetch wait 100", "e2e", n(50_000, 2_500), 1024,
-                       ["--throughput", "5000", "--acks", "1", "--producer-props", "linger.ms=5",
-                        "--consumer-props", "fetch.wait.max.ms=100"], 1, "latency_ms.p99", "p99 ms", False),
-        "W5": Workload("W5", "100k x 1 KB over 1,000 partitions, acks=all", "produce", n(100_000, 10_000), 1024,
+        "W4": Workload("W4", f"e2e 5,000 msg/s x 1 KB, linger 5, fetch wait 100 ({count_label(w4)})", "e2e", w4,
+                       1024, ["--throughput", "5000", "--acks", "1", "--producer-props", "linger.ms=5",
+                              "--consumer-props", "fetch.wait.max.ms=100"], 1, "latency_ms.p99", "p99 ms", False),
+        "W5": Workload("W5", f"{count_label(w5)} x 1 KB over 1,000 partitions, acks=all", "produce", w5, 1024,
                        ["--acks", "all"], 1000),
     }
 
