@@ -1,0 +1,234 @@
+"""Start to the first acknowledged produce, and idle RSS: Odradek beside Apache Kafka 4.4 (``--peer kafka``).
+
+    python bench/start_bench.py [--peer kafka] [--reps 3] [--idle-seconds 10] [--record-size 1024]
+                                [--json FILE]
+
+Per repetition and broker (the brokers alternate: Odradek first in odd repetitions, Kafka first in even
+ones), on a fresh log dir:
+
+* fresh: the clock starts when the broker's process is launched (``python -m odradek broker``; Kafka's
+  JVM, ``java ... kafka.Kafka server.properties`` as kafka-server-start.sh runs it). A client probes
+  ApiVersions every 10 ms until it is answered (``answer``), then a confluent-kafka producer
+  (acks=all, linger.ms=0) sends one record to a topic that does not exist yet: the broker creates it
+  (``auto.create.topics.enable``, true by default in both) and the clock stops at the record's
+  delivery report (``first ack``). Kafka's log dir is formatted (``kafka-storage format``, a JVM of its
+  own) before the clock starts, as a user formats once before the first start; its seconds are shown
+  apart (``format``);
+* idle RSS: ``--idle-seconds`` after that acknowledgement, with no client connected, the broker
+  process's VmRSS (and its peak, VmHWM) from /proc/<pid>/status. Kafka's heap is Kafka's default,
+  ``-Xmx1G -Xms1G`` (kafka-server-start.sh's KAFKA_HEAP_OPTS; G1 does not touch the heap's pages
+  ahead, so RSS counts what it used);
+* restart: a clean stop (SIGTERM), then the same clock to the first acknowledged produce to the
+  topic made above (it exists now).
+
+Each run's directory is deleted and ``sync`` runs before the next, whichever broker wrote it. The
+summary prints every repetition, the medians and the ratios Odradek / Kafka (the issue's targets:
+start to first acknowledged produce <= 1/5 of Kafka's, idle RSS <= 1/4 of Kafka's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brokers import HOST, BenchBroker, KafkaBroker, OdradekBroker, api_versions_ok, kafka_peer  # noqa: E402
+
+KINDS = ("odradek", "kafka")
+PHASES = ("fresh", "restart")
+
+
+def new_broker(kind: str, workdir: Path) -> BenchBroker:
+    if kind == "kafka":
+        return KafkaBroker(workdir)
+    return OdradekBroker(workdir)
+
+
+def produce_one(bootstrap: str, topic: str, record_size: int, deadline: float) -> float:
+    """One acks=all record until its delivery report says it was written; the monotonic time of that
+    report. An error (the topic still being made, a leader not yet elected) sends it again."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 0,
+                  "reconnect.backoff.ms": 5, "reconnect.backoff.max.ms": 20, "retry.backoff.ms": 10,
+                  "retry.backoff.max.ms": 50, "topic.metadata.refresh.fast.interval.ms": 10,
+                  "message.timeout.ms": 30_000})
+    acked: list[float] = []
+    errors: list[str] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is None:
+            acked.append(time.monotonic())
+        else:
+            errors.append(str(err))
+
+    try:
+        while time.monotonic() < deadline:
+            sent = len(errors)
+            p.produce(topic, b"x" * record_size, on_delivery=report)
+            while not acked and len(errors) == sent and time.monotonic() < deadline:
+                p.poll(0.002)
+            if acked:
+                return acked[0]
+        raise TimeoutError(f"no produce to {topic} on {bootstrap} acknowledged in time; errors: {errors[-3:]}")
+    finally:
+        p.flush(5)
+
+
+def timed_start(broker: BenchBroker, topic: str, record_size: int, timeout: float) -> dict[str, float]:
+    """Launch ``broker`` (in a thread: ``start`` blocks until it is ready) and time, from the launch, the
+    first ApiVersions answer and the first acknowledged produce to ``topic``."""
+    failure: list[BaseException] = []
+
+    def starter() -> None:
+        try:
+            broker.start(timeout)
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            failure.append(e)
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=starter, daemon=True)
+    thread.start()
+    deadline = t0 + timeout
+    while not api_versions_ok(HOST, broker.port, timeout=1.0):
+        if failure:
+            raise failure[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{broker.kind}: no ApiVersions answer in {timeout:.0f} s")
+        time.sleep(0.01)
+    answer = time.monotonic() - t0
+    acked = produce_one(broker.bootstrap, topic, record_size, deadline) - t0
+    thread.join(timeout)
+    if failure:
+        raise failure[0]
+    return {"answer_s": round(answer, 3), "first_ack_s": round(acked, 3)}
+
+
+def run_one(kind: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    broker = new_broker(kind, workdir)
+    out: dict[str, Any] = {"broker": kind}
+    try:
+        if isinstance(broker, KafkaBroker):
+            kafka_peer().fetch()
+            t = time.monotonic()
+            broker.node.format()
+            out["format_s"] = round(time.monotonic() - t, 3)
+            out["heap"] = " ".join(broker.node.heap)
+        out["fresh"] = timed_start(broker, "first", args.record_size, args.timeout)
+        time.sleep(args.idle_seconds)
+        out["idle_rss_mb"] = round(broker.rss_mb(), 1)
+        out["peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
+        rc = broker.stop()
+        if rc not in (0, 143):  # Kafka's JVM exits 143 (128 + SIGTERM) after its clean shutdown
+            raise RuntimeError(f"{kind} exited {rc} after SIGTERM")
+        out["restart"] = timed_start(broker, "first", args.record_size, args.timeout)
+        broker.stop()
+    except Exception as e:  # recorded; the other runs go on
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        broker.kill()
+    return out
+
+
+def median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def value(r: dict[str, Any], key: str) -> float | None:
+    """``fresh.first_ack_s``-style dotted lookup in one run's result (None when the run failed before it)."""
+    v: Any = r
+    for part in key.split("."):
+        if not isinstance(v, dict) or part not in v:
+            return None
+        v = v[part]
+    return float(v) if isinstance(v, int | float) else None
+
+
+ROWS = (("fresh.answer_s", "fresh start: first ApiVersions answer", "s"),
+        ("fresh.first_ack_s", "fresh start: first acknowledged produce", "s"),
+        ("restart.answer_s", "restart: first ApiVersions answer", "s"),
+        ("restart.first_ack_s", "restart: first acknowledged produce", "s"),
+        ("idle_rss_mb", "idle RSS after start", "MB"),
+        ("format_s", "kafka-storage format before the first start", "s"))
+TARGETS = (("fresh.first_ack_s", "start to first acknowledged produce <= 1/5 of Kafka's", 0.2),
+           ("restart.first_ack_s", "restart to first acknowledged produce <= 1/5 of Kafka's", 0.2),
+           ("idle_rss_mb", "idle RSS <= 1/4 of Kafka's", 0.25))
+
+
+def summarise(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[str]:
+    """The table: per measure and broker every repetition and the median, then Odradek / Kafka of the
+    medians and the issue's targets (a ratio only where both brokers have a median)."""
+    lines = []
+    for key, label, unit in ROWS:
+        for kind in kinds:
+            vals = [value(r, key) for r in results if r["broker"] == kind]
+            if all(v is None for v in vals):
+                continue
+            each = " ".join("-" if v is None else f"{v:.2f}" if unit == "s" else f"{v:.0f}" for v in vals)
+            m = median(vals)
+            shown = "-" if m is None else f"{m:.2f}" if unit == "s" else f"{m:.0f}"
+            lines.append(f"{label:44s} {kind:8s} {each:>24s} -> {shown} {unit}")
+    if len(kinds) == 2:
+        for key, label, limit in TARGETS:
+            o = median([value(r, key) for r in results if r["broker"] == kinds[0]])
+            k = median([value(r, key) for r in results if r["broker"] == kinds[1]])
+            if o is None or not k:
+                lines.append(f"[n/a ] {label}: n/a")
+                continue
+            ratio = o / k
+            lines.append(f"[{'PASS' if ratio <= limit else 'FAIL'}] {label}: {ratio:.3f}x ({o:g} vs {k:g})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peer", choices=["kafka"], default=None, help="Apache Kafka 4.4 beside Odradek")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--idle-seconds", type=float, default=10.0, help="idle time before RSS is read")
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--timeout", type=float, default=180.0, help="bound on each start, in seconds")
+    ap.add_argument("--dir", type=Path, default=None, help="parent directory for the brokers' data")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    kinds: tuple[str, ...] = KINDS if args.peer == "kafka" else ("odradek",)
+    base = Path(tempfile.mkdtemp(prefix="odradek-start-bench-", dir=args.dir))
+    results: list[dict[str, Any]] = []
+    try:
+        for rep in range(args.reps):
+            for kind in kinds if rep % 2 == 0 else tuple(reversed(kinds)):
+                d = base / f"{kind}-{rep}"
+                r = run_one(kind, d, args)
+                r["rep"] = rep
+                shutil.rmtree(d, ignore_errors=True)
+                os.sync()
+                results.append(r)
+                print(f"rep {rep + 1} {kind:8s}: " + (r.get("error") or (
+                    f"fresh: answer {r['fresh']['answer_s']:.2f} s, first ack {r['fresh']['first_ack_s']:.2f} s; "
+                    f"idle RSS {r['idle_rss_mb']:.0f} MB (peak {r['peak_rss_mb']:.0f}); restart: answer "
+                    f"{r['restart']['answer_s']:.2f} s, first ack {r['restart']['first_ack_s']:.2f} s"
+                    + (f"; format {r['format_s']:.2f} s, heap {r['heap']}" if "format_s" in r else ""))),
+                    flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nmedians of {args.reps}; one {args.record_size} B record, acks=all; idle RSS {args.idle_seconds:g} s "
+          f"after the first acknowledgement; load average {os.getloadavg()[0]:.1f}")
+    for line in summarise(results, kinds):
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
