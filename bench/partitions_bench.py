@@ -41,6 +41,23 @@ thousands of files, or give ``--workdir`` on a fresh one.
   python bench/partitions_bench.py --client c --json   # librdkafka's C tool (bench/.rdkafka)
   python bench/partitions_bench.py --partitions 2000 --records 50000 --json
   python bench/partitions_bench.py --client flood --records 1000000 --producer-props batch.size=16384
+
+``--peer kafka`` compares Odradek with Apache Kafka 4.4 (one combined KRaft node, heap -Xmx1G -Xms1G,
+bench/brokers.py's KafkaBroker) on the same steps for each, alternating per repetition (``--reps``),
+each on a fresh log dir that is deleted (and ``sync`` run) before the next:
+
+  1. start; create ``pN`` (RF=1): ``create_s`` until CreateTopics is answered, ``logs_s`` until every
+     partition's log directory exists (Kafka answers and lists the leaders before it has made the logs);
+  2. ``--records`` 1 KB records spread over every partition (rdkafka_performance, acks=all,
+     ``sticky.partitioning.linger.ms=0``), so each partition has a segment to load;
+  3. clean stop (SIGTERM, timed), then a start timed from the process's launch: the first ApiVersions
+     answer, the first acknowledged produce to the last partition (``last_s``) and one record
+     acknowledged on every partition (``all_s``, acks=1; the client's produce of N records is in it, alike
+     for both);
+  4. ``--crash-records`` more records, kill -9, and the same timed start (log recovery).
+
+  python bench/partitions_bench.py --peer kafka                        # 10,000 partitions, 3 repetitions
+  python bench/partitions_bench.py --peer kafka --partitions 100 --records 1000 --crash-records 500 --reps 1
 """
 
 from __future__ import annotations
@@ -48,6 +65,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +80,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
 )
 
-from brokers import OdradekBroker  # noqa: E402
+from brokers import BenchBroker, KafkaBroker, OdradekBroker, kafka_peer  # noqa: E402
+from first_produce import produce_acked, timed_start  # noqa: E402
 
 RECORD_SIZE = 1024
 
@@ -258,6 +278,119 @@ def targets(r: dict[str, Any]) -> list[tuple[str, bool]]:
     ]
 
 
+def served_steps(broker: BenchBroker, topic: str, partitions: int) -> list[tuple[str, Any]]:
+    """After a start: a produce acknowledged on the last partition, then one on every partition (acks=1)."""
+    def last(deadline: float) -> float:
+        return produce_acked(broker.bootstrap, topic, RECORD_SIZE, deadline, [partitions - 1], acks="1")
+
+    def every(deadline: float) -> float:
+        return produce_acked(broker.bootstrap, topic, RECORD_SIZE, deadline, range(partitions), acks="1")
+
+    return [("last", last), ("all", every)]
+
+
+def run_restarts(kind: str, workdir: Path, partitions: int, records: int, crash_records: int, timeout: float,
+                 log: Any = print) -> dict[str, Any]:
+    """Create, clean restart and restart after kill -9 of one broker (``kind``: odradek or kafka) with
+    ``partitions`` partitions; see the module's ``--peer`` steps."""
+    broker: BenchBroker = KafkaBroker(workdir) if kind == "kafka" else OdradekBroker(workdir)
+    big = f"p{partitions}"
+    out: dict[str, Any] = {"broker": kind, "partitions": partitions}
+    try:
+        if isinstance(broker, KafkaBroker):
+            kafka_peer().fetch()
+            broker.node.format()
+        out["first_start_s"] = round(broker.start(timeout), 3)
+        created = create_topic(broker.bootstrap, big, partitions, timeout)
+        out["create_s"] = round(created, 3)
+        out["logs_s"] = round(created + (broker.wait_partitions_on_disk(big, partitions, timeout) or 0.0), 3)
+        log(f"{kind}: created {big} in {out['create_s']:.2f} s, every log on disk after {out['logs_s']:.2f} s")
+        if records:
+            produce_c(broker.bootstrap, big, records, timeout, ["sticky.partitioning.linger.ms=0"])
+        t = time.monotonic()
+        rc = broker.stop(timeout)
+        out["clean_stop_s"] = round(time.monotonic() - t, 3)
+        if rc not in (0, 143):  # Kafka's JVM exits 143 (128 + SIGTERM) after its clean shutdown
+            raise RuntimeError(f"{kind} exited {rc} after SIGTERM")
+        out["clean"] = timed_start(broker, served_steps(broker, big, partitions), timeout)
+        log(f"{kind}: after clean stop {out['clean']}")
+        if crash_records:
+            produce_c(broker.bootstrap, big, crash_records, timeout, ["sticky.partitioning.linger.ms=0"], acks="1")
+        broker.kill()
+        out["kill9"] = timed_start(broker, served_steps(broker, big, partitions), timeout)
+        log(f"{kind}: after kill -9 {out['kill9']}")
+        out["rss_mb"] = round(broker.rss_mb(), 1)
+        broker.stop(timeout)
+    except Exception as e:  # recorded; the other runs go on
+        out["error"] = f"{type(e).__name__}: {e}"
+        log(f"{kind}: {out['error']}")
+    finally:
+        broker.kill()
+    return out
+
+
+PEER_ROWS = (("create_s", "create: CreateTopics answered"), ("logs_s", "create: every log on disk"),
+             ("clean.answer_s", "after clean stop: ApiVersions answered"),
+             ("clean.last_s", "after clean stop: last partition acked"),
+             ("clean.all_s", "after clean stop: every partition acked"),
+             ("kill9.answer_s", "after kill -9: ApiVersions answered"),
+             ("kill9.last_s", "after kill -9: last partition acked"),
+             ("kill9.all_s", "after kill -9: every partition acked"))
+
+
+def _value(r: dict[str, Any], key: str) -> float | None:
+    v: Any = r
+    for part in key.split("."):
+        if not isinstance(v, dict) or part not in v:
+            return None
+        v = v[part]
+    return float(v) if isinstance(v, int | float) else None
+
+
+def compare_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Per measure (seconds): each broker's repetitions and median, and Odradek / Kafka of the medians
+    (the issue's target: <= 1.0 for create, clean restart and restart after kill -9)."""
+    lines = []
+    for key, label in PEER_ROWS:
+        meds: dict[str, float] = {}
+        cells = []
+        for kind in ("odradek", "kafka"):
+            vals = [_value(r, key) for r in results if r["broker"] == kind]
+            got = [v for v in vals if v is not None]
+            if got:
+                meds[kind] = statistics.median(got)
+            cells.append(f"{kind} " + " ".join("-" if v is None else f"{v:.2f}" for v in vals)
+                         + (f" -> {meds[kind]:.2f}" if kind in meds else ""))
+        ratio = (f"{meds['odradek'] / meds['kafka']:.2f}x" if "odradek" in meds and meds.get("kafka")
+                 else "n/a")
+        lines.append(f"{label:40s} {cells[0]:28s} {cells[1]:28s} O/K {ratio}")
+    return lines
+
+
+def main_peer(args: argparse.Namespace) -> int:
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="odradek-parts-", dir=args.workdir) as tmp:
+        for rep in range(args.reps):
+            for kind in ("odradek", "kafka") if rep % 2 == 0 else ("kafka", "odradek"):
+                d = Path(tmp) / f"{kind}-{rep}"
+                r = run_restarts(kind, d, args.partitions, args.records, args.crash_records, args.timeout,
+                                 log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
+                r["rep"] = rep
+                results.append(r)
+                shutil.rmtree(d, ignore_errors=True)
+                os.sync()
+    if args.json:
+        print(json.dumps(results))
+    print(f"{args.partitions:,} partitions, {args.records:,} + {args.crash_records:,} records of {RECORD_SIZE} B; "
+          f"seconds from the process's launch (create: from the request); each repetition -> median")
+    for text in compare_lines(results):
+        print(text)
+    for r in results:
+        if "error" in r:
+            print(f"rep {r['rep'] + 1} {r['broker']}: {r['error']}")
+    return 1 if any("error" in r for r in results) else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=10_000)
@@ -273,7 +406,12 @@ def main() -> int:
                     help="more producer settings for every pass (both topics alike), e.g. linger.ms=100")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--peer", choices=["kafka"], default=None,
+                    help="create, clean restart and kill -9 restart on Odradek and on Apache Kafka 4.4, alternating")
+    ap.add_argument("--reps", type=int, default=3, help="with --peer: repetitions per broker")
     args = ap.parse_args()
+    if args.peer == "kafka":
+        return main_peer(args)
     with tempfile.TemporaryDirectory(prefix="odradek-parts-", dir=args.workdir) as tmp:
         r = run(Path(tmp), args.partitions, args.records, args.crash_records, args.spread, args.timeout,
                 log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True),

@@ -35,14 +35,14 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import HOST, BenchBroker, KafkaBroker, OdradekBroker, api_versions_ok, kafka_peer  # noqa: E402
+from brokers import BenchBroker, KafkaBroker, OdradekBroker, kafka_peer  # noqa: E402
+from first_produce import produce_acked, timed_start  # noqa: E402
 
 KINDS = ("odradek", "kafka")
 PHASES = ("fresh", "restart")
@@ -54,64 +54,12 @@ def new_broker(kind: str, workdir: Path) -> BenchBroker:
     return OdradekBroker(workdir)
 
 
-def produce_one(bootstrap: str, topic: str, record_size: int, deadline: float) -> float:
-    """One acks=all record until its delivery report says it was written; the monotonic time of that
-    report. An error (the topic still being made, a leader not yet elected) sends it again."""
-    from confluent_kafka import Producer
+def first_ack(broker: BenchBroker, topic: str, args: argparse.Namespace) -> dict[str, float]:
+    """From the launch: the first ApiVersions answer and the first acknowledged acks=all produce to ``topic``."""
+    def produce(deadline: float) -> float:
+        return produce_acked(broker.bootstrap, topic, args.record_size, deadline)
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 0,
-                  "reconnect.backoff.ms": 5, "reconnect.backoff.max.ms": 20, "retry.backoff.ms": 10,
-                  "retry.backoff.max.ms": 50, "topic.metadata.refresh.fast.interval.ms": 10,
-                  "message.timeout.ms": 30_000})
-    acked: list[float] = []
-    errors: list[str] = []
-
-    def report(err: Any, _msg: Any) -> None:
-        if err is None:
-            acked.append(time.monotonic())
-        else:
-            errors.append(str(err))
-
-    try:
-        while time.monotonic() < deadline:
-            sent = len(errors)
-            p.produce(topic, b"x" * record_size, on_delivery=report)
-            while not acked and len(errors) == sent and time.monotonic() < deadline:
-                p.poll(0.002)
-            if acked:
-                return acked[0]
-        raise TimeoutError(f"no produce to {topic} on {bootstrap} acknowledged in time; errors: {errors[-3:]}")
-    finally:
-        p.flush(5)
-
-
-def timed_start(broker: BenchBroker, topic: str, record_size: int, timeout: float) -> dict[str, float]:
-    """Launch ``broker`` (in a thread: ``start`` blocks until it is ready) and time, from the launch, the
-    first ApiVersions answer and the first acknowledged produce to ``topic``."""
-    failure: list[BaseException] = []
-
-    def starter() -> None:
-        try:
-            broker.start(timeout)
-        except BaseException as e:  # noqa: BLE001 - reported by the caller
-            failure.append(e)
-
-    t0 = time.monotonic()
-    thread = threading.Thread(target=starter, daemon=True)
-    thread.start()
-    deadline = t0 + timeout
-    while not api_versions_ok(HOST, broker.port, timeout=1.0):
-        if failure:
-            raise failure[0]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{broker.kind}: no ApiVersions answer in {timeout:.0f} s")
-        time.sleep(0.01)
-    answer = time.monotonic() - t0
-    acked = produce_one(broker.bootstrap, topic, record_size, deadline) - t0
-    thread.join(timeout)
-    if failure:
-        raise failure[0]
-    return {"answer_s": round(answer, 3), "first_ack_s": round(acked, 3)}
+    return timed_start(broker, [("first_ack", produce)], args.timeout)
 
 
 def run_one(kind: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -124,14 +72,14 @@ def run_one(kind: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any
             broker.node.format()
             out["format_s"] = round(time.monotonic() - t, 3)
             out["heap"] = " ".join(broker.node.heap)
-        out["fresh"] = timed_start(broker, "first", args.record_size, args.timeout)
+        out["fresh"] = first_ack(broker, "first", args)
         time.sleep(args.idle_seconds)
         out["idle_rss_mb"] = round(broker.rss_mb(), 1)
         out["peak_rss_mb"] = round(broker.peak_rss_mb(), 1)
         rc = broker.stop()
         if rc not in (0, 143):  # Kafka's JVM exits 143 (128 + SIGTERM) after its clean shutdown
             raise RuntimeError(f"{kind} exited {rc} after SIGTERM")
-        out["restart"] = timed_start(broker, "first", args.record_size, args.timeout)
+        out["restart"] = first_ack(broker, "first", args)
         broker.stop()
     except Exception as e:  # recorded; the other runs go on
         out["error"] = f"{type(e).__name__}: {e}"
