@@ -99,3 +99,59 @@ def test_result_line_names_the_kernel_part_of_the_brokers_cpu() -> None:
          "broker_cpu_s": 12.3, "broker_kernel_cpu_s": 4.5, "producer_cpu_s": 1.0, "consumer_cpu_s": 0.5,
          "elapsed_s": 10.0, "loadavg_1m": 0.7}
     assert "CPU s broker 12.3 (kernel 4.5) producer 1.0 consumer 0.5 in 10.0 s" in latency_bench.line("cluster", r)
+
+
+def search(p99s: dict[int, float | None], start: int = 5000, max_rate: int = 200_000, steps: int = 3):
+    asked: list[int] = []
+
+    def p99_at(rate: int) -> float | None:
+        asked.append(rate)
+        # a step function: p99 under 50 ms up to the highest key at or below the rate that says so
+        return p99s[max(k for k in p99s if k <= rate)]
+
+    found, tried = latency_bench.search_rate(p99_at, start, 50.0, max_rate, steps)
+    assert [r for r, _ in tried] == asked
+    return found, asked
+
+
+def test_search_rate_doubles_then_bisects() -> None:
+    found, asked = search({0: 5.0, 30_000: 80.0})
+    assert asked == [5000, 10_000, 20_000, 40_000, 30_000, 25_000, 27_500]
+    assert found == 27_500
+    found, asked = search({0: 5.0, 30_000: 80.0}, steps=0)
+    assert (found, asked) == (20_000, [5000, 10_000, 20_000, 40_000])
+
+
+def test_search_rate_stops_at_the_maximum_and_halves_below_the_start() -> None:
+    assert search({0: 5.0}, max_rate=12_000) == (12_000, [5000, 10_000, 12_000])
+    found, asked = search({0: 5.0, 1500: 60.0})
+    assert asked[:3] == [5000, 2500, 1250] and found is not None and 1250 <= found < 1500
+    assert search({0: 60.0}, steps=2) == (None, [5000, 2500, 1250])
+
+
+def test_search_rate_takes_a_failed_run_as_over_the_limit() -> None:
+    found, asked = search({0: 5.0, 10_000: None}, steps=1)
+    assert (found, asked) == (7500, [5000, 10_000, 7500])
+
+
+def result(setup: str, broker: str, rate: int, p99: float, p999: float, **kw: object) -> dict[str, object]:
+    return {"setup": setup, "broker": broker, "rate_asked": rate, "phase": "measure",
+            "e2e_ms": {"p99": p99, "p999": p999}, **kw}
+
+
+def test_compare_lines_medians_and_ratio() -> None:
+    results = [result("single", "odradek", 5000, 4.0, 8.0), result("single", "kafka", 5000, 10.0, 40.0),
+               result("single", "odradek", 5000, 6.0, 12.0), result("single", "kafka", 5000, 14.0, 60.0),
+               result("single", "kafka", 5000, 99.0, 99.0, error="consumer exit 1"),
+               result("single", "kafka", 9000, 30.0, 45.0, phase="search"),
+               result("cluster", "odradek", 5000, 7.0, 9.0)]
+    lines = latency_bench.compare_lines(results, ["single", "cluster"], ["odradek", "kafka"])
+    assert lines == [
+        "single      5,000 msg/s: median e2e odradek p99 5.00 ms, p99.9 10.00 ms over 2; kafka p99 12.00 ms, "
+        "p99.9 50.00 ms over 2; ratio O/K p99 0.42, p99.9 0.20",
+        "cluster     5,000 msg/s: median e2e odradek p99 7.00 ms, p99.9 9.00 ms over 1; ratio O/K n/a"]
+
+
+def test_share_lines_for_kafka_say_na() -> None:
+    assert latency_bench.share_lines({"broker_share": None}) == [
+        "    broker's RequestMetrics: n/a (Kafka's are JMX MBeans, not served over HTTP)"]
