@@ -20,7 +20,19 @@
    prints every line of the job (its start-up and warm-up, then each micro-batch with the seconds since
    production started) and the p50/p99/max of the events produced in each of the first 10 seconds.
 
-Without --bootstrap-server an embedded broker is started in a temporary directory.
+Without --bootstrap-server a broker is started in a temporary directory: Odradek, or with ``--broker
+kafka`` Apache Kafka 4.4 (one combined KRaft node, bench/brokers.py's KafkaBroker).
+
+``--jvm-connector`` also reads the same topic from the same broker, in the same Spark session and in
+turn with the source's settings, through Spark's own JVM Kafka connector (``format("kafka")``,
+spark-sql-kafka-0-10 4.2.0 with its kafka-clients 3.9.2, fetched from Maven Central by
+``peers/kafka_peer.py fetch-spark`` and given to Spark in ``spark.jars``; ``startingOffsets`` earliest,
+``endingOffsets`` latest, the same ``minPartitions``), and prints the source's rows/s over the
+connector's. Both produce the same seven columns (key, value, topic, partition, offset, timestamp,
+timestampType) into the ``noop`` sink.
+
+    python bench/pipeline_bench.py --skip-freshness --jvm-connector --readers wire --messages 5000000
+    python bench/pipeline_bench.py --skip-freshness --jvm-connector --readers wire --broker kafka
 """
 
 from __future__ import annotations
@@ -93,8 +105,27 @@ def fill(bootstrap: str, topic: str, n: int, value_bytes: int, partitions: int =
     return time.perf_counter() - t0
 
 
+JVM_CONNECTOR = "JVM connector spark-sql-kafka-0-10"
+
+
+def connector_ratios(rates: dict[str, float]) -> list[str]:
+    """Each odradek source setting's rows/s over the JVM connector's at the same minPartitions (the issue's
+    target: >= 1.0); nothing without a JVM connector run."""
+    out = []
+    for label, rate in rates.items():
+        if not label.startswith("odradek source"):
+            continue
+        mp = label.split("minPartitions=", 1)[1].split()[0]
+        jvm = next((r for k, r in rates.items() if k.startswith(JVM_CONNECTOR) and f"minPartitions={mp} " in k), None)
+        if jvm:
+            setting = label.split(", ", 1)[1].split(" (", 1)[0]
+            out.append(f"ratio odradek source ({setting}) / JVM connector rows/s: {rate / jvm:.2f}")
+    return out
+
+
 def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partitions: list[int] | None = None,
-               readers: tuple[str, ...] = ("librdkafka", "wire"), rounds: int = 3, partitions: int = 3) -> None:
+               readers: tuple[str, ...] = ("librdkafka", "wire"), rounds: int = 3, partitions: int = 3,
+               jvm_jars: list[Path] | None = None) -> None:
     from odradek.pipeline import kafka_client
     from odradek.pipeline.options import SourceOptions
     from odradek.pipeline.source import arrow_schema, kafka_schema
@@ -122,30 +153,48 @@ def bench_read(bootstrap: str, n: int, value_bytes: int, master: str, min_partit
         print(f"client read_range, reader={reader} (1 process): {rows:,} rows in {secs:.2f} s = "
               f"{rows / secs:,.0f} rows/s, {payload_mb / secs:.1f} MB/s")
 
-    spark = build_session(master, "odradek-bench", {"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if jvm_jars:
+        conf["spark.jars"] = ",".join(str(j) for j in jvm_jars)
+    spark = build_session(master, "odradek-bench", conf, log_level="ERROR")
+    # every setting is read once to warm up, then the settings take turns, ``rounds`` times: the JVM's
+    # JIT speeds each later read up, so settings measured one after the other favour the last one
+    runs: dict[str, tuple[Any, list[float]]] = {}
     for reader in readers:
-        # every setting is read once to warm up, then the settings take turns, ``rounds`` times: the JVM's
-        # JIT speeds each later read up, so settings measured one after the other favour the last one
-        runs: dict[str, tuple[Any, list[float]]] = {}
         for mp in min_partitions or [0]:
             df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                   .option("reader", reader))
             if mp:
                 df = df.option("minPartitions", str(mp))
             df = df.load()
-            label = f"reader={reader}, minPartitions={mp or 'default'} ({df.rdd.getNumPartitions()} tasks)"
-            df.write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen, JIT
+            label = f"odradek source, reader={reader}, minPartitions={mp or 'default'} ({df.rdd.getNumPartitions()} tasks)"
             runs[label] = (df, [])
-        for _ in range(rounds):
-            for df, times in runs.values():
-                t0 = time.perf_counter()
-                df.write.format("noop").mode("overwrite").save()
-                times.append(time.perf_counter() - t0)
-        for label, (_df, times) in runs.items():
-            med = statistics.median(times)
-            print(f"spark batch read ({master}), {label}: {n:,} rows, median of {rounds} in turn {med:.2f} s = "
-                  f"{n / med:,.0f} rows/s, {payload_mb / med:.1f} MB/s (runs: "
-                  + ", ".join(f"{n / t / 1e6:.2f}" for t in times) + " M rows/s)", flush=True)
+    if jvm_jars:
+        for mp in min_partitions or [0]:
+            df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                  .option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+            if mp:
+                df = df.option("minPartitions", str(mp))
+            df = df.load()
+            label = f"{JVM_CONNECTOR}, minPartitions={mp or 'default'} ({df.rdd.getNumPartitions()} tasks)"
+            runs[label] = (df, [])
+    for df, _times in runs.values():
+        df.write.format("noop").mode("overwrite").save()  # warm-up: workers, codegen, JIT
+    for _ in range(rounds):
+        for df, times in runs.values():
+            t0 = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            times.append(time.perf_counter() - t0)
+    rates: dict[str, float] = {}
+    for label, (_df, times) in runs.items():
+        med = statistics.median(times)
+        rates[label] = n / med
+        print(f"spark batch read ({master}), {label}: {n:,} rows, median of {rounds} in turn {med:.2f} s = "
+              f"{n / med:,.0f} rows/s, {payload_mb / med:.1f} MB/s (runs: "
+              + ", ".join(f"{n / t / 1e6:.2f}" for t in times) + " M rows/s)", flush=True)
+    for line in connector_ratios(rates):
+        print(line)
+    df = next(iter(runs.values()))[0]
     ceiling(spark, n, master)
     t0 = time.perf_counter()
     count = df.count()
@@ -389,6 +438,10 @@ def main() -> None:
     ap.add_argument("--readers", default="librdkafka,wire", help="the source readers to measure (comma-separated)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the topic the read measures")
     ap.add_argument("--rounds", type=int, default=3, help="reads of each setting, taken in turn (median printed)")
+    ap.add_argument("--jvm-connector", action="store_true",
+                    help="also read the topic with Spark's JVM Kafka connector (spark-sql-kafka-0-10) in the same run")
+    ap.add_argument("--broker", choices=["odradek", "kafka"], default="odradek",
+                    help="the broker started when --bootstrap-server is not given")
     ap.add_argument("--skip-read", action="store_true")
     ap.add_argument("--skip-freshness", action="store_true")
     ap.add_argument("--all-batches", action="store_true",
@@ -402,15 +455,30 @@ def main() -> None:
                                                    if p)
     tmp = Path(tempfile.mkdtemp(prefix="odradek-pipeline-bench-"))
     broker = None
+    kafka: Any = None
     try:
         bootstrap = args.bootstrap_server
-        if not bootstrap:
+        if not bootstrap and args.broker == "kafka":
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from brokers import KafkaBroker
+
+            kafka = KafkaBroker(tmp / "kafka")
+            kafka.start()
+            bootstrap = kafka.bootstrap
+            print(f"Apache Kafka 4.4 on {bootstrap}")
+        elif not bootstrap:
             broker, bootstrap = start_broker(tmp)
             print(f"embedded broker on {bootstrap}")
+        jars = None
+        if args.jvm_connector:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))
+            import kafka_peer
+
+            jars = kafka_peer.fetch_spark_kafka()
         if not args.skip_read:
             bench_read(bootstrap, args.messages, args.value_bytes, args.master,
                        [int(x) for x in args.min_partitions.split(",")], tuple(args.readers.split(",")), args.rounds,
-                       args.partitions)
+                       args.partitions, jars)
         if not args.skip_freshness:
             for variant in args.variant or ["default"]:
                 bench_freshness(bootstrap, args.rate, args.seconds, args.master, tmp, variant, args.all_batches)
@@ -418,6 +486,8 @@ def main() -> None:
         if broker is not None:
             broker.send_signal(signal.SIGTERM)
             broker.wait(60)
+        if kafka is not None:
+            kafka.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
