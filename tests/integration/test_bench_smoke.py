@@ -1,4 +1,4 @@
-"""Smoke versions of the benchmarks (bench/run.py, bench/cluster_bench.py): each runs end to end on tiny
+"""Smoke versions of the benchmarks (bench/run.py, bench/cluster_bench.py, bench/start_bench.py): each runs end to end on tiny
 sizes with the Python client and reports a figure for every workload, so the tools the performance notes
 quote keep working. The figures themselves are not judged here (speed is measured by the benches on a
 quiet machine, not by timed tests); bench/partitions_bench.py's smoke version is test_many_partitions.py,
@@ -45,3 +45,13 @@ def test_cluster_bench_reports_a_ratio() -> None:
     assert "kernel s" in text, text
     ratio = float(text.rsplit("ratio cluster/single MB/s:", 1)[1].split()[0])
     assert ratio > 0, text
+
+
+def test_start_bench_times_the_first_acknowledged_produce() -> None:
+    text = _run([str(BENCH / "start_bench.py"), "--reps", "1", "--idle-seconds", "0.5"], 300)
+    line = next(ln for ln in text.splitlines() if ln.startswith("rep 1 odradek"))
+    fresh = re.search(r"fresh: answer ([\d.]+) s, first ack ([\d.]+) s; idle RSS (\d+) MB", line)
+    assert fresh, text
+    assert 0 < float(fresh[1]) <= float(fresh[2]) and int(fresh[3]) > 0, line
+    assert re.search(r"restart: answer [\d.]+ s, first ack [\d.]+ s", line), line
+    assert "idle RSS after start" in text and "[" not in text.split("medians of 1")[1], text  # no peer: no ratio
