@@ -470,6 +470,7 @@ class Broker:
             features=self.features,
             quotas=self.quotas,
             security=self.security,
+            fetch_max_bytes=int(self.config.get("fetch.max.bytes")),
         )
         self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(
