@@ -203,6 +203,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         requested,
         forgotten,
         svc.now_ms(),
+        params.replica_id >= 0,
     )
     if fetch_context.error_code:
         return _raw(version, [], error_code=fetch_context.error_code)
