@@ -12,15 +12,28 @@ consumer (more partitions) from getting one. Raw Fetch v7 frames against a real 
 from __future__ import annotations
 
 import time
+import urllib.request
 from pathlib import Path
 
 from integration import wire
-from integration.broker import BrokerFactory
+from integration.broker import Broker, BrokerFactory
 from integration.clients import assert_served, create_topic, unique
 from integration.wire import Conn, Reader, Writer
+from prometheus_client.parser import text_string_to_metric_families
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 EVICTION_MS = 3000
+
+
+def session_metrics(b: Broker) -> tuple[float, float, float]:
+    """(NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached, evictions) from /metrics."""
+    with urllib.request.urlopen(f"http://{b.host}:{b.http_port}/metrics", timeout=15) as r:
+        text = r.read().decode()
+    got = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+           if s.name.startswith("kafka_server_fetchsessioncache_")}
+    f = "kafka_server_fetchsessioncache_"
+    return (got[f + "numincrementalfetchsessions"], got[f + "numincrementalfetchpartitionscached"],
+            got[f + "incrementalfetchsessionevictions_total"])
 
 
 def vm_rss(pid: int) -> int:
@@ -103,10 +116,14 @@ def test_100k_new_sessions_do_not_grow_the_cache_or_evict_a_consumer(make_broker
             if time.monotonic() - last_use > 0.5:
                 assert consumer.use() == wire.NONE, f"the consumer's session was evicted after {sent} openings"
                 last_use = time.monotonic()
+                sessions, cached, _ = session_metrics(b)
+                assert sessions <= slots and cached <= slots * 4, (sessions, cached)
         assert consumer.use() == wire.NONE
         rss_after = vm_rss(b.pid)
+        sessions, _cached, evictions = session_metrics(b)
     # the flood's sessions are only replaced once stale: never more than the slots per eviction time
     assert 0 < len(set(granted)) < total // 10, len(set(granted))
+    assert sessions == slots and evictions == len(set(granted)) + 1 - slots, (sessions, evictions, len(set(granted)))
     assert rss_after - rss_before < 100 << 20, f"RSS grew {(rss_after - rss_before) >> 20} MiB"
     b.assert_alive()
     assert_served(b.bootstrap)
