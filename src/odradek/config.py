@@ -373,7 +373,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("max.incremental.fetch.session.cache.slots", T_INT, "1000",
               "The most incremental fetch sessions (KIP-227) the broker keeps.", _ge(0)),
     ConfigDef("min.incremental.fetch.session.eviction.ms", T_INT, "120000",
-              "How long an incremental fetch session is safe from eviction by a newer one.", _ge(0)),
+              "How long an incremental fetch session is safe from eviction by a newer one: after this long "
+              "unused any newcomer may replace it, after this long since its creation one with more partitions "
+              "may (KIP-227).", _ge(0)),
+    ConfigDef("fetch.max.bytes", T_INT, "57671680",
+              "The most record bytes one Fetch response carries, whatever the request's max_bytes; the first "
+              "partition with data may exceed it by one whole batch so consumers progress.", _ge(1024)),
     ConfigDef("replica.fetch.max.bytes", T_INT, "1048576",
               "The bytes a follower asks for per partition in each fetch; a larger first batch is still "
               "returned so replication progresses.", _ge(0)),

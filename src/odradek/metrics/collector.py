@@ -119,6 +119,8 @@ class MetricsSources:
     quotas: Mapping[str, QuotaThrottles]  # Produce / Fetch / Request
     now_ms: Callable[[], int]
     spliced_bytes: Callable[[], int] = lambda: 0  # follower record bytes spliced into segment files
+    # the fetch session cache (KIP-227): (sessions, partitions cached, sessions evicted so far)
+    fetch_sessions: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)
 
 
 class KafkaCollector(Collector):
@@ -215,6 +217,14 @@ class KafkaCollector(Collector):
                                   value=shrinks)
         yield CounterMetricFamily(g + "isrexpands", "IsrExpandsPerSec: ISR expansions committed by this leader",
                                   value=expands)
+        sessions, cached, evictions = self.src.fetch_sessions()
+        f = "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(f + "numincrementalfetchsessions", "incremental fetch sessions (KIP-227) cached",
+                                value=sessions)
+        yield GaugeMetricFamily(f + "numincrementalfetchpartitionscached", "partitions of the cached incremental "
+                                "fetch sessions", value=cached)
+        yield CounterMetricFamily(f + "incrementalfetchsessionevictions", "IncrementalFetchSessionEvictionsPerSec: "
+                                  "sessions evicted to make room for new ones", value=evictions)
         yield CounterMetricFamily("odradek_replica_fetcher_spliced_bytes", "record bytes this broker's replica "
                                   "fetchers moved from their sockets into segment files with splice(2) (Odradek's own)",
                                   value=self.src.spliced_bytes())

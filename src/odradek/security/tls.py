@@ -13,6 +13,12 @@ Settings, each looked up first as ``listener.name.<listener>.<name>`` then as ``
 - ``ssl.enabled.protocols`` (``TLSv1.2,TLSv1.3``), ``ssl.cipher.suites`` (OpenSSL names for
   TLS 1.2 suites; TLS 1.3 suites are OpenSSL's defaults).
 
+A key store whose certificate is expired (or not yet valid) is refused when the context is built
+(:class:`ConfigError` naming the setting, the file and the date), so a broker does not start to
+serve a certificate every client will refuse. Client-initiated renegotiation is refused by
+OpenSSL 3's default (SSL_OP_ALLOW_CLIENT_RENEGOTIATION unset), as Kafka's SslTransportLayer
+refuses it.
+
 :class:`ReloadingServerContext` rebuilds the context when the key store or trust store file
 changes (checked at most once a second, when a connection arrives): renewed certificates are
 served to new connections without a restart; a file that cannot be loaded keeps the old context.
@@ -20,6 +26,7 @@ served to new connections without a restart; a file that cannot be loaded keeps 
 
 from __future__ import annotations
 
+import _ssl
 import logging
 import os
 import re
@@ -58,8 +65,29 @@ def _store_type(lookup: Lookup, name: str) -> None:
         raise ConfigError(f"{name}={t}: odradek reads PEM key and trust stores only (ssl.keystore.type=PEM)")
 
 
-def server_context(lookup: Lookup) -> ssl.SSLContext:
-    """The server-side SSLContext of a listener from its settings; ConfigError when unusable."""
+def check_certificate_dates(path: str, setting: str, now_s: float) -> None:
+    """ConfigError when the first certificate of the PEM file at ``path`` (a key store's own
+    certificate comes first in its chain) is expired or not yet valid at ``now_s`` (epoch seconds).
+    A file with no readable certificate is left to ``load_cert_chain`` to report."""
+    decode = getattr(_ssl, "_test_decode_cert", None)  # CPython's PEM certificate decoder
+    if decode is None:  # pragma: no cover - every CPython has it
+        return
+    try:
+        cert = decode(path)
+        not_before = ssl.cert_time_to_seconds(cert["notBefore"])
+        not_after = ssl.cert_time_to_seconds(cert["notAfter"])
+    except (OSError, ssl.SSLError, ValueError, KeyError):
+        return
+    subject = distinguished_name(cert)
+    if now_s > not_after:
+        raise ConfigError(f"{setting} {path}: the certificate {subject} expired on {cert['notAfter']}")
+    if now_s < not_before:
+        raise ConfigError(f"{setting} {path}: the certificate {subject} is not valid before {cert['notBefore']}")
+
+
+def server_context(lookup: Lookup, wall_clock: Callable[[], float] = time.time) -> ssl.SSLContext:
+    """The server-side SSLContext of a listener from its settings; ConfigError when unusable
+    (``wall_clock`` dates the key store's certificate)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _store_type(lookup, "ssl.keystore.type")
     _store_type(lookup, "ssl.truststore.type")
@@ -70,8 +98,9 @@ def server_context(lookup: Lookup) -> ssl.SSLContext:
     try:
         if location:
             ctx.load_cert_chain(location, password=password)
+            check_certificate_dates(location, "ssl.keystore.location", wall_clock())
         elif chain and key:
-            _load_inline_chain(ctx, chain, key, password)
+            _load_inline_chain(ctx, chain, key, password, wall_clock())
         else:
             raise ConfigError("an SSL listener needs ssl.keystore.location (PEM key and certificate chain) or "
                               "ssl.keystore.certificate.chain and ssl.keystore.key")
@@ -157,13 +186,17 @@ class ReloadingServerContext(ReloadingContext):
         super().__init__(lambda: server_context(lookup), paths, "TLS", clock)
 
 
-def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str | None, now_s: float) -> None:
     """load_cert_chain reads files only: the PEM text goes through a private temporary file."""
     fd, path = tempfile.mkstemp(prefix="odradek-keystore-", suffix=".pem")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(key.strip() + "\n" + chain.strip() + "\n")
         ctx.load_cert_chain(path, password=password)
+        try:
+            check_certificate_dates(path, "ssl.keystore.certificate.chain", now_s)
+        except ConfigError as e:  # name the setting, not the temporary file
+            raise ConfigError(str(e).replace(f" {path}:", ":")) from None
     finally:
         os.unlink(path)
 

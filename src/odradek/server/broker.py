@@ -470,6 +470,7 @@ class Broker:
             features=self.features,
             quotas=self.quotas,
             security=self.security,
+            fetch_max_bytes=int(self.config.get("fetch.max.bytes")),
         )
         self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(
@@ -557,7 +558,7 @@ class Broker:
                              self.security, self.topic_stats, self.request_stats)
 
     def _metrics_sources(self) -> MetricsSources:
-        rm, cluster, node = self.replica_manager, self.cluster, self.node_id
+        rm, cluster, node, sessions = self.replica_manager, self.cluster, self.node_id, self.fetch_sessions
 
         def connections() -> dict[str, int]:
             out = dict.fromkeys(self.bound, 0)
@@ -573,6 +574,7 @@ class Broker:
             partitions=lambda: list(rm.partitions.values()),
             isr_changes=lambda: (rm.isr_shrinks, rm.isr_expands),
             spliced_bytes=lambda: rm.fetchers.spliced_bytes() if rm.fetchers is not None else 0,
+            fetch_sessions=lambda: (len(sessions.sessions), sessions.total_partitions, sessions.evictions),
             offline_replicas=lambda: len(self.log_manager.offline_partitions),
             min_isr=lambda topic: self.log_config_for(topic).min_insync_replicas,
             logs=lambda: list(self.log_manager.logs()),

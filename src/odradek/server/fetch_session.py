@@ -17,13 +17,28 @@ which reads every partition of the session). The :class:`FetchContext` it return
 read and, once read, which partitions the response carries
 (:meth:`FetchContext.update_and_generate`, Kafka's updateAndGenerateResponseData).
 
-Cache limits are Kafka's: max.incremental.fetch.session.cache.slots sessions; when full,
-the least recently used session older than min.incremental.fetch.session.eviction.ms is
-evicted, otherwise no session is created (session id 0 in the response).
+Cache limits are Kafka's (KIP-227, FetchSessionCache.tryEvict): at most
+max.incremental.fetch.session.cache.slots sessions. When the cache is full, a new session
+(of N partitions, privileged when a follower asks) takes the place of
+
+1. the least recently used session, if it went unused for more than
+   min.incremental.fetch.session.eviction.ms (stale); else
+2. the least valuable *evictable* session, if the new one is worth more. Sessions are ranked
+   by (privileged, partition count, id); a session is evictable by everyone once it is older
+   than the eviction time (counted from its creation, at its last use), and by a privileged
+   newcomer at any time if it is not privileged itself.
+
+Otherwise no session is created (session id 0 in the response, and the client goes on with
+full fetches). So a flood of new sessions can neither grow the cache nor push out the
+sessions of consumers that keep fetching: a newcomer only replaces a stale session, a smaller
+old one, or (a follower) a consumer's. The evictable sessions are kept in two heaps ordered by
+rank, with stale entries skipped (and the heaps rebuilt when mostly stale), so each eviction
+costs O(log slots).
 """
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -56,6 +71,13 @@ class FetchSession:
     epoch: int  # the epoch the next request must carry
     partitions: OrderedDict[tuple[str, int], CachedPartition] = field(default_factory=OrderedDict)
     last_used_ms: int = 0
+    privileged: bool = False  # a follower's session (Kafka's FetchSession.privileged)
+    creation_ms: int = 0
+    evictable_stamp: int = 0  # which heap entries still stand for this session (FetchSessionCache.touch)
+
+    def evictable_key(self) -> tuple[bool, int, int]:
+        """Kafka's EvictableKey: the less of it, the sooner the session goes."""
+        return (self.privileged, len(self.partitions), self.session_id)
 
 
 class SessionError(Exception):
@@ -109,11 +131,19 @@ class FetchContext:
         return out
 
 
+# a heap entry: (evictable key, stamp); it stands for its session while the stamp is the session's
+_HeapEntry = tuple[tuple[bool, int, int], int]
+
+
 class FetchSessionCache:
     def __init__(self, max_slots: int = 1000, eviction_ms: int = 120_000) -> None:
         self.max_slots = max_slots
         self.eviction_ms = eviction_ms
-        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # LRU order
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+        self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, as a count
+        self._stamp = 0
+        self._by_all: list[_HeapEntry] = []  # sessions any newcomer may evict (older than eviction_ms)
+        self._by_privileged: list[_HeapEntry] = []  # sessions a follower's new session may evict
 
     def _new_id(self) -> int:
         while True:
@@ -121,29 +151,87 @@ class FetchSessionCache:
             if sid not in self.sessions:
                 return sid
 
-    def remove(self, session_id: int) -> None:
-        self.sessions.pop(session_id, None)
+    @property
+    def total_partitions(self) -> int:
+        """Kafka's NumIncrementalFetchPartitionsCached."""
+        return sum(len(s.partitions) for s in self.sessions.values())
 
-    def create(self, partitions: list[tuple[tuple[str, int], CachedPartition]], now_ms: int) -> FetchSession | None:
-        if len(self.sessions) >= self.max_slots:
-            oldest_id, oldest = next(iter(self.sessions.items()))
-            if now_ms - oldest.last_used_ms < self.eviction_ms:
-                return None
-            del self.sessions[oldest_id]
-        s = FetchSession(self._new_id(), 1, OrderedDict(partitions), now_ms)
+    def remove(self, session_id: int) -> None:
+        s = self.sessions.pop(session_id, None)
+        if s is not None:
+            s.evictable_stamp = 0  # its heap entries no longer count
+
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        """The session was used at ``now_ms``: most recently used, and filed anew in the evictable
+        heaps by its current key (Kafka's FetchSessionCache.touch)."""
+        session.last_used_ms = now_ms
+        self.sessions.move_to_end(session.session_id)
+        self._stamp += 1
+        session.evictable_stamp = stamp = self._stamp
+        key = session.evictable_key()
+        old = now_ms - session.creation_ms > self.eviction_ms
+        if not session.privileged or old:
+            heapq.heappush(self._by_privileged, (key, stamp))
+        if old:
+            heapq.heappush(self._by_all, (key, stamp))
+        if len(self._by_privileged) + len(self._by_all) > 4 * len(self.sessions) + 64:
+            self._compact()
+
+    def _valid(self, entry: _HeapEntry) -> FetchSession | None:
+        s = self.sessions.get(entry[0][2])
+        return s if s is not None and s.evictable_stamp == entry[1] else None
+
+    def _compact(self) -> None:
+        for heap in (self._by_all, self._by_privileged):
+            heap[:] = [e for e in heap if self._valid(e) is not None]
+            heapq.heapify(heap)
+
+    def _first_evictable(self, heap: list[_HeapEntry]) -> FetchSession | None:
+        while heap:
+            s = self._valid(heap[0])
+            if s is not None:
+                return s
+            heapq.heappop(heap)
+        return None
+
+    def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Make room for a new session of ``size`` partitions (Kafka's tryEvict, see the module
+        docstring): True when a session was evicted."""
+        if not self.sessions:
+            return False
+        lru = next(iter(self.sessions.values()))
+        if now_ms - lru.last_used_ms > self.eviction_ms:
+            victim: FetchSession | None = lru
+        else:
+            victim = self._first_evictable(self._by_privileged if privileged else self._by_all)
+            if victim is not None and (privileged, size, INVALID_SESSION_ID) < victim.evictable_key():
+                victim = None
+        if victim is None:
+            return False
+        self.remove(victim.session_id)
+        self.evictions += 1
+        return True
+
+    def create(self, partitions: list[tuple[tuple[str, int], CachedPartition]], now_ms: int,
+               privileged: bool = False) -> FetchSession | None:
+        """A new session at epoch 1, or None when the cache is full and nothing may be evicted
+        (Kafka's maybeCreateSession)."""
+        if len(self.sessions) >= self.max_slots and not self._try_evict(privileged, len(partitions), now_ms):
+            return None
+        s = FetchSession(self._new_id(), 1, OrderedDict(partitions), now_ms, privileged, now_ms)
         self.sessions[s.session_id] = s
+        self.touch(s, now_ms)
         return s
 
-    def get(self, session_id: int, epoch: int, now_ms: int) -> FetchSession:
+    def get(self, session_id: int, epoch: int) -> FetchSession:
+        """The session a request names at the epoch it expects (the caller touches it once it
+        folded the request in)."""
         s = self.sessions.get(session_id)
         if s is None:
             raise SessionError(errors.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != s.epoch:
             raise SessionError(errors.INVALID_FETCH_SESSION_EPOCH)
-        s.last_used_ms = now_ms
-        self.sessions.move_to_end(session_id)
         return s
-
 
     def new_context(
         self,
@@ -153,8 +241,10 @@ class FetchSessionCache:
         requested: Partitions,
         forgotten: list[tuple[str, int]],
         now_ms: int,
+        privileged: bool = False,
     ) -> FetchContext:
-        """The KIP-227 epoch rules (Kafka's FetchManager.newContext); see the module docstring."""
+        """The KIP-227 epoch rules (Kafka's FetchManager.newContext); see the module docstring.
+        ``privileged``: the request is a follower's."""
         if version < 7 or epoch == FINAL_EPOCH:
             if version >= 7 and session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
@@ -162,12 +252,13 @@ class FetchSessionCache:
         if epoch == INITIAL_EPOCH:
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
-            return FetchContext(requested, self.create(requested, now_ms))
+            return FetchContext(requested, self.create(requested, now_ms, privileged))
         try:
-            session = self.get(session_id, epoch, now_ms)
+            session = self.get(session_id, epoch)
         except SessionError as e:
             return FetchContext([], error_code=e.error_code)
         apply_incremental(session, requested, forgotten)
+        self.touch(session, now_ms)
         return FetchContext(list(session.partitions.items()), session, incremental=True)
 
 

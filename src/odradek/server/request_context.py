@@ -125,6 +125,7 @@ class BrokerServices:
     features: FinalizedFeatureCache  # the finalized features (KIP-584) gates read
     quotas: ClientQuotas  # client quotas (KIP-546) and their rates
     security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
+    fetch_max_bytes: int = 57671680  # fetch.max.bytes: the bound on one Fetch response's record bytes
 
 
 class RequestContext:

@@ -72,7 +72,7 @@ def test_collector_exposition_parses() -> None:
         node_id=1, topic_stats=ts, request_stats=rs, api_names={0: "Produce"}, partitions=list,
         isr_changes=lambda: (2, 1), offline_replicas=lambda: 0, min_isr=lambda t: 1, logs=list,
         is_controller=lambda: False, topics=list, live_brokers=set, committed_offsets=list,
-        connections=lambda: {"PLAINTEXT": 4}, quotas={}, now_ms=lambda: 0,
+        connections=lambda: {"PLAINTEXT": 4}, quotas={}, now_ms=lambda: 0, fetch_sessions=lambda: (7, 30, 2),
     )
     reg = CollectorRegistry(auto_describe=False)
     reg.register(KafkaCollector(src))
@@ -84,6 +84,9 @@ def test_collector_exposition_parses() -> None:
     assert samples[("kafka_network_requestmetrics_totaltimems_count", (("request", "Produce"),))] == 1
     assert samples[("kafka_server_replicamanager_isrshrinks_total", ())] == 2
     assert samples[("kafka_server_replicamanager_isrexpands_total", ())] == 1
+    assert samples[("kafka_server_fetchsessioncache_numincrementalfetchsessions", ())] == 7
+    assert samples[("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", ())] == 30
+    assert samples[("kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total", ())] == 2
     assert samples[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
     assert samples[("kafka_server_socket_server_metrics_connection_count",
                     (("listener", "PLAINTEXT"), ("networkProcessor", "0")))] == 4

@@ -26,6 +26,7 @@ from odradek.security.tls import (
     distinguished_name,
     map_principal,
     parse_mapping_rules,
+    server_context,
 )
 
 from .tls_handshake import memory_handshake
@@ -192,3 +193,29 @@ def test_tls_stores_reloaded_when_the_files_change(tmp_path) -> None:  # type: i
     keystore.write_text("not a key")  # a broken file keeps what was served
     now[0] = 4.0
     assert holder.current() is second
+
+
+def test_an_expired_or_future_key_store_certificate_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import datetime
+
+    ca = trustme.CA()
+    begin = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+    end = datetime.datetime(2030, 6, 1, tzinfo=datetime.UTC)
+    cert = ca.issue_cert("127.0.0.1", common_name="broker0", not_before=begin, not_after=end)
+    path = tmp_path / "server.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(path))
+    settings = {"ssl.keystore.location": str(path)}
+    inside = datetime.datetime(2030, 3, 1, tzinfo=datetime.UTC).timestamp()
+    assert server_context(settings.get, lambda: inside) is not None
+    with pytest.raises(ConfigError) as e:
+        server_context(settings.get, lambda: end.timestamp() + 1)
+    msg = str(e.value)
+    assert "ssl.keystore.location" in msg and str(path) in msg and "CN=broker0" in msg
+    assert "expired on Jun  1 00:00:00 2030 GMT" in msg and "\n" not in msg
+    with pytest.raises(ConfigError, match="not valid before Jan  1 00:00:00 2030 GMT"):
+        server_context(settings.get, lambda: begin.timestamp() - 1)
+    # the same certificate given inline: the setting is named, not a temporary file
+    inline = {"ssl.keystore.certificate.chain": b"".join(b.bytes() for b in cert.cert_chain_pems).decode(),
+              "ssl.keystore.key": cert.private_key_pem.bytes().decode()}
+    with pytest.raises(ConfigError, match=r"^ssl.keystore.certificate.chain: the certificate .* expired on "):
+        server_context(inline.get, lambda: end.timestamp() + 1)

@@ -21,12 +21,12 @@ def test_create_get_and_epochs() -> None:
     cache = FetchSessionCache(max_slots=2, eviction_ms=1000)
     s = cache.create([(("t", 0), cp())], now_ms=0)
     assert s is not None and s.epoch == 1
-    assert cache.get(s.session_id, 1, 10) is s
+    assert cache.get(s.session_id, 1) is s
     with pytest.raises(SessionError) as e:
-        cache.get(s.session_id, 2, 10)
+        cache.get(s.session_id, 2)
     assert e.value.error_code == errors.INVALID_FETCH_SESSION_EPOCH
     with pytest.raises(SessionError) as e:
-        cache.get(s.session_id + 1, 1, 10)
+        cache.get(s.session_id + 1, 1)
     assert e.value.error_code == errors.FETCH_SESSION_ID_NOT_FOUND
 
 
@@ -36,6 +36,65 @@ def test_eviction_only_of_old_sessions() -> None:
     assert cache.create([], now_ms=500) is None  # full, and the only session is too young
     second = cache.create([], now_ms=1500)
     assert second is not None and first is not None and first.session_id not in cache.sessions
+
+
+def parts(n: int, topic: str = "t") -> list[tuple[tuple[str, int], CachedPartition]]:
+    return [((topic, p), cp()) for p in range(n)]
+
+
+def test_a_flood_of_new_sessions_keeps_the_cache_and_its_sessions() -> None:
+    """KIP-227: while every session is younger than the eviction time, newcomers of the same size
+    are turned away (no session), and the sessions in use stay."""
+    cache = FetchSessionCache(max_slots=10, eviction_ms=1000)
+    kept = [cache.create(parts(1), now_ms=i) for i in range(10)]
+    assert all(s is not None for s in kept)
+    assert all(cache.create(parts(1), now_ms=100 + i // 20) is None for i in range(10_000))
+    assert len(cache.sessions) == 10 and cache.evictions == 0 and cache.total_partitions == 10
+    assert {s.session_id for s in kept if s is not None} == set(cache.sessions)
+    assert len(cache._by_all) + len(cache._by_privileged) <= 4 * 10 + 64  # the heaps stay bounded too
+
+
+def test_a_stale_session_goes_first() -> None:
+    cache = FetchSessionCache(max_slots=2, eviction_ms=1000)
+    a = cache.new_context(12, 0, INITIAL_EPOCH, parts(5), [], 0).session
+    b = cache.new_context(12, 0, INITIAL_EPOCH, parts(5), [], 0).session
+    assert a is not None and b is not None
+    cache.new_context(12, b.session_id, 1, [], [], 900)  # b used since; a last used at 0
+    c = cache.create(parts(1), now_ms=1001)  # a is stale (unused for more than 1000 ms)
+    assert c is not None and set(cache.sessions) == {b.session_id, c.session_id}
+
+
+def test_a_bigger_session_evicts_a_smaller_old_one_in_use() -> None:
+    """Rule 3 of tryEvict: a newcomer with more partitions evicts the smallest session created more
+    than eviction_ms ago, even one in use; never a young one."""
+    cache = FetchSessionCache(max_slots=2, eviction_ms=1000)
+    small = cache.create(parts(1), now_ms=0)
+    big = cache.create(parts(3), now_ms=0)
+    assert small is not None and big is not None
+    assert cache.create(parts(2), now_ms=500) is None  # both younger than 1000 ms
+    for now in (600, 1200):  # used all along: never stale; at 1200 both are old
+        for s in (small, big):
+            cache.new_context(12, s.session_id, s.epoch, [], [], now)
+    assert cache.create(parts(1), now_ms=1300) is None  # not more partitions than the smallest
+    new = cache.create(parts(2), now_ms=1300)
+    assert new is not None and small.session_id not in cache.sessions and big.session_id in cache.sessions
+    assert cache.evictions == 1
+    # the newcomer is young and safe; the big one is old and smaller than a 4-partition newcomer
+    newer = cache.create(parts(4), now_ms=1400)
+    assert newer is not None and big.session_id not in cache.sessions and new.session_id in cache.sessions
+
+
+def test_a_followers_session_evicts_a_consumers_at_once() -> None:
+    cache = FetchSessionCache(max_slots=2, eviction_ms=120_000)
+    consumers = [cache.create(parts(50), now_ms=0) for _ in range(2)]
+    ctx = cache.new_context(12, 0, INITIAL_EPOCH, parts(1), [], 10, privileged=True)
+    assert ctx.session is not None and ctx.session.privileged
+    assert sum(s is not None and s.session_id in cache.sessions for s in consumers) == 1
+    # a young follower session is not evictable, by consumers or by another follower
+    assert cache.create(parts(1000), now_ms=20) is None
+    other = cache.new_context(12, 0, INITIAL_EPOCH, parts(1), [], 30, privileged=True)
+    assert other.session is not None  # it took the other consumer's place
+    assert cache.new_context(12, 0, INITIAL_EPOCH, parts(9), [], 40, privileged=True).session is None
 
 
 def test_incremental_updates_and_news() -> None:

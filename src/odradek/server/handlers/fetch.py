@@ -55,7 +55,11 @@ def _unknown_name(topic_id: Any) -> str:
 
 
 def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, CachedPartition]], list[Key]]:
-    parts: list[tuple[Key, CachedPartition]] = []
+    """The request's partitions, each once: a partition listed again replaces its earlier entry
+    in that entry's place (Kafka's FetchRequest.fetchData builds a LinkedHashMap keyed by
+    TopicIdPartition), so a request naming one partition many times reads it once. Then the
+    forgotten partitions (v7+)."""
+    parts: dict[Key, CachedPartition] = {}
     for ft in request.topics:
         if version >= 13:
             meta = reg.by_id.get(ft.topic_id) if ft.topic_id is not None else None
@@ -66,9 +70,8 @@ def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, Ca
             name, tid = ft.topic, (meta.topic_id if meta is not None else None)
         for fp in ft.partitions:
             epoch = getattr(fp, "current_leader_epoch", -1)
-            parts.append(
-                ((name, int(fp.partition)), CachedPartition(int(fp.fetch_offset), int(fp.partition_max_bytes),
-                                                            -1 if epoch is None else int(epoch), tid))
+            parts[(name, int(fp.partition))] = CachedPartition(
+                int(fp.fetch_offset), int(fp.partition_max_bytes), -1 if epoch is None else int(epoch), tid
             )
     forgotten: list[Key] = []
     for ft in getattr(request, "forgotten_topics_data", ()) or ():
@@ -78,7 +81,7 @@ def _requested(version: int, request: Any, reg: Any) -> tuple[list[tuple[Key, Ca
         else:
             name = ft.topic
         forgotten += [(name, int(p)) for p in ft.partitions]
-    return parts, forgotten
+    return list(parts.items()), forgotten
 
 
 def _raw(version: int, topics: list[TopicResult], *, error_code: int = 0, throttle_time_ms: int = 0,
@@ -128,9 +131,12 @@ def _fetch_throttle_ms(ctx: RequestContext, read_bytes: int) -> int:
 
 
 def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
-    """The request's max bytes, for a consumer with a consumer_byte_rate quota at most what it may
-    take at once (Kafka's getMaxValueInQuotaWindow)."""
-    max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    """The response's bound on record bytes (Kafka's KafkaApis.handleFetchRequest fetchMaxBytes):
+    the request's max_bytes, at most the broker's fetch.max.bytes, and for a consumer with a
+    consumer_byte_rate quota at most what it may take at once (Kafka's getMaxValueInQuotaWindow).
+    ReplicaManager.read_from_log keeps the whole response within it but for one whole batch of the
+    first partition with data."""
+    max_bytes = min(int(getattr(request, "max_bytes", 0x7FFFFFFF)), ctx.services.fetch_max_bytes)
     quota = ctx.services.quotas.fetch
     if quota.quotas and replica_id < 0:
         window = quota.max_value_in_window(ctx.quota_user, ctx.client_id or "")
@@ -165,11 +171,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     requested, forgotten = _requested(version, request, reg)
     replica_state = getattr(request, "replica_state", None)
     replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
+    max_bytes = _max_bytes(ctx, request, replica_id)
     params = FetchParams(  # positional: half the cost of keywords, per request
         replica_id,
         int(request.max_wait.total_seconds() * 1000),  # max_wait_ms
-        max(int(request.min_bytes), 0),  # min_bytes
-        _max_bytes(ctx, request, replica_id),  # max_bytes
+        min(max(int(request.min_bytes), 0), max_bytes),  # min_bytes, at most max_bytes (Kafka's fetchMinBytes)
+        max_bytes,
         getattr(request, "isolation_level", 0) == 1,  # read_committed
         version >= 13,  # topic_ids
     )
@@ -196,6 +203,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         requested,
         forgotten,
         svc.now_ms(),
+        params.replica_id >= 0,
     )
     if fetch_context.error_code:
         return _raw(version, [], error_code=fetch_context.error_code)
