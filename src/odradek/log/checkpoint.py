@@ -122,7 +122,7 @@ def write_partition_metadata(
 
 def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
     """The topic id, None when the file does not exist (a log from before topic ids: it is given
-    the topic's). A file that is there but cannot be read is LogError naming it: the log would
+    the topic's) or is empty. A file that is there but cannot be read is LogError naming it: the log would
     otherwise be taken for whichever topic now has its name (Kafka refuses to load it too)."""
     path = partition_dir / PARTITION_METADATA_FILE
     try:
@@ -131,6 +131,11 @@ def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
         return None
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror or e}") from None
+    if not raw:
+        # written in place without fsync when the log was created (write_partition_metadata new=True): a
+        # power loss right after leaves it empty, which says no more than a missing file
+        log.warning("Empty %s: the log takes the topic id of the topic that has its name", path)
+        return None
     fix = "restore it, or remove it to have the log take the topic id of the topic that has its name"
     try:
         text = raw.decode("utf-8")
