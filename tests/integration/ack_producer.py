@@ -1,8 +1,9 @@
 """Produce forever (confluent-kafka, acks=all) and append one line per acknowledged message to a file:
 ``<partition> <offset> <index>``. Run as a script by test_restart.py; killed from outside.
 
-Usage: python ack_producer.py BOOTSTRAP TOPIC ACKFILE BASE_TS VALUE_SIZE
-Message ``i``: key ``key-<i>``, value ``value(i, VALUE_SIZE)``, timestamp ``BASE_TS + i``.
+Usage: python ack_producer.py BOOTSTRAP TOPIC ACKFILE BASE_TS VALUE_SIZE [KEYS]
+Message ``i``: key ``key-<i>`` (``key-<i % KEYS>`` when KEYS is given: updates for a compacted
+topic), value ``value(i, VALUE_SIZE)``, timestamp ``BASE_TS + i``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ def value(i: int, size: int) -> bytes:
     return head + b"v" * max(0, size - len(head))
 
 
+def index_of(v: bytes) -> int:
+    """The ``i`` of ``value(i, size)``."""
+    return int(v.split(b"-", 2)[1])
+
+
 def main() -> None:
     from confluent_kafka import Producer
 
     bootstrap, topic, ackfile, base_ts, size = sys.argv[1:6]
+    keys = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     fd = os.open(ackfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     p = Producer({
         "bootstrap.servers": bootstrap,
@@ -34,13 +41,13 @@ def main() -> None:
 
     def on_delivery(err, msg):  # type: ignore[no-untyped-def]
         if err is None:
-            idx = int(msg.key()[4:])
+            idx = index_of(msg.value())
             os.write(fd, f"{msg.partition()} {msg.offset()} {idx}\n".encode())
 
     i = 0
     while True:
         try:
-            p.produce(topic, key=f"key-{i}".encode(), value=value(i, int(size)), partition=0,
+            p.produce(topic, key=f"key-{i % keys if keys else i}".encode(), value=value(i, int(size)), partition=0,
                       timestamp=int(base_ts) + i, on_delivery=on_delivery)
             i += 1
         except BufferError:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
+from odradek.controller.store_file import MetadataFileError
+from odradek.log.errors import LogError
 from odradek.server.allocator import tune_malloc
 from odradek.server.gc_tuning import freeze_startup_objects
 
@@ -164,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         log.error("invalid configuration: %s", e)
         return 2
-    except OSError as e:
+    except (OSError, MetadataFileError, LogError) as e:
+        # a damaged metadata file or log directory: one line naming the file, nothing touched
         log.error("fatal: %s", e)
         return 1
     return 0

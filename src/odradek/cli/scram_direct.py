@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from odradek.config import ConfigError
-from odradek.controller.store import LocalStore, MetadataStore, StoreError
+from odradek.controller.store import LocalStore, MetadataFileError, MetadataStore, StoreError
 from odradek.security.credentials import ScramCredentialStore
 from odradek.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
 
@@ -40,7 +40,14 @@ def open_store(args: argparse.Namespace) -> Iterator[MetadataStore]:
     if args.log_dir:
         d = Path(args.log_dir)
         d.mkdir(parents=True, exist_ok=True)
-        local = LocalStore(d / "odradek-metadata.json")
+        props = d / "meta.properties"
+        try:
+            # as the broker: a log dir a broker ran on must have its metadata file (a new one holding only
+            # the credentials would make the broker forget every topic)
+            local = LocalStore(d / "odradek-metadata.json",
+                               must_exist=f"{props} shows that a broker ran here" if props.exists() else "")
+        except MetadataFileError as e:
+            raise ConfigError(str(e)) from None
         try:
             yield local
         finally:

@@ -5,9 +5,9 @@ in memory and persisted to one JSON file, replaced atomically on every change) a
 for clusters, a ZooKeeper store over kazoo. Paths and payloads are Kafka's
 ZooKeeper-mode ones (``/brokers/topics/<t>``, ``/config/topics/<t>``, ...).
 
-File layout of LocalStore (``<log.dir>/odradek-metadata.json``)::
-
-    {"version": 1, "nodes": {"<path>": {"data": "<base64>", "version": <int>}, ...}}
+File of LocalStore: ``<log.dir>/odradek-metadata.json``, with a checksum, replaced through a
+temporary file and renames, the copy it replaced kept as ``odradek-metadata.json.prev`` and read
+when the current one is damaged or missing (layout and rules in :mod:`odradek.controller.store_file`).
 
 Ephemeral nodes are not persisted (they belong to a session that ends with the process).
 Creation times (``ctime_ms``, for purging change notifications) are kept in memory only: a
@@ -20,15 +20,17 @@ are back to what they were before the call and no watcher fires.
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from odradek.controller import store_file
+from odradek.controller.store_file import MetadataFileError
+
+__all__ = ["MetadataFileError"]  # re-exported: what opening a LocalStore on a damaged file raises
 
 
 class StoreError(Exception):
@@ -91,7 +93,11 @@ def _parent(path: str) -> str:
 class LocalStore:
     """In-process znode tree persisted to a JSON file."""
 
-    def __init__(self, file: Path | None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, file: Path | None, clock: Callable[[], float] = time.time, *, must_exist: str = ""
+    ) -> None:
+        """``must_exist``: why the file must already be there (e.g. a broker ran in its log dir), or
+        empty when a missing file (and missing previous copy) is a new, empty store."""
         self.file = file
         self._clock = clock
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
@@ -99,10 +105,10 @@ class LocalStore:
         self._ephemeral: set[str] = set()
         self._watchers: dict[str, list[Watcher]] = {}
         self._sequence = 0
-        if file is not None and file.exists():
-            doc = json.loads(file.read_text(encoding="utf-8"))
-            for path, node in doc.get("nodes", {}).items():
-                self._nodes[path] = (base64.b64decode(node["data"]), int(node["version"]))
+        if file is not None:
+            stored = store_file.read(file, must_exist=bool(must_exist), why_must_exist=must_exist)
+            if stored is not None:
+                self._nodes.update(stored)
         opened = int(clock() * 1000)
         self._ctimes = dict.fromkeys(self._nodes, opened)
 
@@ -128,20 +134,7 @@ class LocalStore:
 
     def _write_file(self) -> None:
         assert self.file is not None
-        doc = {
-            "version": 1,
-            "nodes": {
-                p: {"data": base64.b64encode(d).decode(), "version": v}
-                for p, (d, v) in sorted(self._nodes.items())
-                if p not in self._ephemeral
-            },
-        }
-        tmp = self.file.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.file)
+        store_file.write(self.file, {p: n for p, n in self._nodes.items() if p not in self._ephemeral})
 
     def _fire(self, paths: set[str]) -> None:
         for p in sorted(paths):

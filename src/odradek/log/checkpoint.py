@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from odradek.log.errors import LogError
+
 log = logging.getLogger("odradek.log")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -119,20 +121,35 @@ def write_partition_metadata(
 
 
 def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
+    """The topic id, None when the file does not exist (a log from before topic ids: it is given
+    the topic's) or is empty. A file that is there but cannot be read is LogError naming it: the log would
+    otherwise be taken for whichever topic now has its name (Kafka refuses to load it too)."""
+    path = partition_dir / PARTITION_METADATA_FILE
     try:
-        text = (partition_dir / PARTITION_METADATA_FILE).read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise LogError(f"cannot read {path}: {e.strerror or e}") from None
+    if not raw:
+        # written in place without fsync when the log was created (write_partition_metadata new=True): a
+        # power loss right after leaves it empty, which says no more than a missing file
+        log.warning("Empty %s: the log takes the topic id of the topic that has its name", path)
+        return None
+    fix = "restore it, or remove it to have the log take the topic id of the topic that has its name"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LogError(f"Malformed {path}: not UTF-8 text; {fix}") from None
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields[key.strip()] = value.strip()
     if fields.get("version") != "0" or "topic_id" not in fields:
-        log.error("Malformed %s in %s; ignoring it", PARTITION_METADATA_FILE, partition_dir)
-        return None
+        raise LogError(f"Malformed {path}: expected 'version: 0' and 'topic_id: <id>' lines; {fix}")
     try:
-        return decode_topic_id(fields["topic_id"])
+        topic_id = decode_topic_id(fields["topic_id"])
     except ValueError:
-        log.error("Malformed topic id in %s", partition_dir / PARTITION_METADATA_FILE)
-        return None
+        raise LogError(f"Malformed topic id {fields['topic_id'][:40]!r} in {path}; {fix}") from None
+    return topic_id

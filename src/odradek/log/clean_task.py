@@ -771,12 +771,18 @@ def complete_swaps(dir: Path) -> int:
                     os.unlink(dir / f"{filename_prefix(old)}{suffix}")
             log.info("Deleted segment %d of %s replaced by an interrupted swap", old, dir.name)
         del logs[lo:hi]
+        # the replaced segment at this base still live (the crash came before it was renamed .deleted):
+        # its index files that the swap has no counterpart for are stale. Otherwise a live index file
+        # beside the .log.swap was renamed from the swap before the crash (the install renames the
+        # indexes first, the .log last) and is the cleaned segment's own: unlinking it would lose the
+        # aborted transactions of its .txnindex, which nothing rebuilds below the recovery point
+        replaced_live = Path(f"{prefix}{LOG_SUFFIX}").exists()
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             swapped = Path(f"{prefix}{suffix}{SWAP_SUFFIX}")
             live = Path(f"{prefix}{suffix}")
             if swapped.exists():
                 os.replace(swapped, live)
-            else:
+            elif replaced_live:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(live)
         log.info("Completed the interrupted swap of segment %d of %s", base, dir.name)

@@ -5,6 +5,8 @@ Per log directory (``log.dirs`` entry)::
     <topic>-<partition>/                      one partition (odradek.log.log_loader)
     <topic>-<partition>.<uuid hex>-delete/    a deleted partition awaiting removal
     <topic>-<partition>.<uuid hex>-future/    a partition being moved here (odradek.log.dir_move)
+    <topic>-<partition>.<uuid hex>-stray/     a log the metadata does not account for (KIP-858):
+                                              kept as it is, never loaded, never deleted
     recovery-point-offset-checkpoint          offset checkpoint files
     log-start-offset-checkpoint                 (odradek.log.checkpoint)
     replication-offset-checkpoint               (high watermarks)
@@ -59,7 +61,8 @@ RECOVERY_LINES_AT_INFO = 100
 log = logging.getLogger("odradek.log")
 
 DELETE_DIR_SUFFIX = "-delete"
-_SKIPPED_DIR_SUFFIXES = ("-future", "-stray")
+STRAY_DIR_SUFFIX = "-stray"
+_SKIPPED_DIR_SUFFIXES = ("-future", STRAY_DIR_SUFFIX)
 
 
 class LogManager:
@@ -212,6 +215,25 @@ class LogManager:
         log.info("Log for partition %s is renamed to %s and scheduled for deletion", lg.name, target)
         self._process_dir_deletes(t)
         return True
+
+    def mark_stray(self, topic: str, partition: int, reason: str) -> Path | None:
+        """A log the metadata does not account for (Kafka's stray log, KIP-858): closed, renamed
+        ``<topic>-<partition>.<uuid hex>-stray`` and left on disk (not loaded again, not served,
+        never deleted: the operator decides). Returns the new path."""
+        tp = (topic, partition)
+        self.cancel_move(topic, partition)
+        lg = self._logs.pop(tp, None)
+        if lg is None:
+            return None
+        parent = self._dir_of.pop(tp)
+        self.cleaner.forget(lg)
+        lg.close()
+        target = parent / f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        os.rename(lg.dir, target)
+        fsync_dir(parent)
+        log.warning("Found stray log %s (%s): renamed to %s and kept; it is not served and not deleted",
+                    lg.name, reason, target)
+        return target
 
     def _process_dir_deletes(self, now_ms: int, *, force: bool = False) -> int:
         keep: list[tuple[int, Log, Path]] = []

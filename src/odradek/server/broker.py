@@ -24,6 +24,7 @@ import errno
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,7 @@ from odradek.replication.alter_partition import (
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.security.listeners import build_listener_security
 from odradek.security.services import build_security, start_security
-from odradek.server import client_metrics
+from odradek.server import client_metrics, meta_properties
 from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.connection_quotas import (
@@ -110,6 +111,22 @@ def store_errors_as_topic_errors() -> Iterator[None]:
         raise TopicError(errors.REQUEST_TIMED_OUT, f"{what}: {e}") from None
 
 
+def stray_reason(meta: TopicMeta | None, partition: int, topic_id: uuid.UUID | None, node_id: int) -> str | None:
+    """Why a log found on disk at start-up is stray (Kafka's LogManager.isStrayReplica, KIP-858), or
+    None when the metadata accounts for it. A log without a topic id (no ``partition.metadata``) is
+    taken to be the topic's: it is given the id, as Kafka does."""
+    if meta is None:
+        return "its topic is not in the metadata"
+    if topic_id is not None and topic_id != meta.topic_id:
+        return f"its topic id {topic_id_to_str(topic_id)} is not the topic's {topic_id_to_str(meta.topic_id)}"
+    part = next((p for p in meta.partitions if p.index == partition), None)
+    if part is None:
+        return f"the topic has no partition {partition}"
+    if node_id not in part.replicas:
+        return f"broker {node_id} is not one of its replicas {part.replicas}"
+    return None
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         # refuse security that is not built (ConfigError), name every setting that is not implemented
@@ -122,14 +139,21 @@ class Broker:
         self.log_dirs = config.log_dirs
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self._check_meta_properties()
+        # refuse a log dir of another broker before anything in it is read (InconsistentBrokerIdException)
+        used_before = meta_properties.check_broker_id(self.log_dirs, self.node_id)
         self.store: MetadataStore
         local_store: MetadataStore | None = None
         if config.raw("zookeeper.connect")[0]:
             if config.get("node.id") < 0 and config.get("broker.id") < 0:
                 raise ConfigError("broker.id must be set in cluster mode (zookeeper.connect is set)")
         else:
-            local_store = LocalStore(self.log_dirs[0] / "odradek-metadata.json")
+            # a broker ran on this log dir (meta.properties): its metadata file must be there, else its
+            # topics would be forgotten and every partition directory taken for a stray
+            local_store = LocalStore(
+                self.log_dirs[0] / "odradek-metadata.json",
+                must_exist=f"{self.log_dirs[0] / meta_properties.META_PROPERTIES} shows that a broker ran here"
+                if used_before else "",
+            )
         self.cluster = ClusterLink(
             config, self.node_id, local_store=local_store, advertised_endpoint=self.advertised_endpoint,
             inter_broker_listener=self.inter_broker_listener, rack=self.rack,
@@ -212,26 +236,6 @@ class Broker:
         self.listener_security = build_listener_security(config, self.security.credentials.lookup)
 
     # -- configuration
-    def _check_meta_properties(self) -> None:
-        for d in self.log_dirs:
-            p = d / "meta.properties"
-            if p.exists():
-                props = dict(
-                    line.split("=", 1) for line in p.read_text().splitlines() if "=" in line and not line.startswith("#")
-                )
-                if int(props.get("node.id", props.get("broker.id", self.node_id))) != self.node_id:
-                    raise ConfigError(
-                        f"The broker id {self.node_id} doesn't match the one stored in {p}: {props.get('node.id')}"
-                    )
-
-    def _write_meta_properties(self) -> None:
-        for d in self.log_dirs:
-            p = d / "meta.properties"
-            if not p.exists():
-                p.write_text(
-                    f"#\n#{time.ctime()}\nversion=0\nbroker.id={self.node_id}\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n"
-                )
-
     @property
     def inter_broker_listener(self) -> str:
         name = self.config.raw("inter.broker.listener.name")[0]
@@ -423,23 +427,25 @@ class Broker:
             self.cluster.connect_store()
         self.topics.load()
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
-        self._write_meta_properties()
+        meta_properties.check_cluster_id(self.log_dirs, self.cluster_id)
+        meta_properties.write_missing(self.log_dirs, self.node_id, self.cluster_id)
         self._load_dynamic_broker_configs()
         self.quotas.reload(self.store)
         loop = asyncio.get_running_loop()
         start_security(self.security, loop.call_soon_threadsafe)  # ACLs loaded before any client is served
         self.log_manager.startup()
+        # logs on disk that the metadata does not account for (topic deleted while we were down, or
+        # re-created with another topic id, partition gone, replica moved away): renamed -stray and
+        # kept, never deleted (KIP-858; Kafka's LogManager in KRaft mode)
+        for plog in list(self.log_manager.logs()):
+            why = stray_reason(self.topics.get(plog.topic), plog.partition, plog.topic_id, self.node_id)
+            if why is not None:
+                self.log_manager.mark_stray(plog.topic, plog.partition, why)
         # logs for every hosted partition (created after a crash between metadata and log)
         for meta in self.topics.topics.values():
             for p in meta.partitions:
                 if self.node_id in p.replicas and self.log_manager.get_log(meta.name, p.index) is None:
                     self.log_manager.get_or_create_log(meta.name, p.index, meta.topic_id)
-        # logs on disk for topics that no longer exist (deleted while we were down)
-        for plog in list(self.log_manager.logs()):
-            current = self.topics.get(plog.topic)
-            if current is None or (plog.topic_id is not None and current.topic_id != plog.topic_id):
-                log.info("deleting stray log %s-%d (topic no longer exists)", plog.topic, plog.partition)
-                self.log_manager.delete_log(plog.topic, plog.partition)
         # high watermarks come from replication-offset-checkpoint, then from replication (a lone
         # leader's moves to its log end at once); groups load when this broker leads their partition
         self.groups = GroupCoordinatorRuntime(

@@ -4,6 +4,7 @@ ongoing transactions, the last stable offset, read_committed reads, recovery."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -502,6 +503,39 @@ def test_interrupted_swap_installs_the_cleaned_txn_index(tmp_path: Path) -> None
     assert not Path(prefix + ".txnindex.swap").exists()
     reopened = Log.open(log.dir, LogConfig(segment_bytes=300), clean=True, time_ms=NOW)
     assert reopened.segments[0].txn_index.entries == entries
+
+
+def test_swap_interrupted_after_its_indexes_were_installed_keeps_the_txn_index(tmp_path: Path) -> None:
+    """kill -9 inside the install of a clean (odradek.log.cleaner): the old segment renamed .deleted,
+    the cleaned segment's .index/.timeindex/.txnindex already renamed from .swap, its .log still
+    .swap. Completing the swap keeps those indexes: the .txnindex is the only record of the aborted
+    transaction below the recovery point."""
+    from odradek.log.clean_task import complete_swaps
+
+    log = new_log(tmp_path, LogConfig(segment_bytes=300))
+    produce(log, txn_batch(1, 0))
+    end_txn(log, 1, ABORT)
+    for i in range(6):
+        produce(log, bytearray(build_batch([(b"k%d" % i, b"v" * 30)], timestamp=NOW)))
+    first = log.segments[0]
+    entries = list(first.txn_index.entries)
+    assert entries == [AbortedTxn(1, 0, 2, 3)]
+    log.close()
+    prefix = str(first.txn_index_path)[: -len(".txnindex")]
+    # the cleaned copy (same batches here), written as .swap
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        shutil.copyfile(prefix + suffix, prefix + suffix + ".swap")
+    # the old segment renamed .deleted, then the install renamed the indexes, not yet the .log
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        os.replace(prefix + suffix, prefix + suffix + ".deleted")
+    for suffix in (".index", ".timeindex", ".txnindex"):
+        os.replace(prefix + suffix + ".swap", prefix + suffix)
+    assert complete_swaps(log.dir) == 1
+    assert Path(prefix + ".txnindex").exists() and Path(prefix + ".log").exists()
+    # below the recovery point (a clean start, or a recovery from a later point): not rebuilt
+    reopened = Log.open(log.dir, LogConfig(segment_bytes=300), clean=True, time_ms=NOW)
+    assert reopened.segments[0].txn_index.entries == entries
+    assert not [p for p in os.listdir(log.dir) if p.endswith((".swap", ".deleted"))]
 
 
 def test_follower_refuses_an_undecodable_marker_before_writing(tmp_path: Path) -> None:
