@@ -152,8 +152,8 @@ def test_the_cluster_level_min_insync_replicas_is_described(shared_broker: Broke
 
 def test_a_static_min_insync_replicas_becomes_the_cluster_level_value(make_broker: Any) -> None:
     b = make_broker({"min.insync.replicas": "2"})
-    entries = {e.name: e for e in _describe_default(b).configs}
-    assert entries["min.insync.replicas"].value == "2"
+    entries = {e.name: (e.value, int(e.config_source)) for e in _describe_default(b).configs}
+    assert entries == {"min.insync.replicas": ("2", 3)}  # the cluster default, from the static value
 
 
 @pytest.mark.parametrize("version", ["0.10.0.0", "0.10.0", "0.10.0-IV1", "2.8.1", "3.0-IV1"])

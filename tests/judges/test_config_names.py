@@ -19,7 +19,6 @@ from integration.broker import Broker, free_port
 
 from odradek import config
 from odradek.client.wire import WireClient
-from odradek.config_kafka import KAFKA_BROKER_CONFIGS
 
 # Our own printer of the facts Kafka's ConfigDefs hold (names, types, defaults, validators, internal flags,
 # update modes, topic config synonyms), one tab-separated line each; run by java's source-file mode.
@@ -73,9 +72,6 @@ def kafka_facts(kafka_jars: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     return facts
 
 
-_TYPES = {v: k for k, v in config._TYPES.items()}
-
-
 def _default(text: str) -> str | None:
     return None if text in ("!", "~") else "" if text == '""' else text
 
@@ -87,6 +83,8 @@ def test_every_kafka_broker_config_is_known(kafka_facts: dict[str, dict[str, lis
 
 def test_the_table_is_kafkas(kafka_facts: dict[str, dict[str, list[str]]]) -> None:
     """odradek.config_kafka holds Kafka 4.4's facts exactly: type, default, mode, validator, internal."""
+    from odradek.config_kafka import KAFKA_BROKER_CONFIGS
+
     kafka = {n: (t, _default(d), d == "!", m, v, i == "true") for n, (t, d, m, v, i) in kafka_facts["broker"].items()}
     ours = {n: (k.type, k.default, k.required, k.mode, k.valid_doc, k.internal) for n, k in KAFKA_BROKER_CONFIGS.items()}
     assert ours == kafka
