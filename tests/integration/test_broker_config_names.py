@@ -111,6 +111,7 @@ def test_every_kafka_broker_config_is_described(shared_broker: Broker) -> None:
 @pytest.mark.parametrize("name,value,message", [
     ("broker.id", "5", "Cannot update these configs dynamically: [broker.id]"),
     ("process.roles", "broker", "Cannot update these configs dynamically: [process.roles]"),
+    ("num.partitions", "3", "Cannot update these configs dynamically: [num.partitions]"),
     ("ssl.keystore.location", "/x", "These security configs can be dynamically updated only per-listener using "
                                      "the listener prefix: [ssl.keystore.location]"),
     ("num.io.threads", "0", "Invalid value 0 for configuration num.io.threads: Value must be at least 1"),

@@ -94,6 +94,11 @@ def test_configs_odradek_does_not_act_on_have_kafkas_facts(kafka_facts: dict[str
     for name, (typ, default, mode, valid, internal) in kafka_facts["broker"].items():
         d = config.BROKER_CONFIGS[name]
         assert d.internal == (internal == "true"), name
+        # never more changeable than in Kafka: a read-only config refused, a per-broker one not cluster-wide
+        if mode == "read-only":
+            assert d.dynamic == config.READ_ONLY, name
+        elif mode == "per-broker":
+            assert d.dynamic != config.CLUSTER_WIDE, name
         if not d.implemented:
             assert (d.type_name, d.default, d.dynamic, d.valid_doc, d.sensitive) == (
                 typ, _default(default), mode, valid, typ == "password"), name
@@ -163,6 +168,9 @@ _CHANGES = [
     ("broker", "num.io.threads", "4"),
     ("broker", "broker.id", "7"),
     ("broker", "log.dirs", "/elsewhere"),
+    ("broker", "num.partitions", "3"),
+    ("default", "auto.create.topics.enable", "false"),
+    ("default", "log.retention.hours", "5"),
     ("broker", "ssl.keystore.location", "/x"),
     ("broker", "num.io.threads", "0"),
     ("broker", "num.io.threads", "many"),
