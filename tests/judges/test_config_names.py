@@ -20,6 +20,8 @@ from integration.broker import Broker, free_port
 from odradek import config
 from odradek.client.wire import WireClient
 
+from .conftest import Tool
+
 # Our own printer of the facts Kafka's ConfigDefs hold (names, types, defaults, validators, internal flags,
 # update modes, topic config synonyms), one tab-separated line each; run by java's source-file mode.
 _PRINTER = r"""
@@ -215,3 +217,31 @@ def test_message_format_version_on_kafka_4_4_is_refused(kafka44: str) -> None:
     with pytest.raises(KafkaException) as e:
         a.incremental_alter_configs([res])[res].result(30)
     assert e.value.args[0].str() == "Unknown topic config name: message.format.version"
+
+
+@pytest.mark.timeout(300)
+def test_kafka_configs_tool_sees_the_same_on_both(kafka44: str, odradek: Broker, kafka: Tool) -> None:
+    """Kafka's own kafka-configs: librdkafka 0081's broker config set per broker, and the cluster default
+    described, print the same on Kafka 4.4 and on odradek."""
+    outputs = []
+    for target in (kafka44, odradek.bootstrap):
+        broker = ["--bootstrap-server", target, "--entity-type", "brokers"]
+        node = _broker_id(target)
+        done = kafka("kafka-configs", *broker, "--entity-name", node, "--alter", "--add-config",
+                     "sasl.kerberos.min.time.before.relogin=60001").stdout.strip()
+        assert done == f"Completed updating config for broker {node}."
+        described = kafka("kafka-configs", *broker, "--entity-name", node, "--describe").stdout
+        assert ("sasl.kerberos.min.time.before.relogin=60001 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+                "sasl.kerberos.min.time.before.relogin=60001, DEFAULT_CONFIG:sasl.kerberos.min.time.before.relogin"
+                "=60000}") in described, described
+        kafka("kafka-configs", *broker, "--entity-name", node, "--alter", "--delete-config",
+              "sasl.kerberos.min.time.before.relogin")
+        refused = kafka("kafka-configs", *broker, "--entity-default", "--alter", "--add-config",
+                        "sasl.kerberos.min.time.before.relogin=60001", ok=False)
+        assert refused.returncode != 0
+        assert ("InvalidRequestException: Cannot update these configs at default cluster level, broker id must be "
+                "specified: [sasl.kerberos.min.time.before.relogin]") in refused.stdout + refused.stderr
+        outputs.append(kafka("kafka-configs", *broker, "--entity-default", "--describe").stdout)
+    assert outputs[0] == outputs[1] == (
+        "Default configs for brokers in the cluster are:\n"
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n")

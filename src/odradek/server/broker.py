@@ -383,7 +383,8 @@ class Broker:
         for name in ignored:
             if before.get(name) != configs[name]:
                 d = BROKER_CONFIGS.get(name)
-                log.warning("broker config %s set to %s for %s: %s, ignored", name,
+                # names and values are the client's: bounded in the log
+                log.warning("broker config %.200s set to %.200s for %s: %s, ignored", name,
                             "[hidden]" if d is None or d.sensitive else configs[name],
                             f"broker {entity}" if entity else "the cluster default",
                             "a Kafka setting odradek does not implement" if d is not None else "not a known config")
