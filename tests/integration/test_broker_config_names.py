@@ -176,3 +176,16 @@ def test_unknown_message_format_versions_are_refused(shared_broker: Broker, vers
     assert err.code() == KafkaError.INVALID_CONFIG
     assert err.str() == (f"Invalid value {version} for configuration message.format.version: Version `{version}` "
                          "is not a valid version")
+
+
+def test_a_name_no_kafka_broker_knows_is_stored_as_kafka_does(shared_broker: Broker) -> None:
+    """Kafka 4.4 stores a broker config name it does not know, and describes it without a value."""
+    a = _admin(shared_broker)
+    _set(a, "no.such.setting", "1")
+    entry = _describe_broker(a)["no.such.setting"]
+    assert (entry.value, entry.source, entry.is_sensitive, entry.is_read_only) == (
+        None, ConfigSource.DYNAMIC_BROKER_CONFIG.value, True, True)
+    assert "broker config no.such.setting set to [hidden] for broker 0: not a known config, ignored" in (
+        shared_broker.log_text())
+    _set(a, "no.such.setting", None, AlterConfigOpType.DELETE)
+    assert "no.such.setting" not in _describe_broker(a)

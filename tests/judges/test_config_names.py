@@ -245,3 +245,21 @@ def test_kafka_configs_tool_sees_the_same_on_both(kafka44: str, odradek: Broker,
     assert outputs[0] == outputs[1] == (
         "Default configs for brokers in the cluster are:\n"
         "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n")
+
+
+@pytest.mark.timeout(300)
+def test_a_brokers_description_has_kafkas_shape(kafka44: str, odradek: Broker) -> None:
+    """DescribeConfigs of one broker: every config Kafka 4.4 describes is described here, and those odradek
+    does not act on alike (value, source, read-only, sensitive) where Kafka has them at their defaults."""
+    described = {}
+    for target in (kafka44, odradek.bootstrap):
+        res = ConfigResource(ConfigResource.Type.BROKER, _broker_id(target))
+        admin = AdminClient({"bootstrap.servers": target})
+        entries = admin.describe_configs([res])[res].result(30)
+        described[target] = {n: (e.value, e.source, e.is_read_only, e.is_sensitive) for n, e in entries.items()}
+    kafka, ours = described[kafka44], described[odradek.bootstrap]
+    assert set(kafka) - set(ours) == set()
+    # the peer's own settings (static, source 4) aside: each at its default on both
+    differ = {n: (kafka[n], ours[n]) for n in kafka
+              if not config.BROKER_CONFIGS[n].implemented and kafka[n][1] == 5 and kafka[n] != ours[n]}
+    assert differ == {}

@@ -11,6 +11,7 @@ from odradek.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
     SRC_DEFAULT,
+    SRC_DYNAMIC_BROKER,
     SRC_DYNAMIC_DEFAULT_BROKER,
     SRC_DYNAMIC_TOPIC,
     T_LIST,
@@ -75,19 +76,27 @@ def broker_entries(config: BrokerConfig) -> list[Entry]:
         out.append(
             Entry(name, raw, src, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, synonyms)
         )
-    return out
+    # names no Kafka broker knows, set dynamically (Kafka stores them): listed as Kafka lists them
+    for layer, src in ((config.dynamic_broker, SRC_DYNAMIC_BROKER), (config.dynamic_default, SRC_DYNAMIC_DEFAULT_BROKER)):
+        for name in sorted(set(layer) - set(BROKER_CONFIGS) - {e.name for e in out}):
+            out.append(_unknown(name, src))
+    return sorted(out, key=lambda e: e.name)
+
+
+def _unknown(name: str, source: int) -> Entry:
+    """A config name no Kafka broker knows: no value, sensitive (its type is unknown), read-only, type UNKNOWN."""
+    return Entry(name, None, source, True, True, 0, "", [(name, None, source)])
 
 
 def broker_default_entries(config: BrokerConfig) -> list[Entry]:
     """The cluster's default broker configs (the resource named ""): as Kafka 4.4 lists them, only those set
     as the cluster default, each with that value alone as its synonym. A name no Kafka broker knows is
-    listed as Kafka lists it: no value, sensitive (its type is unknown), read-only, type UNKNOWN."""
+    listed as Kafka lists it (``_unknown``)."""
     out = []
     for name, raw in sorted(config.dynamic_default.items()):
         d = BROKER_CONFIGS.get(name)
         if d is None:
-            out.append(Entry(name, None, SRC_DYNAMIC_DEFAULT_BROKER, True, True, 0, "",
-                             [(name, None, SRC_DYNAMIC_DEFAULT_BROKER)]))
+            out.append(_unknown(name, SRC_DYNAMIC_DEFAULT_BROKER))
         else:
             out.append(Entry(name, raw, SRC_DYNAMIC_DEFAULT_BROKER, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS,
                              d.type, d.doc, [(name, raw, SRC_DYNAMIC_DEFAULT_BROKER)]))
