@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek import config_kafka as _kafka
+
 LONG_MAX = 2**63 - 1
 
 _log = logging.getLogger("odradek.config")
@@ -54,7 +56,12 @@ class ConfigDef:
     """One config: Kafka's name, type, default (raw text, None: no default), what it means
     (``doc``, Kafka's meaning in a sentence or two), a validator with its description
     (``valid_doc``, Kafka's "Valid Values" text), whether its value is hidden, and its dynamic
-    update mode (``dynamic``: READ_ONLY, PER_BROKER or CLUSTER_WIDE for broker configs)."""
+    update mode (``dynamic``: READ_ONLY, PER_BROKER or CLUSTER_WIDE for broker configs).
+
+    ``implemented`` is False for a Kafka config odradek accepts, validates, stores and describes but
+    does not act on (warned about at start-up and when altered); ``internal`` marks one Kafka accepts
+    but leaves out of DescribeConfigs; ``check``, when given, is the validator that returns Kafka's
+    reason for refusing a value (None when valid) instead of ``valid``'s yes or no."""
 
     name: str
     type: int
@@ -64,6 +71,9 @@ class ConfigDef:
     valid_doc: str = ""
     sensitive: bool = False
     dynamic: str = READ_ONLY
+    implemented: bool = True
+    internal: bool = False
+    check: Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.valid_doc and isinstance(self.valid, AtLeast):
@@ -79,29 +89,36 @@ def _parse(d: ConfigDef, raw: str | None) -> Any:
         return None
     raw = raw.strip()
     t = d.type
+    reason = ""
     try:
         if t == T_BOOLEAN:
             low = raw.lower()
             if low not in ("true", "false"):
+                reason = ": Expected value to be either true or false"
                 raise ValueError(raw)
             value: Any = low == "true"
         elif t in (T_INT, T_SHORT, T_LONG):
+            reason = f": Not a number of type {_TYPE_NAMES[t].upper()}"
             value = int(raw)
             limit = {T_INT: 2**31, T_SHORT: 2**15, T_LONG: 2**63}[t]
             if not -limit <= value < limit:
                 raise ValueError(raw)
         elif t == T_DOUBLE:
+            reason = ": Not a number of type DOUBLE"
             value = float(raw)
         elif t == T_LIST:
             value = [x.strip() for x in raw.split(",") if x.strip()]
         else:
             value = raw
     except ValueError:
-        raise ConfigError(f"Invalid value {raw} for configuration {d.name}") from None
+        raise ConfigError(f"Invalid value {raw} for configuration {d.name}{reason}") from None
+    if d.check is not None:
+        why = d.check(value)
+        if why is not None:
+            raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {why}")
     if d.valid is not None and not d.valid(value):
-        raise ConfigError(
-            f"Invalid value {raw} for configuration {d.name}: {d.valid_doc or 'not in the valid range'}"
-        )
+        why = f"Value must be at least {d.valid.n}" if isinstance(d.valid, AtLeast) else d.valid_doc
+        raise ConfigError(f"Invalid value {raw} for configuration {d.name}: {why or 'not in the valid range'}")
     return value
 
 
@@ -266,19 +283,66 @@ _TOPIC_DEFS: list[tuple[ConfigDef, tuple[str, ...]]] = [
                "follower's follower.replication.throttled.rate when fetching from their leader.",
                _throttled_replicas, "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"), ()),
 ]
-# Deprecated topic configs that Kafka 3.9 still accepts (and 4.0 removes): validated, stored and described
-# as Kafka 3.9 does, otherwise ignored with a warning (``validate_topic_configs``). message.format.version
-# and message.downconversion.enable: KIP-724 (the format is v2 from inter.broker.protocol.version 3.0 on;
-# down-conversion for old fetchers is not done here); message.timestamp.difference.max.ms: KIP-937
-# (message.timestamp.before.max.ms / message.timestamp.after.max.ms replace it).
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+# Kafka 4.4's topic configs odradek accepts, validates, stores and describes but does not act on (KIP-405
+# tiered storage, KIP-390 compression levels, the share groups' dead letter queue, ...): a topic given one
+# is logged about (``validate_topic_configs``). ``internal.segment.bytes`` is Kafka's internal one (left
+# out of DescribeConfigs, as Kafka does).
+_NOT_ACTED_ON = "Kafka 4.4's topic setting; odradek accepts, validates, stores and describes it but does not act on it."
+_TOPIC_DEFS += [
+    (ConfigDef(name, typ, default, _NOT_ACTED_ON, check=_kafka.validator(valid), valid_doc=valid,
+               implemented=False, internal=name == "internal.segment.bytes"), syns)
+    for name, typ, default, valid, syns in (
+        ("compression.gzip.level", T_INT, "-1", "[1,...,9] or -1", ("compression.gzip.level",)),
+        ("compression.lz4.level", T_INT, "9", "[1,...,17]", ("compression.lz4.level",)),
+        ("compression.zstd.level", T_INT, "3", "[-131072,...,22]", ("compression.zstd.level",)),
+        ("errors.deadletterqueue.group.enable", T_BOOLEAN, "false", "", ()),
+        ("internal.segment.bytes", T_INT, None, "", ()),
+        ("local.retention.bytes", T_LONG, "-2", "[-2,...]", ("log.local.retention.bytes",)),
+        ("local.retention.ms", T_LONG, "-2", "[-2,...]", ("log.local.retention.ms",)),
+        ("max.decompressed.message.bytes", T_INT, "2147483639", "[1,...,2147483639]",
+         ("max.decompressed.message.bytes",)),
+        ("remote.copy.lag.bytes", T_LONG, "-1", "[-1,...]", ("log.remote.copy.lag.bytes",)),
+        ("remote.copy.lag.ms", T_LONG, "0", "[-1,...]", ("log.remote.copy.lag.ms",)),
+        ("remote.log.copy.disable", T_BOOLEAN, "false", "", ()),
+        ("remote.log.delete.on.disable", T_BOOLEAN, "false", "", ()),
+        ("remote.storage.enable", T_BOOLEAN, "false", "", ()),
+    )
+]
+
+# Deprecated topic configs that Kafka 3.9 still accepts and 4.0 removes (Kafka 4.4 refuses them with
+# INVALID_CONFIG "Unknown topic config name"): accepted, validated, stored and described as Kafka 3.9 does,
+# otherwise ignored with a warning (``validate_topic_configs``), because clients and tools written for 3.x
+# still set them (librdkafka's test suite sets message.format.version=0.10.0.0 on brokers before 4.0) and
+# odradek writes the v2 format whatever they say. message.format.version and message.downconversion.enable:
+# KIP-724 (the format is v2 from inter.broker.protocol.version 3.0 on; down-conversion for old fetchers is
+# not done here); message.timestamp.difference.max.ms: KIP-937 (message.timestamp.before.max.ms /
+# message.timestamp.after.max.ms replace it).
 DEPRECATED_TOPIC_CONFIGS = ("message.format.version", "message.downconversion.enable",
                             "message.timestamp.difference.max.ms")
+# the releases whose version Kafka 3.9's MetadataVersion knows (each also as <release>-IV<n>)
+_RELEASES = frozenset(["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"]
+                      + [f"2.{n}" for n in range(9)] + [f"3.{n}" for n in range(10)])
+_INTERNAL_VERSION = re.compile(r"^(.+)-IV\d$")
+
+
+def _message_format_version(v: Any) -> bool:
+    """Kafka 3.9's MetadataVersion.fromVersionString: a release (``2.8``, ``0.10.0``) or one of its internal
+    versions (``3.0-IV1``); further dotted parts are ignored, so ``0.10.0.0`` is 0.10.0 and ``2.8.1`` is 2.8."""
+    text = str(v)
+    m = _INTERNAL_VERSION.match(text)
+    if m:
+        return m.group(1) in _RELEASES
+    parts = text.split(".")
+    keep = 3 if text.startswith("0.") else 2
+    return ".".join(parts[:keep]) in _RELEASES
+
+
 _TOPIC_DEFS += [
     (ConfigDef("message.format.version", T_STRING, "3.0-IV1",
                "[DEPRECATED, ignored] The record format version the topic was written in (KIP-724: always "
                "v2 here).",
-               lambda v: bool(_VERSION.match(v)), "a version such as 2.8 or 3.0-IV1"),
+               valid_doc="a Kafka version such as 0.10.0, 2.8 or 3.0-IV1",
+               check=lambda v: None if _message_format_version(v) else f"Version `{v}` is not a valid version"),
      ("log.message.format.version",)),
     (ConfigDef("message.downconversion.enable", T_BOOLEAN, "true",
                "[DEPRECATED, ignored] Whether fetches by clients too old for the v2 format get down-converted "
@@ -328,17 +392,16 @@ _BROKER_DEFS: list[ConfigDef] = [
               "replicas over racks."),
     ConfigDef("num.partitions", T_INT, "1",
               "The partition count of topics created without one (automatic creation, CreateTopics asking for "
-              "-1).", _ge(1), dynamic=CLUSTER_WIDE),
+              "-1).", _ge(1)),
     ConfigDef("default.replication.factor", T_INT, "1",
               "The replication factor of topics created without one.", _ge(1)),
     ConfigDef("auto.create.topics.enable", T_BOOLEAN, "true",
-              "Create a topic when a client asks for its metadata (or produces to it) and it does not exist.",
-              dynamic=CLUSTER_WIDE),
+              "Create a topic when a client asks for its metadata (or produces to it) and it does not exist."),
     ConfigDef("delete.topic.enable", T_BOOLEAN, "true",
               "Allow topics to be deleted; when false, DeleteTopics fails with TOPIC_DELETION_DISABLED."),
     ConfigDef("log.retention.check.interval.ms", T_LONG, "300000",
               "How often the broker checks whether any log segment is due for deletion by retention.",
-              _ge(1), dynamic=CLUSTER_WIDE),
+              _ge(1)),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", T_INT, "60000",
               "How often the recovery point of each log (the offset up to which it is known flushed) is written"
               " to recovery-point-offset-checkpoint.", _ge(0)),
@@ -441,18 +504,16 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("offsets.topic.segment.bytes", T_INT, "104857600",
               "The segment size of __consumer_offsets, kept small for fast loading and compaction.", _ge(1)),
     ConfigDef("log.retention.minutes", T_INT, None,
-              "log.retention.ms in minutes, used when log.retention.ms is unset.", dynamic=CLUSTER_WIDE),
+              "log.retention.ms in minutes, used when log.retention.ms is unset."),
     ConfigDef("log.retention.hours", T_INT, "168",
-              "log.retention.ms in hours, used when log.retention.ms and log.retention.minutes are unset.",
-              dynamic=CLUSTER_WIDE),
+              "log.retention.ms in hours, used when log.retention.ms and log.retention.minutes are unset."),
     ConfigDef("log.roll.hours", T_INT, "168",
-              "log.roll.ms in hours, used when log.roll.ms is unset.", _ge(1), dynamic=CLUSTER_WIDE),
+              "log.roll.ms in hours, used when log.roll.ms is unset.", _ge(1)),
     ConfigDef("log.roll.jitter.hours", T_INT, "0",
               "log.roll.jitter.ms in hours, used when log.roll.jitter.ms is unset.",
-              _ge(0), dynamic=CLUSTER_WIDE),
+              _ge(0)),
     ConfigDef("log.flush.scheduler.interval.ms", T_LONG, str(LONG_MAX),
-              "How often the flusher checks whether a log is due for an fsync by flush.ms.",
-              dynamic=CLUSTER_WIDE),
+              "How often the flusher checks whether a log is due for an fsync by flush.ms."),
     ConfigDef("cluster.id", T_STRING, None,
               "The cluster's id; generated and stored in the metadata store (and meta.properties) when unset."),
     ConfigDef("zookeeper.connect", T_STRING, None,
@@ -620,13 +681,29 @@ _BROKER_DEFS: list[ConfigDef] = [
 ]
 for _d, _syns in _TOPIC_DEFS:
     for _s in _syns:
-        if _s not in {b.name for b in _BROKER_DEFS}:
+        if _d.implemented and _s not in {b.name for b in _BROKER_DEFS}:
             default = _d.default if _s == _syns[0] else None
             if _s in _UNIT or _s == "log.flush.scheduler.interval.ms":
                 continue
             # Kafka's log.* defaults of topic configs are all dynamic, cluster-wide (DynamicLogConfig)
             _BROKER_DEFS.append(ConfigDef(_s, _d.type, default, _d.doc, _d.valid, _d.valid_doc,
                                           dynamic=CLUSTER_WIDE))
+_TYPES = {"boolean": T_BOOLEAN, "string": T_STRING, "int": T_INT, "short": T_SHORT, "long": T_LONG,
+          "double": T_DOUBLE, "list": T_LIST, "class": T_CLASS, "password": T_PASSWORD}
+_NOT_ACTED_ON_BROKER = ("Kafka 4.4's broker setting; odradek accepts, validates, stores and describes it but does "
+                        "not act on it.")
+# every other name a Kafka 4.4 broker knows (odradek.config_kafka), with Kafka's type, default, validation and
+# update mode, marked not implemented
+_BROKER_DEFS += [
+    ConfigDef(k.name, _TYPES[k.type], k.default, _NOT_ACTED_ON_BROKER, valid_doc=k.valid_doc,
+              check=_kafka.validator(k.valid_doc), sensitive=k.type == "password", dynamic=k.mode,
+              implemented=False, internal=k.internal)
+    for k in _kafka.KAFKA_BROKER_CONFIGS.values()
+    if k.name not in {b.name for b in _BROKER_DEFS}
+]
+# Kafka's internal configs are left out of DescribeConfigs, odradek's implementations of them too
+_BROKER_DEFS = [dataclasses.replace(d, internal=True) if (k := _kafka.KAFKA_BROKER_CONFIGS.get(d.name)) and k.internal
+                else d for d in _BROKER_DEFS]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 # flush.ms falls back to the scheduler interval, retention.ms to minutes/hours: the
 # first synonym has no default of its own in those cases (as in Kafka).
@@ -636,6 +713,12 @@ for _name in ("log.flush.interval.ms", "log.retention.ms", "log.roll.ms", "log.r
 
 # broker configs that IncrementalAlterConfigs may change at run time (cluster default or per broker)
 DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic != READ_ONLY)
+# Kafka's DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS: dynamic only per listener (listener.name.<l>.<name>)
+DYNAMIC_SECURITY_CONFIGS = frozenset({
+    "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location",
+    "ssl.keystore.password", "ssl.keystore.type", "ssl.truststore.certificates", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.type",
+})
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -672,6 +755,9 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
         out[name] = _parse(d, raw)
         if name in DEPRECATED_TOPIC_CONFIGS:
             _log.warning("Topic configuration %s=%s is deprecated and ignored (Kafka 4.0 removes it)", name, raw)
+        elif not d.implemented:
+            _log.warning("Topic configuration %s=%s is a Kafka setting odradek does not implement: stored and "
+                         "described, otherwise ignored", name, raw)
     return out
 
 
@@ -751,14 +837,44 @@ class BrokerConfig:
         layer.clear()
         layer.update(values)
 
-    @staticmethod
-    def validate_dynamic(name: str, raw: str) -> None:
+    def layers(self, name: str) -> list[tuple[str, int]]:
+        """Every value ``name`` has, highest priority first, with its source (dynamic per broker, dynamic
+        cluster default, static, default): the synonyms DescribeConfigs lists for a broker config."""
+        out = [(layer[name], src) for layer, src in (
+            (self.dynamic_broker, SRC_DYNAMIC_BROKER),
+            (self.dynamic_default, SRC_DYNAMIC_DEFAULT_BROKER),
+            (self.static, SRC_STATIC_BROKER),
+        ) if name in layer]
         d = BROKER_CONFIGS.get(name)
-        if d is None:
-            raise ConfigError(f"Unknown broker config name: {name}")
-        if name not in DYNAMIC_BROKER_CONFIGS:
-            raise ConfigError(f"Cannot update these configs dynamically: {name}")
-        _parse(d, raw)
+        if d is not None and d.default is not None:
+            out.append((d.default, SRC_DEFAULT))
+        return out
+
+    @staticmethod
+    def validate_dynamic(configs: Mapping[str, str], *, per_broker: bool) -> list[str]:
+        """Kafka's DynamicBrokerConfig.validateConfigs for a change of a broker's (``per_broker``) or the
+        cluster's default dynamic configs; raises :class:`ConfigError` with Kafka's message (answered
+        INVALID_REQUEST), else returns the names given that odradek does not act on (Kafka 4.4 configs
+        odradek does not implement, and names no Kafka broker knows, which Kafka stores all the same)."""
+        names = sorted(configs)
+        security = [n for n in names if n in DYNAMIC_SECURITY_CONFIGS]
+        if security:
+            raise ConfigError("These security configs can be dynamically updated only per-listener using the "
+                              f"listener prefix: [{', '.join(security)}]")
+        read_only = [n for n in names if n in BROKER_CONFIGS and n not in DYNAMIC_BROKER_CONFIGS]
+        if read_only:
+            raise ConfigError(f"Cannot update these configs dynamically: [{', '.join(read_only)}]")
+        if not per_broker:
+            only_per_broker = [n for n in names if n.startswith("listener.name.")
+                               or (n in BROKER_CONFIGS and BROKER_CONFIGS[n].dynamic == PER_BROKER)]
+            if only_per_broker:
+                raise ConfigError("Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: [{', '.join(only_per_broker)}]")
+        for n in names:
+            d = BROKER_CONFIGS.get(n)
+            if d is not None:
+                _parse(d, configs[n])
+        return [n for n in names if n not in BROKER_CONFIGS or not BROKER_CONFIGS[n].implemented]
 
 
 def _scaled(syn: str, raw: str) -> str:

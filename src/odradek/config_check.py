@@ -2,13 +2,14 @@
 
 Two things a broker must not do silently (issue 12, item 5):
 
-- ignore a setting. Every name given that has no :class:`odradek.config.ConfigDef` in
+- ignore a setting. Every name given that has no implemented :class:`odradek.config.ConfigDef` in
   ``BROKER_CONFIGS`` is named in a warning: "not implemented, ignored" for a Kafka broker
-  setting odradek does not implement (``KAFKA_BROKER_CONFIG_NAMES`` below, and Kafka's
+  setting odradek does not implement (Kafka 4.4's, which ``BROKER_CONFIGS`` holds as not implemented,
+  the older ones of ``KAFKA_BROKER_CONFIG_NAMES`` below, and Kafka's
   per-listener ``listener.name.<listener>.<config>`` overrides), "unknown" for a name that
   is not a Kafka broker setting at all (as Kafka's AbstractConfig.logUnused names every
   supplied config nothing used). The registry is read at each call: a setting becomes
-  "implemented" the moment it gets a ConfigDef.
+  "implemented" the moment its ConfigDef is marked so.
 - run with less security than it was asked for. Every listener (``listeners`` /
   ``advertised.listeners``) needs a protocol in ``listener.security.protocol.map`` (Kafka's
   KafkaConfig.effectiveListenerSecurityProtocolMap); PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from odradek import config as _config
 from odradek.config import ConfigError, parse_listeners
+from odradek.config_kafka import KAFKA_BROKER_CONFIGS
 
 # Kafka's SecurityProtocol names, and the ones odradek has
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -153,7 +155,8 @@ zookeeper.ssl.keystore.location zookeeper.ssl.keystore.password zookeeper.ssl.ke
 zookeeper.ssl.ocsp.enable zookeeper.ssl.protocol zookeeper.ssl.truststore.location
 zookeeper.ssl.truststore.password zookeeper.ssl.truststore.type zookeeper.sync.time.ms
 """
-KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(_KAFKA_BROKER_CONFIG_NAMES.split())
+KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(_KAFKA_BROKER_CONFIG_NAMES.split()) | frozenset(
+    KAFKA_BROKER_CONFIGS)
 
 # Kafka settings named by a prefix: per-listener overrides (listener.name.<name>.<config>) and
 # the remote storage plugins' own settings (remote.log.*.impl.prefix defaults)
@@ -199,7 +202,7 @@ def _implemented(name: str) -> bool:
     """A ConfigDef's name, or a per-listener override of a setting read per listener
     (``listener.name.<l>.<setting>`` for :data:`PER_LISTENER_SETTINGS`,
     ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
-    implemented = _config.BROKER_CONFIGS
+    implemented = {n for n, d in _config.BROKER_CONFIGS.items() if d.implemented}
     if name in implemented:
         return True
     if name.startswith("listener.name."):

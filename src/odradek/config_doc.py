@@ -18,6 +18,7 @@ from pathlib import Path
 
 from odradek import config as _config
 from odradek import config_check as _check
+from odradek import config_kafka as _kafka
 from odradek.config import ConfigDef
 
 HEADER = """\
@@ -69,7 +70,7 @@ def _broker_mode(d: ConfigDef) -> str:
 
 
 def _broker_section() -> Iterable[str]:
-    defs = sorted(_config.BROKER_CONFIGS.values(), key=lambda d: d.name)
+    defs = sorted((d for d in _config.BROKER_CONFIGS.values() if d.implemented), key=lambda d: d.name)
     yield f"## Broker configs\n\n{len(defs)} settings.\n"
     for d in defs:
         topics = [t for t, syns in _config.TOPIC_SYNONYMS.items() if d.name in syns]
@@ -78,7 +79,7 @@ def _broker_section() -> Iterable[str]:
 
 
 def _topic_section() -> Iterable[str]:
-    defs = sorted(_config.TOPIC_CONFIGS.values(), key=lambda d: d.name)
+    defs = sorted((d for d in _config.TOPIC_CONFIGS.values() if d.implemented), key=lambda d: d.name)
     yield f"## Topic configs\n\n{len(defs)} settings.\n"
     for d in defs:
         syns = _config.TOPIC_SYNONYMS[d.name]
@@ -87,8 +88,44 @@ def _topic_section() -> Iterable[str]:
 
 
 def not_implemented() -> list[str]:
-    """Kafka broker settings odradek recognises but does not implement (warned about at start-up)."""
+    """Kafka broker settings of earlier versions odradek recognises but neither implements nor describes
+    (warned about at start-up)."""
     return sorted(n for n in _check.KAFKA_BROKER_CONFIG_NAMES if n not in _config.BROKER_CONFIGS)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _accepted_section() -> str:
+    """Kafka 4.4's configs odradek accepts, validates, stores and describes but does not act on."""
+    broker = sorted((d for d in _config.BROKER_CONFIGS.values() if not d.implemented), key=lambda d: d.name)
+    topic = sorted((d for d in _config.TOPIC_CONFIGS.values() if not d.implemented), key=lambda d: d.name)
+    lines = [
+        "## Accepted but not acted on",
+        "",
+        f"Every broker and topic config of Kafka {_kafka.KAFKA_VERSION} is known: these {len(broker)} broker and "
+        f"{len(topic)} topic configs are accepted with Kafka's types, defaults and valid values, stored and "
+        "described (DescribeConfigs), and the dynamic ones may be altered as in Kafka (per broker, or also "
+        "cluster-wide), but odradek does not act on them: a broker given one in its properties warns at "
+        "start-up, and a change by (Incremental)AlterConfigs or CreateTopics is logged. *internal* ones are "
+        "left out of DescribeConfigs, as Kafka does.",
+        "",
+        "### Broker configs",
+        "",
+        "| Name | Type | Default | Valid values | Dynamic |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for d in broker:
+        mode = _broker_mode(d) + (", internal" if d.internal else "")
+        lines.append(f"| `{d.name}` | {d.type_name} | `{_cell(_value(d.default))}` | {_cell(d.valid_doc)} | {mode} |")
+    lines += ["", "### Topic configs", "", "| Name | Type | Default | Valid values | Server default |",
+              "| --- | --- | --- | --- | --- |"]
+    for d in topic:
+        syns = ", ".join(f"`{n}`" for n in _config.TOPIC_SYNONYMS[d.name]) or "none"
+        name = f"`{d.name}`" + (" (internal)" if d.internal else "")
+        lines.append(f"| {name} | {d.type_name} | `{_cell(_value(d.default))}` | {_cell(d.valid_doc)} | {syns} |")
+    return "\n".join(lines) + "\n"
 
 
 def _not_implemented_section() -> str:
@@ -96,7 +133,7 @@ def _not_implemented_section() -> str:
     lines = [
         "## Recognised but not implemented",
         "",
-        f"These {len(names)} Kafka broker settings are recognised: a broker given one starts, and logs a "
+        f"These {len(names)} broker settings of earlier Kafka versions are recognised: a broker given one starts, and logs a "
         "warning naming it as \"not implemented, ignored\" (a name that is not a Kafka setting at all is "
         "warned about as \"unknown\"). Per-listener overrides (`listener.name.<listener>.<config>`) are "
         "implemented for " + ", ".join(f"`{n}`" for n in sorted(_check.PER_LISTENER_SETTINGS)) + " and "
@@ -109,7 +146,7 @@ def _not_implemented_section() -> str:
 
 
 def render() -> str:
-    parts = [HEADER, *_broker_section(), *_topic_section(), _not_implemented_section()]
+    parts = [HEADER, *_broker_section(), *_topic_section(), _accepted_section(), _not_implemented_section()]
     return "\n".join(parts)
 
 

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from odradek.config import BrokerConfig, ConfigError
+from odradek.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 from odradek.config_check import check_startup
 from odradek.console.app import ConsoleApp
 from odradek.console.wiring import build_console
@@ -84,6 +84,7 @@ from odradek.server.tls_connection import connection_for
 if TYPE_CHECKING:
     pass
 
+CLUSTER_MIN_ISR = "min.insync.replicas"
 log = logging.getLogger("odradek.broker")
 
 # schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
@@ -375,10 +376,22 @@ class Broker:
             self.topics.set_topic_configs(name, configs, validate_only=validate_only)
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
-        for k, v in configs.items():
-            BrokerConfig.validate_dynamic(k, v)
+        ignored = BrokerConfig.validate_dynamic(configs, per_broker=entity != "")
         if validate_only:
             return
+        before = self.topics.broker_configs(entity)
+        if not entity and CLUSTER_MIN_ISR in before and CLUSTER_MIN_ISR not in configs:
+            # Kafka 4.1+ (KIP-966, eligible leader replicas): the cluster-level value stays while ELR is on
+            raise TopicError(errors.INVALID_CONFIG,
+                             f"Cluster-level {CLUSTER_MIN_ISR} cannot be removed while ELR is enabled.")
+        for name in ignored:
+            if before.get(name) != configs[name]:
+                d = BROKER_CONFIGS.get(name)
+                # names and values are the client's: bounded in the log
+                log.warning("broker config %.200s set to %.200s for %s: %s, ignored", name,
+                            "[hidden]" if d is None or d.sensitive else configs[name],
+                            f"broker {entity}" if entity else "the cluster default",
+                            "a Kafka setting odradek does not implement" if d is not None else "not a known config")
         with store_errors_as_topic_errors():
             self.topics.set_broker_configs(entity, configs)
         self._load_dynamic_broker_configs()
@@ -395,6 +408,17 @@ class Broker:
             return
         with store_errors_as_topic_errors():
             self.topics.set_client_metrics_configs(name, configs)
+
+    def _set_cluster_min_insync_replicas(self) -> None:
+        """Kafka 4.1+ (KIP-966): a cluster has a cluster-level ``min.insync.replicas`` (the broker resource
+        named "", Kafka's controller writes it from its own config when the cluster has none), so describing
+        the cluster's broker configs lists it and topics inherit it as DYNAMIC_DEFAULT_BROKER_CONFIG."""
+        defaults = self.topics.broker_configs("")
+        if CLUSTER_MIN_ISR not in defaults:
+            value = self.config.raw(CLUSTER_MIN_ISR)[0] or "1"
+            with store_errors_as_topic_errors():
+                self.topics.set_broker_configs("", {**defaults, CLUSTER_MIN_ISR: value})
+            log.info("cluster-level %s set to %s (KIP-966)", CLUSTER_MIN_ISR, value)
 
     def _load_dynamic_broker_configs(self) -> None:
         self._log_configs.clear()
@@ -429,6 +453,7 @@ class Broker:
         self.cluster_id = self.config.raw("cluster.id")[0] or self.topics.cluster_id()
         meta_properties.check_cluster_id(self.log_dirs, self.cluster_id)
         meta_properties.write_missing(self.log_dirs, self.node_id, self.cluster_id)
+        self._set_cluster_min_insync_replicas()
         self._load_dynamic_broker_configs()
         self.quotas.reload(self.store)
         loop = asyncio.get_running_loop()

@@ -9,7 +9,10 @@ from typing import Any
 
 from odradek.config import (
     BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
     SRC_DEFAULT,
+    SRC_DYNAMIC_BROKER,
+    SRC_DYNAMIC_DEFAULT_BROKER,
     SRC_DYNAMIC_TOPIC,
     T_LIST,
     TOPIC_CONFIGS,
@@ -39,6 +42,8 @@ class Entry:
 def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[Entry]:
     out = []
     for name, d in sorted(TOPIC_CONFIGS.items()):
+        if d.internal:
+            continue
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], SRC_DYNAMIC_TOPIC))
@@ -60,15 +65,41 @@ def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[En
 
 
 def broker_entries(config: BrokerConfig) -> list[Entry]:
-    from odradek.config import DYNAMIC_BROKER_CONFIGS
-
+    """A broker's configs as Kafka's DescribeConfigs lists them: every config but Kafka's internal ones,
+    its synonyms being each value it has (per broker, cluster default, static, default)."""
     out = []
     for name, d in sorted(BROKER_CONFIGS.items()):
+        if d.internal:
+            continue
         raw, src = config.raw(name)
-        synonyms: list[tuple[str, str | None, int]] = [(name, raw, src)] if raw is not None else []
+        synonyms: list[tuple[str, str | None, int]] = [(name, v, s) for v, s in config.layers(name)]
         out.append(
             Entry(name, raw, src, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS, d.type, d.doc, synonyms)
         )
+    # names no Kafka broker knows, set dynamically (Kafka stores them): listed as Kafka lists them
+    for layer, src in ((config.dynamic_broker, SRC_DYNAMIC_BROKER), (config.dynamic_default, SRC_DYNAMIC_DEFAULT_BROKER)):
+        for name in sorted(set(layer) - set(BROKER_CONFIGS) - {e.name for e in out}):
+            out.append(_unknown(name, src))
+    return sorted(out, key=lambda e: e.name)
+
+
+def _unknown(name: str, source: int) -> Entry:
+    """A config name no Kafka broker knows: no value, sensitive (its type is unknown), read-only, type UNKNOWN."""
+    return Entry(name, None, source, True, True, 0, "", [(name, None, source)])
+
+
+def broker_default_entries(config: BrokerConfig) -> list[Entry]:
+    """The cluster's default broker configs (the resource named ""): as Kafka 4.4 lists them, only those set
+    as the cluster default, each with that value alone as its synonym. A name no Kafka broker knows is
+    listed as Kafka lists it (``_unknown``)."""
+    out = []
+    for name, raw in sorted(config.dynamic_default.items()):
+        d = BROKER_CONFIGS.get(name)
+        if d is None:
+            out.append(_unknown(name, SRC_DYNAMIC_DEFAULT_BROKER))
+        else:
+            out.append(Entry(name, raw, SRC_DYNAMIC_DEFAULT_BROKER, d.sensitive, name not in DYNAMIC_BROKER_CONFIGS,
+                             d.type, d.doc, [(name, raw, SRC_DYNAMIC_DEFAULT_BROKER)]))
     return out
 
 

@@ -118,9 +118,9 @@ def test_broker_configs() -> None:
     c = BrokerConfig()
     assert c.get("producer.id.expiration.ms") == 86_400_000
     assert c.get("producer.id.expiration.check.interval.ms") == 600_000
-    BrokerConfig.validate_dynamic("producer.id.expiration.ms", "1000")  # dynamic, as in Kafka
+    BrokerConfig.validate_dynamic({"producer.id.expiration.ms": "1000"}, per_broker=False)  # dynamic, as in Kafka
     with pytest.raises(ConfigError):
-        BrokerConfig.validate_dynamic("producer.id.expiration.check.interval.ms", "1000")
+        BrokerConfig.validate_dynamic({"producer.id.expiration.check.interval.ms": "1000"}, per_broker=True)
     for name in ("producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
         with pytest.raises(ConfigError):
             BrokerConfig({name: "0"})

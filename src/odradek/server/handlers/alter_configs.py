@@ -44,7 +44,9 @@ def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str
     except TopicError as e:
         return e.error_code, e.message
     except ConfigError as e:
-        return errors.INVALID_CONFIG, str(e)
+        # Kafka answers an invalid broker config change INVALID_REQUEST (ConfigAdminManager wraps
+        # DynamicBrokerConfig's ConfigException), an invalid topic or client metrics config INVALID_CONFIG
+        return (errors.INVALID_REQUEST if resource_type == RESOURCE_BROKER else errors.INVALID_CONFIG), str(e)
     return errors.NONE, None
 
 

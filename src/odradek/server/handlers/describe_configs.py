@@ -18,6 +18,7 @@ from odradek.server.config_view import (
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     Entry,
+    broker_default_entries,
     broker_entries,
     topic_entries,
 )
@@ -53,6 +54,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(svc.node_id)):
                 code, msg = errors.INVALID_REQUEST, f"Unexpected broker id, expected {svc.node_id}"
+            elif res.resource_name == "":
+                entries = broker_default_entries(svc.config)
             else:
                 entries = broker_entries(svc.config)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
