@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Java: Spark for the pipeline tests and Kafka 4.4 (the peer and judge); maven: fetches Kafka's jars from Maven
-# Central and builds the Java harness (peers/kafka); chromium: the console tests
-APT_PACKAGES=(kcat zookeeper openjdk-17-jdk-headless maven chromium)
+# Central and builds the Java harness (peers/kafka); chromium: the console tests; clang with its runtime
+# libraries (libFuzzer, sanitizers) and gcc with libasan8/libubsan1: tests/fuzz/test_sanitizers.py builds
+# the C extension's decoders with AddressSanitizer and UBSan
+APT_PACKAGES=(kcat zookeeper openjdk-17-jdk-headless maven chromium gcc libasan8 libubsan1 clang libclang-rt-14-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

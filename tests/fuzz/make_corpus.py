@@ -3,6 +3,8 @@ the repository next to what fuzzing runs found):
 
     python tests/fuzz/make_corpus.py
 
+and those of the C harness of the speedups' decoding core (``speedups_fuzzer.c``) into ``corpus/speedups``.
+
 Seeds are real encodings: batches in every codec built with the codec packages clients use, Produce
 requests of each version, one request of every kio-decoded (API, version) drawn from kio's schemas,
 inter-broker bodies and consumer-protocol blobs.
@@ -107,6 +109,57 @@ def _kio_seeds() -> dict[str, bytes]:
     return seeds
 
 
+def speedups_seeds() -> dict[str, bytes]:
+    """Inputs of ``speedups_fuzzer.c``: 6 control bytes (flags, lo, hi, a byte changed between the passes), then a record set
+    of every batch kind the Fetch reader decodes, or one records section."""
+    rows = [(None if i % 3 == 0 else f"k{i}".encode(), None if i % 4 == 1 else b"v" * (i * 7 % 40), [("h", b"x")])
+            for i in range(12)]
+    control = records.build_batch([(struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 5))], base_offset=9,
+                                  producer_id=7, producer_epoch=0, transactional=True, control=True)
+    rs = b"".join([
+        records.build_batch(rows[0:4], base_offset=0, timestamps=[1000 + i for i in range(4)]),
+        records.build_batch(rows[4:6], base_offset=4, timestamp=77, timestamp_type=1),
+        records.build_batch(rows[6:9], base_offset=6, producer_id=7, producer_epoch=0, transactional=True),
+        control,
+        records.build_batch(rows[10:12], base_offset=10, timestamp=5),
+        _batch(records.COMPRESSION_GZIP)[:-7],  # compressed (the walk stops there), cut short
+    ])
+    one = records.build_batch(rows, base_offset=0)
+    section = one[records.BATCH_HEADER_SIZE:]
+    # another thread turns record 2's offsetDelta from 2 into 0 between the passes: with [0, 2) asked for,
+    # the fill pass meets one record more than the count pass allocated for
+    three = records.build_batch([(b"k", b"v")] * 3)
+    at = records.BATCH_HEADER_SIZE
+    for _ in range(2):
+        at += 1 + three[at] // 2  # one-byte record lengths
+    at += 3  # length, attributes, timestampDelta
+    assert three[at] == 4  # offsetDelta 2, zig-zag
+    race = bytes([0x07, 8, 10, at >> 8, at & 0xFF, 4]) + three
+    return {
+        "batches-crc": bytes([0x01, 255, 255, 0, 0, 0]) + rs,
+        "batches-fixed-crc": bytes([0x03, 9, 18, 0, 0, 0]) + rs,
+        "batches-no-crc": bytes([0x00, 255, 255, 0, 0, 0]) + rs,
+        "batches-changed": bytes([0x07, 10, 14, 0, 70, 0x04]) + rs,
+        "one-batch": bytes([0x03, 255, 255, 0, 0, 0]) + one,
+        "section": bytes([0x08, 255, 255, 0, 0, 0]) + section,
+        "section-log-append": bytes([0x18, 10, 255, 0, 0, 0]) + section,
+        "section-changed": bytes([0x0C, 9, 14, 0, 3, 0x81]) + section,
+        "scan-offsets": bytes([0x28, 255, 255, 0, 0, 0]) + section,
+        "changed-offset-into-range": race,
+    }
+
+
+def _arrow_records_seeds() -> dict[str, bytes]:
+    """Inputs of the ``arrow_records`` target: a flags byte (see ``targets.arrow_records_target``), then a
+    fetched record set."""
+    c = speedups_seeds()
+    rs, one = c["batches-crc"][6:], c["one-batch"][6:]
+    return {"crc": bytes([0x02]) + rs, "fixed": bytes([0x03]) + rs, "committed": bytes([0x06]) + rs,
+            "lo-from-3": bytes([0x02 | (3 << 3)]) + rs, "one": bytes([0x02]) + one,
+            "gzip": bytes([0x02]) + _batch(records.COMPRESSION_GZIP),
+            "zstd": bytes([0x03]) + _batch(records.COMPRESSION_ZSTD)}
+
+
 def main() -> None:
     batches = {f"codec{c}": _batch(c) for c in range(5)}
     batches["keyless"] = _batch(0, key=False)
@@ -136,6 +189,7 @@ def main() -> None:
             "assignment": struct.pack(">hi", 1, 1) + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 1),
         },
         "kio_request": _kio_seeds(),
+        "arrow_records": _arrow_records_seeds(),
     }
     assert set(seeds) == set(targets.TARGETS), set(targets.TARGETS) ^ set(seeds)
     for target, items in seeds.items():
@@ -144,6 +198,12 @@ def main() -> None:
         for name, data in items.items():
             (d / f"seed-{name}").write_bytes(data)
         print(f"{target}: {len(items)} seeds")
+    c_seeds = speedups_seeds()
+    d = CORPUS / "speedups"
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data in c_seeds.items():
+        (d / f"seed-{name}").write_bytes(data)
+    print(f"speedups (C harness): {len(c_seeds)} seeds")
 
 
 if __name__ == "__main__":

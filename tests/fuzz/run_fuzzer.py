@@ -6,6 +6,7 @@ for example, five minutes on the record-batch validator, new inputs added to the
 
     python tests/fuzz/run_fuzzer.py record_batches -max_total_time=300 tests/fuzz/corpus/record_batches
 
+``ODRADEK_SPEEDUPS_SO=<path>`` loads that build of the C extension as ``odradek._speedups`` first.
 The odradek modules are instrumented for coverage as they are imported. A finding stops the run and
 leaves ``crash-<sha1>`` (or ``timeout-``/``oom-``) in the working directory: add it to the target's corpus
 directory once fixed, so ``test_fuzz.py`` replays it from then on.
@@ -19,6 +20,9 @@ from pathlib import Path
 import atheris
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+import preload  # noqa: E402,F401  (ODRADEK_SPEEDUPS_SO)
 
 with atheris.instrument_imports(include=["odradek"]):
     import targets

@@ -16,6 +16,11 @@ Targets and what they check:
 - ``record_batches``: a record set alone, uncompressed or compressed with any codec.
 - ``interbroker``: the controller-to-broker requests and the broker's responses to the controller.
 - ``consumer_protocol``: the subscription and assignment blobs group members send.
+- ``arrow_records``: the Spark source's Fetch-reader decoder (``odradek.pipeline.arrow_records``: the C
+  walk of ``_speedups`` and the Python paths for compressed batches and read_committed) on a fetched
+  record set: it raises ``MalformedRecords`` (a CRC mismatch: ``CorruptRecordException``) or returns
+  Arrow batches that are valid and inside the range asked for. ``test_sanitizers.py`` runs this target
+  against the extension built with AddressSanitizer and UBSan.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ import struct
 import zlib
 from collections.abc import Callable
 
+import pyarrow as pa
+
 from odradek.coordinator.group import consumer_protocol
 from odradek.log.config import MAX_LONG
 from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
+from odradek.pipeline import arrow_records
 from odradek.protocol import codec, framing, interbroker, produce, records
 from odradek.server.handlers import registry
 
@@ -265,6 +273,37 @@ def record_batches_target(data: bytes) -> None:
     _check_record_set(rs)
 
 
+_ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", "UTC")), ("timestampType", pa.int32()),
+])
+
+
+def arrow_records_target(data: bytes) -> None:
+    """First byte: bit 0 make CRCs right first, bit 1 check CRCs, bit 2 read_committed with producer 7's
+    transaction aborted from offset 0; its top 5 bits are the lowest offset read."""
+    if len(data) < 2:
+        return
+    flags = data[0]
+    rs = bytearray(data[1:])
+    if flags & 1:
+        _fix_crcs(rs)
+    filt = None
+    if flags & 4:
+        filt = arrow_records.AbortFilter()
+        filt.add([(7, 0)])
+    lo = flags >> 3
+    try:
+        out = arrow_records.decode(_ARROW_SCHEMA, "t", 0, rs, lo, 1 << 62, filt, inflate_limit=INFLATE_CAP,
+                                   check_crcs=bool(flags & 2))
+    except arrow_records.MalformedRecords:
+        return
+    for b in out.batches:
+        b.validate(full=True)
+        offsets = b.column("offset").to_pylist()
+        assert all(o >= lo for o in offsets), f"an offset below {lo}: {offsets[:10]}"
+
+
 _IB_APIS = (interbroker.LEADER_AND_ISR, interbroker.STOP_REPLICA, interbroker.UPDATE_METADATA,
             interbroker.CONTROLLED_SHUTDOWN)
 
@@ -292,4 +331,5 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "record_batches": record_batches_target,
     "interbroker": interbroker_target,
     "consumer_protocol": consumer_protocol_target,
+    "arrow_records": arrow_records_target,
 }

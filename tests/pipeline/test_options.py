@@ -190,3 +190,19 @@ def test_small_batches_are_read_by_one_task() -> None:
     with pytest.raises(OptionError):
         SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "coalesceBelowRecords": "-1"},
                             streaming=True)
+
+
+def test_check_crcs_is_on_unless_turned_off() -> None:
+    """``kafka.check.crcs`` (the Java consumer's setting, handed on as Spark's Kafka source hands on every
+    ``kafka.*`` option): true by default in both readers, librdkafka's own default (false) overridden."""
+    from odradek.pipeline.kafka_client import consumer_config
+
+    on = SourceOptions.parse({**BASE, "subscribe": "t"}, streaming=False)
+    assert on.check_crcs is True
+    assert consumer_config(on)["check.crcs"] is True
+    off = SourceOptions.parse({**BASE, "subscribe": "t", "kafka.check.crcs": "false"}, streaming=False)
+    assert off.check_crcs is False
+    assert consumer_config(off)["check.crcs"] == "false"
+    assert SourceOptions.parse({**BASE, "subscribe": "t", "kafka.check.crcs": "TRUE"}, streaming=False).check_crcs
+    with pytest.raises(OptionError, match="check.crcs"):
+        SourceOptions.parse({**BASE, "subscribe": "t", "kafka.check.crcs": "maybe"}, streaming=False)

@@ -130,3 +130,37 @@ def test_many_responses_and_abandoned_reads(pipeline_broker: Broker, new_topic: 
     whole = pa.Table.from_batches(list(kafka_client.read_range(opts, schema, topic, 0, 0, 20_000)), schema)
     assert whole.column("offset").to_pylist() == list(range(20_000))
     assert whole.column("key").to_pylist() == [b"%d" % i for i in range(20_000)]
+
+
+@pytest.mark.parametrize("reader", ["wire", "librdkafka"])
+def test_corrupt_batch_on_disk_fails_the_read(pipeline_broker: Broker, new_topic: Callable[..., str],
+                                              reader: str) -> None:
+    """A record batch whose bytes changed on the broker's disk (a value byte: under the CRC-32C) fails the
+    read with an error naming the topic, partition and offset, in both readers (``kafka.check.crcs``
+    on by default); with ``kafka.check.crcs=false`` the Fetch reader reads the changed bytes as rows."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(partitions=1)
+    p = Producer({"bootstrap.servers": pipeline_broker.bootstrap, "linger.ms": 0})
+    for i in range(3):  # three batches: offsets 0, 1, 2
+        p.produce(topic, key=b"k%d" % i, value=b"value-%d-" % i + b"x" * 40, partition=0)
+        assert p.flush(30) == 0
+    segment = pipeline_broker.segment_files(topic, 0)[0]
+    data = segment.read_bytes()
+    at = data.index(b"value-1-")  # the second batch (base offset 1)
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        f.write(b"VALUE")
+    with pytest.raises(Exception) as info:
+        read(pipeline_broker.bootstrap, topic, 0, 0, 3, reader)
+    text = str(info.value)
+    assert topic in text and ("offset 1" in text or "offset: 1" in text), text
+    if reader == "wire":
+        assert isinstance(info.value, arrow_records.CorruptRecordException), repr(info.value)
+        assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 1)
+        opts = SourceOptions.parse({"kafka.bootstrap.servers": pipeline_broker.bootstrap, "subscribe": topic,
+                                    "kafka.check.crcs": "false", "kafkaConsumer.pollTimeoutMs": "20000"},
+                                   streaming=False)
+        schema = arrow_schema(kafka_schema(False))
+        rows = pa.Table.from_batches(list(kafka_client.read_range(opts, schema, topic, 0, 0, 3)), schema)
+        assert rows.column("value").to_pylist()[1].startswith(b"VALUE-1-")

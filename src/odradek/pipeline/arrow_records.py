@@ -11,6 +11,14 @@ transactions are dropped as Kafka's consumer does (``Fetcher``/``CompletedFetch`
 batch whose producer has an aborted transaction starting at or before the batch's last offset is
 skipped, until that producer's ABORT marker.
 
+Fetched bytes are not trusted. With ``check_crcs`` (the source's ``kafka.check.crcs``, on unless set to
+false, as the Java consumer's ``check.crcs`` and the Spark Kafka source that hands it on) every batch's
+CRC-32C (bytes 21 to the batch's end) is checked before anything of it is read: in C for the batches
+the C walk reads, here for the compressed ones and, with aborted transactions in view, for every batch
+(control batches included). A mismatch raises :class:`CorruptRecordException` (Kafka's
+``CorruptRecordException``) naming the topic, partition and the batch's base offset; a batch or record
+that does not parse raises :class:`MalformedRecords`. Neither is ever skipped or turned into rows.
+
 Record batch v2 layout: :mod:`odradek.protocol.records`.
 """
 
@@ -36,7 +44,57 @@ except ImportError:  # pragma: no cover - the C extension is optional
 
 
 class MalformedRecords(ValueError):
-    pass
+    """A fetched batch or record does not parse; ``offset`` is the batch's base offset (-1: unknown)."""
+
+    def __init__(self, message: str, topic: str = "", partition: int = -1, offset: int = -1) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class CorruptRecordException(MalformedRecords):
+    """A fetched batch's stored CRC-32C does not match its bytes (Kafka's ``CorruptRecordException``)."""
+
+
+def _corrupt(topic: str, partition: int, base_offset: int, position: int, stored: int,
+             computed: int) -> CorruptRecordException:
+    return CorruptRecordException(
+        f"{topic}-{partition}: the record batch at offset {base_offset} (byte {position} of the fetched record set) "
+        f"is corrupt: stored CRC-32C {stored:#010x}, computed {computed:#010x} (kafka.check.crcs)",
+        topic, partition, base_offset)
+
+
+def _malformed(topic: str, partition: int, base_offset: int, why: str) -> MalformedRecords:
+    return MalformedRecords(f"{topic}-{partition}: the record batch at offset {base_offset} is malformed: {why}",
+                            topic, partition, base_offset)
+
+
+def _check_length(h: rec.BatchHeader, topic: str, partition: int) -> None:
+    """A batchLength below the v2 header's is corrupt (Kafka's consumer refuses it), not an incomplete batch."""
+    if h.batch_length < rec.MIN_BATCH_LENGTH:
+        raise _malformed(topic, partition, h.base_offset, f"batchLength {h.batch_length} is below the v2 header's")
+
+
+def _check_crc(buf: memoryview, pos: int, h: rec.BatchHeader, topic: str, partition: int) -> None:
+    if not rec.batch_crc_ok(buf, pos, h):
+        computed = rec.crc32c(buf[pos + rec.CRC_START : pos + h.size])
+        raise _corrupt(topic, partition, h.base_offset, pos, h.crc, computed)
+
+
+def _batches_to_columns(topic: str, partition: int, buf: memoryview, start: int, end: int, lo: int, hi: int,
+                        check_crcs: bool) -> tuple[Any, ...]:
+    """``_speedups.batches_to_columns``, its errors as this module's (naming topic, partition, offset)."""
+    assert _c is not None
+    try:
+        result: tuple[Any, ...] = _c.batches_to_columns(buf, start, end, lo, hi, check_crcs)
+    except _c.CorruptRecordError as e:
+        _msg, base_offset, position, stored, computed = e.args
+        raise _corrupt(topic, partition, base_offset, position, stored, computed) from None
+    except _c.MalformedRecordError as e:
+        why, base_offset, position = e.args
+        raise _malformed(topic, partition, base_offset, f"{why} (byte {position} of the fetched record set)") from None
+    return result
 
 
 @dataclass
@@ -104,8 +162,10 @@ def _batch(schema: pa.Schema, topic: bytes, partition: int, n: int, cols: tuple[
 
 
 def decode(schema: pa.Schema, topic: str, partition: int, data: bytes | memoryview, lo: int, hi: int,
-           filt: AbortFilter | None = None, inflate_limit: int = rec.READ_INFLATE_LIMIT) -> Decoded:
-    """The records of ``data`` (a fetch response's record set) with ``lo <= offset < hi``."""
+           filt: AbortFilter | None = None, inflate_limit: int = rec.READ_INFLATE_LIMIT,
+           check_crcs: bool = True) -> Decoded:
+    """The records of ``data`` (a fetch response's record set) with ``lo <= offset < hi``. Raises
+    :class:`CorruptRecordException` (CRC-32C mismatch, with ``check_crcs``) or :class:`MalformedRecords`."""
     assert _c is not None
     buf = memoryview(data)
     tname = topic.encode()
@@ -118,10 +178,7 @@ def decode(schema: pa.Schema, topic: str, partition: int, data: bytes | memoryvi
 
     while pos < end:
         if filt is None or filt.idle:
-            r = _c.batches_to_columns(buf, pos, end, lo, hi)
-            if not isinstance(r, tuple):
-                raise MalformedRecords(f"{topic}:{partition}: malformed record batch after offset {out.next_offset}")
-            n, stop, nxt, cols = r
+            n, stop, nxt, cols = _batches_to_columns(topic, partition, buf, pos, end, lo, hi, check_crcs)
             add(n, cols)
             if nxt >= 0:
                 out.next_offset = nxt
@@ -129,24 +186,36 @@ def decode(schema: pa.Schema, topic: str, partition: int, data: bytes | memoryvi
             if end - pos < rec.BATCH_HEADER_SIZE:
                 break
             h = rec.read_header(buf, pos)
-            if h.batch_length < rec.MIN_BATCH_LENGTH or pos + h.size > end:
+            _check_length(h, topic, partition)
+            if pos + h.size > end:
                 break  # an incomplete batch at the end of the response
-            pos = _compressed(buf, pos, h, lo, hi, add, inflate_limit)  # where the C walk stopped
+            if check_crcs:
+                _check_crc(buf, pos, h, topic, partition)
+            pos = _compressed(topic, partition, buf, pos, h, lo, hi, add, inflate_limit)  # where the C walk stopped
             out.next_offset = h.next_offset
             continue
         # read_committed with aborted transactions in view: batch by batch
         if end - pos < rec.BATCH_HEADER_SIZE:
             break
         h = rec.read_header(buf, pos)
-        if h.batch_length < rec.MIN_BATCH_LENGTH or pos + h.size > end:
+        _check_length(h, topic, partition)
+        if pos + h.size > end:
             break
-        if filt.keep(buf, pos, h):
+        if h.magic != rec.MAGIC_V2:
+            raise _malformed(topic, partition, h.base_offset, f"magic {h.magic}")
+        if check_crcs:
+            _check_crc(buf, pos, h, topic, partition)  # before the filter reads a control record
+        try:
+            kept = filt.keep(buf, pos, h)
+        except rec.InvalidRecordError as e:
+            raise _malformed(topic, partition, h.base_offset, e.message) from None
+        except ValueError as e:  # a control record's header key that is not UTF-8
+            raise _malformed(topic, partition, h.base_offset, str(e)) from None
+        if kept:
             if h.compression:
-                _compressed(buf, pos, h, lo, hi, add, inflate_limit)
-            else:
-                r = _c.batches_to_columns(buf, pos, pos + h.size, lo, hi)
-                if not isinstance(r, tuple):
-                    raise MalformedRecords(f"{topic}:{partition}: malformed record batch at offset {h.base_offset}")
+                _compressed(topic, partition, buf, pos, h, lo, hi, add, inflate_limit)
+            else:  # its CRC is checked above
+                r = _batches_to_columns(topic, partition, buf, pos, pos + h.size, lo, hi, False)
                 add(r[0], r[3])
         out.next_offset = h.next_offset
         pos += h.size
@@ -155,16 +224,23 @@ def decode(schema: pa.Schema, topic: str, partition: int, data: bytes | memoryvi
     return out
 
 
-def _compressed(buf: memoryview, pos: int, h: rec.BatchHeader, lo: int, hi: int, add: Any, limit: int) -> int:
-    """Decode the compressed batch at ``pos``; returns the position after it."""
+def _compressed(topic: str, partition: int, buf: memoryview, pos: int, h: rec.BatchHeader, lo: int, hi: int,
+                add: Any, limit: int) -> int:
+    """Decode the compressed batch at ``pos`` (its CRC already checked); returns the position after it."""
     if h.magic != rec.MAGIC_V2:
-        raise MalformedRecords(f"record batch at offset {h.base_offset} has magic {h.magic}")
+        raise _malformed(topic, partition, h.base_offset, f"magic {h.magic}")
     if not h.is_control and h.last_offset >= lo and h.base_offset < hi:
         assert _c is not None
-        data = rec.decompress(h.compression, buf[pos + rec.BATCH_HEADER_SIZE : pos + h.size], limit)
-        r = _c.records_to_columns(data, 0, len(data), h.base_offset, h.base_timestamp, h.max_timestamp,
-                                  h.timestamp_type == 1, lo, hi)
-        if not isinstance(r, tuple):
-            raise MalformedRecords(f"malformed records in the batch at offset {h.base_offset}")
+        try:
+            data = rec.decompress(h.compression, buf[pos + rec.BATCH_HEADER_SIZE : pos + h.size], limit)
+        except rec.InvalidRecordError as e:
+            raise _malformed(topic, partition, h.base_offset, e.message) from None
+        try:
+            r = _c.records_to_columns(data, 0, len(data), h.base_offset, h.base_timestamp, h.max_timestamp,
+                                      h.timestamp_type == 1, lo, hi)
+        except _c.MalformedRecordError as e:
+            why, _base, position = e.args
+            raise _malformed(topic, partition, h.base_offset,
+                             f"{why} (byte {position} of its inflated records)") from None
         add(r[0], r[1])
     return pos + h.size

@@ -176,6 +176,7 @@ def consumer_config(opts: SourceOptions) -> dict[str, Any]:
         "queued.max.messages.kbytes": 65536,
         "fetch.max.bytes": 52428800,
         "max.partition.fetch.bytes": 10485760,
+        "check.crcs": True,  # Kafka's consumer default (librdkafka's is false); kafka.check.crcs=false turns it off
     }
     for k, v in opts.kafka.items():
         if k == "max.poll.records":

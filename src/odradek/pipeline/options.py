@@ -26,7 +26,11 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   settings (``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...) become librdkafka's.
   ``kafka.isolation.level`` (``read_uncommitted``, the default as in Spark, or ``read_committed``: no
   aborted record, and the latest offset of a partition is its last stable offset) applies to planning
-  and reading.
+  and reading. ``kafka.check.crcs`` (the Java consumer's ``check.crcs``, default true as there): every
+  fetched batch's CRC-32C is checked before its records are read, by both readers (librdkafka's
+  ``check.crcs``, whose own default is false, is set to it); a mismatch fails the task naming the
+  topic, partition and offset. ``false`` skips the check (a CPU saving; corrupt bytes then become rows
+  or a malformed-record error).
 
 Offsets kept in Spark's checkpoint are JSON dicts ``{"topic:partition": next_offset}`` with keys in a
 canonical order (topic, then partition number), so equal offsets always serialise to equal JSON.
@@ -282,6 +286,9 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
             if name in _UNSUPPORTED_KAFKA:
                 raise OptionError(f"Kafka option '{name}' is not supported: {_UNSUPPORTED_KAFKA[name]}")
             out.update(_java_security_option(name, str(v)))
+    crcs = out.get("check.crcs")
+    if crcs is not None and crcs.strip().lower() not in ("true", "false"):
+        raise OptionError(f"Kafka option 'check.crcs' must be true or false, got {crcs!r}")
     iso = out.get("isolation.level")
     if iso is not None and iso not in ("read_committed", "read_uncommitted"):
         raise OptionError(f"Kafka option 'isolation.level' must be read_committed or read_uncommitted, got {iso!r}")
@@ -305,6 +312,11 @@ class SourceOptions:
     timestamp_strategy: str
     reader: str = "wire"  # "wire" (Fetch + C record decoding) or "librdkafka" (confluent-kafka's consumer)
     coalesce_below: int = 20_000  # fewer records than this in a batch: one task reads every range (0: off)
+
+    @property
+    def check_crcs(self) -> bool:
+        """``kafka.check.crcs``: check each fetched batch's CRC-32C (default true, as Kafka's consumer)."""
+        return self.kafka.get("check.crcs", "true").strip().lower() != "false"
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:

@@ -162,6 +162,7 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
     max_wait = int(opts.kafka.get("fetch.max.wait.ms", DEFAULT_FETCH_MAX_WAIT_MS))
     bootstrap = str(opts.kafka["bootstrap.servers"])
     filt = arrow_records.AbortFilter() if committed else None
+    check_crcs = opts.check_crcs
     nxt = start
     last_progress = time.monotonic()
     address: tuple[str, int] | None = None
@@ -236,7 +237,7 @@ def read_range(opts: SourceOptions, schema: pa.Schema, topic: str, partition: in
             data = p.records
             if data is None or not len(data):
                 continue  # nothing yet (or an open transaction below the last stable offset)
-            out = arrow_records.decode(schema, topic, partition, data, nxt, end, filt)
+            out = arrow_records.decode(schema, topic, partition, data, nxt, end, filt, check_crcs=check_crcs)
             if out.next_offset > nxt:
                 nxt = out.next_offset
                 last_progress = time.monotonic()
