@@ -15,7 +15,7 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.config_view import topic_entries
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
@@ -32,7 +32,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     seen: dict[str, int] = {}
     for t in request.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
-    may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
+    may_create_any = ctx.permits(ResourceType.CLUSTER)  # CREATE on the cluster, or on each topic
     quota = ctx.controller_mutation_quota()
     for t in request.topics:
         code = errors.NONE
@@ -40,7 +40,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         meta = None
         if seen[t.name] > 1:
             code, msg = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
-        elif not (may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+        elif not (may_create_any or ctx.permits(ResourceType.TOPIC, t.name)):
             code, msg = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         else:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None

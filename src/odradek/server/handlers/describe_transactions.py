@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 65
@@ -21,7 +21,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     states = []
     # DESCRIBE on each transactional id (Kafka's handleDescribeTransactionsRequest)
     allowed = [t for t in request.transactional_ids
-               if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)]
+               if ctx.permits(ResourceType.TRANSACTIONAL_ID, t)]
     for tid in request.transactional_ids:
         if tid not in allowed:
             states.append(make(

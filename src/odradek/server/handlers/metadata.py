@@ -124,7 +124,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _may_describe(ctx: RequestContext, name: str) -> bool:
-    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    return ctx.permits(ResourceType.TOPIC, name)
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
@@ -197,7 +197,7 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(out),
-        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+        cluster_authorized_operations=(ctx.cluster_authorized_operations()
                                        if getattr(request, "include_cluster_authorized_operations", False)
                                        else _NO_OPS),
         error_code=errors.NONE,

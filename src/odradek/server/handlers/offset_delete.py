@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 47
@@ -18,7 +18,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     code = not_here = ctx.services.groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         code = not_here = errors.GROUP_AUTHORIZATION_FAILED
     results: dict[tuple[str, int], int] = {}
     if not code:

@@ -16,7 +16,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check
 from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
@@ -72,9 +72,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     code = groups.coordinator_error(request.group_id)
     if not request.group_id:
         code = errors.INVALID_GROUP_ID
-    elif not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    elif not ctx.permits(ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    elif not ctx.permits(ResourceType.GROUP, request.group_id):
         code = errors.GROUP_AUTHORIZATION_FAILED
     add = is_tv2_request(API_KEY, ctx.api_version)
     if not code and add and transaction_version(ctx.services.features) < TV_2:
