@@ -12,7 +12,9 @@ What a request may be (refused cheaply, as the Kafka listener refuses oversized 
 * a body: ``Content-Length`` only (no chunked uploads), at most ``MAX_BODY_BYTES``, received
   within ``BODY_TIMEOUT_S`` — 413 / 411 / closed otherwise;
 * at most ``max_connections`` connections at once (more are closed on accept), each closed after
-  ``IDLE_TIMEOUT_S`` without a request (keep-alive is honoured between requests).
+  ``IDLE_TIMEOUT_S`` without a request (keep-alive is honoured between requests);
+* a ``Host`` the server's :class:`~odradek.http.host_check.HostPolicy` does not accept (DNS
+  rebinding) is answered 421 before any route sees the request.
 
 A handler that raises answers 500 and the connection goes on; nothing a client sends reaches
 the Kafka listener or the broker's state except through a handler.
@@ -27,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from odradek.http.host_check import HostPolicy
+
 log = logging.getLogger("odradek.http")
 
 MAX_HEADER_BYTES = 8 * 1024
@@ -39,7 +43,7 @@ DEFAULT_MAX_CONNECTIONS = 64
 
 _REASONS = {
     200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    408: "Request Timeout", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
+    408: "Request Timeout", 421: "Misdirected Request", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
 }
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
@@ -90,8 +94,10 @@ def parse_listener(url: str) -> tuple[str, int]:
 
 class HttpServer:
     def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                 host_policy: HostPolicy | None = None) -> None:
         self.host = host
+        self.host_policy = host_policy
         self.header_timeout_s = header_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.port = port
@@ -100,6 +106,7 @@ class HttpServer:
         self.bound: tuple[str, int] | None = None
         self.requests_served = 0
         self.refused = 0  # requests or connections refused (limits, malformed input)
+        self.misdirected = 0  # requests refused for their Host header
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
@@ -167,7 +174,7 @@ class HttpServer:
                     await self._send(writer, HttpResponse(e.status, f"{e}\n".encode()), False, True)
                     return
                 response = await self._answer(request)
-                keep = request.headers.get("connection", "").lower() != "close"
+                keep = request.headers.get("connection", "").lower() != "close" and response.status != 421
                 await self._send(writer, response, request.method == "HEAD", not keep)
                 self.requests_served += 1
                 if not keep:
@@ -229,6 +236,14 @@ class HttpServer:
         return HttpRequest(method, target, unquote(split.path), parse_qs(split.query), headers, body, peer)
 
     async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if self.host_policy is not None and not self.host_policy.allows(request.headers.get("host")):
+            self.refused += 1
+            self.misdirected += 1
+            if self.misdirected in (1, 10, 100) or self.misdirected % 1000 == 0:  # a flood logs a few lines
+                log.warning("refused an HTTP request from %s for Host %r (%d so far): not a name of this "
+                            "broker; add it to http.allowed.hosts if it is", request.peer,
+                            request.headers.get("host", "")[:100], self.misdirected)
+            return HttpResponse(421, b"this server does not answer to that Host name\n")
         handler = self.route(request.path)
         if handler is None:
             return HttpResponse(404, b"not found\n")
