@@ -259,7 +259,9 @@ def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
         _send(w, 11, CASES[11])
         _send(w, 10, Case(4, {"key_type": 1, "coordinator_keys": (TXN,)}))
         assert _send(w, 22, CASES[22]).error_code == 0
+    del admin
     yield s
+    _ADMIN.clear()  # the admin client goes before the broker (else librdkafka retries into its logs)
     s.broker.stop()
 
 
@@ -382,6 +384,69 @@ def test_describe_cluster_operations_need_describe_on_the_cluster(sb: SecureBrok
         time.sleep(0.5)
         resp = _ask(sb, 60, CASES[60])
         assert resp.error_code == 0 and resp.cluster_authorized_operations == 0
+    finally:
+        for f in admin.delete_acls([AclBindingFilter(
+                CkResourceType.ANY, None, ResourcePatternType.ANY, f"User:{USER}", None, CkOperation.ANY,
+                AclPermissionType.ANY)]).values():
+            f.result(15)
+
+
+@pytest.mark.timeout(60)
+def test_describe_transactions_lists_only_describable_topics(sb: SecureBroker) -> None:
+    """Of an ongoing transaction, a principal that may DESCRIBE the transactional id but not the
+    topic is not told the topic's name (Kafka filters the partitions)."""
+    admin = _ADMIN.setdefault("admin", _admin(sb))
+    with _client(sb, "admin", ADMIN_PASSWORD, "PLAIN") as w:
+        init = _send(w, 22, CASES[22])
+        assert init.error_code == 0
+        added = _send(w, 24, Case(3, {**CASES[24].fields, "v3_and_below_producer_id": int(init.producer_id),
+                                      "v3_and_below_producer_epoch": int(init.producer_epoch)}))
+        assert [int(p.partition_error_code) for t in added.results_by_topic_v3_and_below
+                for p in t.results_by_partition] == [0]
+    grant = [AclBinding(CkResourceType.TRANSACTIONAL_ID, TXN, ResourcePatternType.LITERAL, f"User:{USER}", "*",
+                        CkOperation.DESCRIBE, AclPermissionType.ALLOW)]
+    for f in admin.create_acls(grant).values():
+        f.result(15)
+    try:
+        resp = _ask(sb, 65, Case(0, {"transactional_ids": (TXN,)}))
+        (state,) = resp.transaction_states
+        assert state.error_code == 0 and state.transaction_state == "Ongoing" and state.topics == ()
+        for f in admin.create_acls(_bindings(65, Case(0, {}, grants=((T, TOPIC),)))).values():
+            f.result(15)
+        time.sleep(0.5)
+        (state,) = _ask(sb, 65, Case(0, {"transactional_ids": (TXN,)})).transaction_states
+        assert [t.topic for t in state.topics] == [TOPIC]
+    finally:
+        for f in admin.delete_acls([AclBindingFilter(
+                CkResourceType.ANY, None, ResourcePatternType.ANY, f"User:{USER}", None, CkOperation.ANY,
+                AclPermissionType.ANY)]).values():
+            f.result(15)
+
+
+@pytest.mark.timeout(60)
+def test_create_topics_returns_configs_only_with_describe_configs(sb: SecureBroker) -> None:
+    """CREATE lets carol create the topic; its configs, partitions and replication factor come back
+    only if she may also DESCRIBE_CONFIGS it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED)."""
+    admin = _ADMIN.setdefault("admin", _admin(sb))
+    name = "authz-cfg"
+    case = Case(5, {"topics": ({"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": (),
+                                "configs": ()},), "timeout": 10000, "validate_only": True})
+
+    def grant(op: CkOperation) -> None:
+        for f in admin.create_acls([AclBinding(CkResourceType.TOPIC, name, ResourcePatternType.LITERAL,
+                                               f"User:{USER}", "*", op, AclPermissionType.ALLOW)]).values():
+            f.result(15)
+
+    grant(CkOperation.CREATE)
+    try:
+        (t,) = _ask(sb, 19, case).topics
+        assert (t.error_code, t.topic_config_error_code, t.configs, t.num_partitions) == (
+            0, errors.TOPIC_AUTHORIZATION_FAILED, (), -1)
+        grant(CkOperation.DESCRIBE_CONFIGS)
+        time.sleep(0.5)
+        (t,) = _ask(sb, 19, case).topics
+        assert t.error_code == 0 and t.topic_config_error_code == 0 and t.num_partitions == 1
+        assert any(c.name == "retention.ms" for c in t.configs)
     finally:
         for f in admin.delete_acls([AclBindingFilter(
                 CkResourceType.ANY, None, ResourcePatternType.ANY, f"User:{USER}", None, CkOperation.ANY,

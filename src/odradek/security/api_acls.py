@@ -49,13 +49,16 @@ class ApiAcl:
     ops: Mapping[ResourceType, AclOperation] = field(default_factory=dict)
     denial: int = NONE_NEEDED  # the first check's refusal (see the module docstring)
     any_of: bool = False
+    # a second operation on a resource type that changes what is answered, not whether:
+    # Metadata's auto-creation (CREATE), the configs CreateTopics returns (DESCRIBE_CONFIGS)
+    also: Mapping[ResourceType, AclOperation] = field(default_factory=dict)
 
 
 API_ACLS: Mapping[int, ApiAcl] = {
     0: ApiAcl("Produce", {T: Op.WRITE, X: Op.WRITE}, _TOPIC),
     1: ApiAcl("Fetch", {T: Op.READ, C: Op.CLUSTER_ACTION}, _TOPIC, any_of=True),
     2: ApiAcl("ListOffsets", {T: Op.DESCRIBE}, _TOPIC),
-    3: ApiAcl("Metadata", {T: Op.DESCRIBE}, _TOPIC),  # FILTERED when all topics are asked for
+    3: ApiAcl("Metadata", {T: Op.DESCRIBE}, _TOPIC, also={T: Op.CREATE, C: Op.CREATE}),  # FILTERED: all topics
     4: ApiAcl("LeaderAndIsr", {C: Op.CLUSTER_ACTION}, CLOSED),
     5: ApiAcl("StopReplica", {C: Op.CLUSTER_ACTION}, CLOSED),
     6: ApiAcl("UpdateMetadata", {C: Op.CLUSTER_ACTION}, CLOSED),
@@ -71,7 +74,7 @@ API_ACLS: Mapping[int, ApiAcl] = {
     16: ApiAcl("ListGroups", {C: Op.DESCRIBE, G: Op.DESCRIBE}, FILTERED, any_of=True),
     17: ApiAcl("SaslHandshake"),
     18: ApiAcl("ApiVersions"),
-    19: ApiAcl("CreateTopics", {C: Op.CREATE, T: Op.CREATE}, _TOPIC, any_of=True),
+    19: ApiAcl("CreateTopics", {C: Op.CREATE, T: Op.CREATE}, _TOPIC, any_of=True, also={T: Op.DESCRIBE_CONFIGS}),
     20: ApiAcl("DeleteTopics", {T: Op.DELETE}, _TOPIC),
     21: ApiAcl("DeleteRecords", {T: Op.DELETE}, _TOPIC),
     22: ApiAcl("InitProducerId", {X: Op.WRITE, C: Op.IDEMPOTENT_WRITE}, _TXN),
@@ -103,13 +106,18 @@ API_ACLS: Mapping[int, ApiAcl] = {
     57: ApiAcl("UpdateFeatures", {C: Op.ALTER}, _CLUSTER),
     60: ApiAcl("DescribeCluster"),  # the authorized operations need DESCRIBE on the cluster
     61: ApiAcl("DescribeProducers", {T: Op.READ}, _TOPIC),
-    65: ApiAcl("DescribeTransactions", {X: Op.DESCRIBE}, _TXN),
+    65: ApiAcl("DescribeTransactions", {X: Op.DESCRIBE, T: Op.DESCRIBE}, _TXN),  # topics: FILTERED
     66: ApiAcl("ListTransactions", {X: Op.DESCRIBE}, FILTERED),
     68: ApiAcl("ConsumerGroupHeartbeat", {G: Op.READ}, _GROUP),
     69: ApiAcl("ConsumerGroupDescribe", {G: Op.DESCRIBE}, _GROUP),
     74: ApiAcl("ListConfigResources", {C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
     75: ApiAcl("DescribeTopicPartitions", {T: Op.DESCRIBE}, _TOPIC),
 }
+
+
+def also_operation(api_key: int, resource_type: ResourceType) -> AclOperation:
+    """The second operation of ``also`` (KeyError when the API has none on that type)."""
+    return API_ACLS[api_key].also[resource_type]
 
 
 def operation(api_key: int, resource_type: ResourceType) -> AclOperation:

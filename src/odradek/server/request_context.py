@@ -185,6 +185,11 @@ class RequestContext:
                 bits |= 1 << int(op)
         return bits
 
+    def permits_also(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the principal may do the API's second operation on the resource (``also`` of
+        :data:`odradek.security.api_acls.API_ACLS`: Metadata's auto-creation, CreateTopics' configs)."""
+        return self.authorize(api_acls.also_operation(self.api_key, resource_type), resource_type, name)
+
     def cluster_authorized_operations(self) -> int:
         """KIP-430's cluster bits, given only to a principal that may DESCRIBE the cluster (0 to
         others, as Kafka's AuthHelper.computeDescribeClusterResponse and Metadata below v11)."""

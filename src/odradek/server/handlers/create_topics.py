@@ -66,7 +66,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cfgs: tuple[Any, ...] = ()
         num_partitions = -1
         rf = -1
-        if meta is not None and hasattr(m, "CreatableTopicConfigs"):
+        # the created topic's configs, partitions and replication factor only to who may DESCRIBE_CONFIGS
+        # it (KafkaApis.handleCreateTopicsRequest: topicConfigErrorCode TOPIC_AUTHORIZATION_FAILED otherwise)
+        configs_allowed = ctx.permits_also(ResourceType.TOPIC, t.name)
+        if meta is not None and hasattr(m, "CreatableTopicConfigs") and configs_allowed:
             num_partitions = len(meta.partitions)
             rf = len(meta.partitions[0].replicas)
             cfgs = tuple(
@@ -87,7 +90,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=meta.topic_id if meta is not None and not request.validate_only else None,
                 error_code=code,
                 error_message=msg,
-                topic_config_error_code=errors.NONE,
+                topic_config_error_code=errors.NONE if configs_allowed else errors.TOPIC_AUTHORIZATION_FAILED,
                 num_partitions=num_partitions,
                 replication_factor=rf,
                 configs=cfgs if code == errors.NONE else (),

@@ -11,7 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
@@ -130,7 +130,7 @@ def _may_describe(ctx: RequestContext, name: str) -> bool:
 def _may_create(ctx: RequestContext, name: str) -> bool:
     """Auto-creation needs CREATE on the cluster or on the topic (Kafka's KafkaApis.handleTopicMetadataRequest)."""
     return _may_describe(ctx, name) and (
-        ctx.authorize_cluster(AclOperation.CREATE) or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+        ctx.permits_also(ResourceType.CLUSTER) or ctx.permits_also(ResourceType.TOPIC, name)
     )
 
 
