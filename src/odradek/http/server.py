@@ -20,7 +20,7 @@ What a request may be (refused cheaply, as the Kafka listener refuses oversized 
   its first request within ``header_timeout_s``; between requests a keep-alive connection is closed
   after ``IDLE_TIMEOUT_S``;
 * a ``Host`` the server's :class:`~odradek.http.host_check.HostPolicy` does not accept (DNS
-  rebinding) is answered 421 before any route sees the request.
+  rebinding) is answered 421 before any route sees the request, one without ``Host`` 400.
 
 A handler that raises answers 500 and the connection goes on; nothing a client sends reaches
 the Kafka listener or the broker's state except through a handler.
@@ -192,7 +192,7 @@ class HttpServer:
                     return
                 self._waiting.pop(task, None)  # busy: answering
                 response = await self._answer(request)
-                keep = request.headers.get("connection", "").lower() != "close" and response.status != 421
+                keep = request.headers.get("connection", "").lower() != "close" and response.status not in (400, 421)
                 await self._send(writer, response, request.method == "HEAD", not keep)
                 self.requests_served += 1
                 if not keep:
@@ -268,6 +268,9 @@ class HttpServer:
         return HttpRequest(method, target, unquote(split.path), parse_qs(split.query), headers, body, peer)
 
     async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if self.host_policy is not None and "host" not in request.headers:
+            self.refused += 1
+            return HttpResponse(400, b"a Host header is required\n")  # RFC 9112 section 3.2
         if self.host_policy is not None and not self.host_policy.allows(request.headers.get("host")):
             self.refused += 1
             self.misdirected += 1
