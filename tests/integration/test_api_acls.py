@@ -452,3 +452,47 @@ def test_create_topics_returns_configs_only_with_describe_configs(sb: SecureBrok
                 CkResourceType.ANY, None, ResourcePatternType.ANY, f"User:{USER}", None, CkOperation.ANY,
                 AclPermissionType.ANY)]).values():
             f.result(15)
+
+
+def _grant(admin: AdminClient, *grants: tuple[CkResourceType, str, CkOperation]) -> None:
+    for f in admin.create_acls([AclBinding(rt, name, ResourcePatternType.LITERAL, f"User:{USER}", "*", op,
+                                           AclPermissionType.ALLOW) for rt, name, op in grants]).values():
+        f.result(15)
+
+
+def _revoke_all(admin: AdminClient) -> None:
+    for f in admin.delete_acls([AclBindingFilter(
+            CkResourceType.ANY, None, ResourcePatternType.ANY, f"User:{USER}", None, CkOperation.ANY,
+            AclPermissionType.ANY)]).values():
+        f.result(15)
+
+
+@pytest.mark.timeout(60)
+def test_offset_delete_and_txn_offset_commit_need_read_on_the_topic(sb: SecureBroker) -> None:
+    """With the group (and transactional id) granted but not READ on the topic, each partition is
+    refused with TOPIC_AUTHORIZATION_FAILED, and an offset is neither deleted nor committed."""
+    admin = _ADMIN.setdefault("admin", _admin(sb))
+    group = "authz-offsets"
+    commit = Case(8, {**CASES[8].fields, "group_id": group})
+    fetch = Case(8, {"groups": ({"group_id": group, "topics": None},), "require_stable": False})
+
+    def committed() -> list[int]:
+        with _client(sb, "admin", ADMIN_PASSWORD, "PLAIN") as w:
+            resp = _send(w, 9, fetch)
+        return [int(p.committed_offset) for g in resp.groups for t in g.topics for p in t.partitions]
+
+    with _client(sb, "admin", ADMIN_PASSWORD, "PLAIN") as w:
+        assert _codes("topics.partitions.error_code")(_send(w, 8, commit)) == [0]
+    assert committed() == [0]
+    _grant(admin, (CkResourceType.GROUP, group, CkOperation.DELETE), (CkResourceType.GROUP, group, CkOperation.READ),
+           (CkResourceType.TRANSACTIONAL_ID, TXN, CkOperation.WRITE))
+    try:
+        time.sleep(0.5)
+        deleted = _ask(sb, 47, Case(0, {**CASES[47].fields, "group_id": group}))
+        assert deleted.error_code == 0
+        assert _codes("topics.partitions.error_code")(deleted) == [errors.TOPIC_AUTHORIZATION_FAILED]
+        assert committed() == [0]  # still there
+        txn = _ask(sb, 28, Case(3, {**CASES[28].fields, "group_id": group}))
+        assert CASES[28].codes(txn) == [errors.TOPIC_AUTHORIZATION_FAILED]
+    finally:
+        _revoke_all(admin)

@@ -3,6 +3,7 @@ for resource types its entry names (a missing one would be a KeyError on the req
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 
@@ -32,3 +33,22 @@ def test_entries_are_consistent() -> None:
             assert not entry.ops, entry
         else:
             assert entry.ops and (entry.denial in auth_failed or entry.denial in (FILTERED, CLOSED)), entry
+
+
+def _sources(module: object) -> str:
+    """A handler module's source and that of the handler modules it imports helpers from."""
+    src = inspect.getsource(module)  # type: ignore[arg-type]
+    for name in re.findall(r"^from odradek\.server\.handlers\.(\w+) import", src, re.M):
+        src += inspect.getsource(importlib.import_module(f"odradek.server.handlers.{name}"))
+    return src
+
+
+def test_each_handler_asks_for_every_type_its_entry_names() -> None:
+    """The reverse: an operation in the table that its handler never checks is a missing check."""
+    missing = []
+    for key, handler in registry.items():
+        asked = {ResourceType[t] for t in re.findall(r"ctx\.permits\(\s*ResourceType\.(\w+)", _sources(handler.module))}
+        entry = API_ACLS[key]
+        if not set(entry.ops) <= asked:
+            missing.append(f"{entry.name}: {sorted(t.name for t in set(entry.ops) - asked)}")
+    assert not missing, missing
