@@ -378,6 +378,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("http.listeners", T_STRING, "http://127.0.0.1:9644",
               "The HTTP endpoint serving /metrics in Prometheus' text format, as one http://host:port; a port "
               "of 0 binds a free one (logged), empty disables the endpoint and the request-latency metrics."),
+    ConfigDef("http.allowed.hosts", T_LIST, "",
+              "Host names, besides the host names of listeners, advertised.listeners and http.listeners, "
+              "localhost, the machine's host name and literal IP addresses, that the HTTP endpoint (the console"
+              " and /metrics) answers to, separated by commas; a request naming another Host is refused with "
+              "421, so a web page cannot reach the endpoint by re-pointing its own DNS name at it (DNS "
+              "rebinding). * accepts any Host (behind a proxy that checks it). Odradek's own setting."),
     ConfigDef("log.dirs", T_STRING, None,
               "The directories the broker keeps partition logs in, separated by commas; a new partition goes to"
               " the directory holding the fewest."),

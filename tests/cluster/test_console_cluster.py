@@ -50,10 +50,12 @@ def test_console_on_a_cluster(cluster: Cluster) -> None:
     assert [(r[0], r[4]) for r in rows(page, "brokers")] == [
         (str(i), "controller" if i == controller else "") for i in sorted(cluster.brokers)]
 
+    same_origin = {"Origin": base}  # a form of the console's own page (a cross-site one is refused)
     token = re.search(r'name="csrf" value="([0-9a-f]+)"', get(base + "/topics")).group(1)  # type: ignore[union-attr]
     form = urllib.parse.urlencode({"name": "console-cl", "partitions": "3", "replication_factor": "2",
                                    "configs": "min.insync.replicas=2", "csrf": token}).encode()
-    with urllib.request.urlopen(urllib.request.Request(base + "/actions/create-topic", form), timeout=60) as r:
+    post = urllib.request.Request(base + "/actions/create-topic", form, same_origin)
+    with urllib.request.urlopen(post, timeout=60) as r:
         assert "Created topic console-cl." in r.read().decode()
     md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=15)
     parts = md.topics["console-cl"].partitions
@@ -62,7 +64,8 @@ def test_console_on_a_cluster(cluster: Cluster) -> None:
 
     form = urllib.parse.urlencode({"topic": "console-cl", "config": "retention.ms", "value": "4242",
                                    "csrf": token}).encode()
-    with urllib.request.urlopen(urllib.request.Request(base + "/actions/alter-config", form), timeout=60) as r:
+    post = urllib.request.Request(base + "/actions/alter-config", form, same_origin)
+    with urllib.request.urlopen(post, timeout=60) as r:
         assert "Set retention.ms=4242 on topic console-cl." in r.read().decode()
     assert cluster.zk_json("/config/topics/console-cl")["config"]["retention.ms"] == "4242"
     res = ConfigResource(ConfigResource.Type.TOPIC, "console-cl")

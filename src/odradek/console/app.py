@@ -8,9 +8,21 @@ group is active as kafka-consumer-groups.sh refuses).
 
 Every page and action is a Kafka request dispatched in-process (odradek.console.dispatch) as the
 HTTP user's principal (odradek.console.auth), so the authorizer decides as for a Kafka client and
-its refusal is shown with Kafka's error name. CSRF: actions are POST only, carry a token bound to
-the principal (HMAC with a per-process secret), and a request whose ``Origin`` is not this host is
-refused.
+its refusal is shown with Kafka's error name.
+
+When the broker has security configured (a listener that is not PLAINTEXT, or an authorizer), every
+page, action and asset needs HTTP Basic credentials of one of its SASL users: ``User:ANONYMOUS`` gets
+401, as a Kafka client that does not authenticate on a SASL listener gets nothing. Without security,
+anonymous users are served as a PLAINTEXT listener serves them.
+
+Cross-site requests (the HTTP server refuses a foreign ``Host`` first, odradek.http.host_check): an
+action is POST only and is refused (403) unless all of these hold:
+
+* it carries the CSRF token of its principal (HMAC of the principal with a per-process secret), which
+  only a page of the console shows;
+* its ``Origin``, or without one its ``Referer``, names this very host (same scheme-less host:port as
+  the ``Host`` header); a request with neither, or ``Origin: null``, is refused;
+* its ``Sec-Fetch-Site``, when the browser sends one, is ``same-origin`` (or ``none``: typed by the user).
 """
 
 from __future__ import annotations
@@ -70,12 +82,13 @@ class _Unauthenticated(Exception):
 
 class ConsoleApp:
     def __init__(self, kafka: KafkaDispatch, records: RecordSource, credentials: CredentialCheck,
-                 stats: Stats, *, secret: bytes | None = None) -> None:
+                 stats: Stats, *, secret: bytes | None = None, anonymous_allowed: bool = True) -> None:
         self.kafka = kafka
         self.records = records
         self.credentials = credentials
         self.stats = stats
         self._secret = secret or secrets.token_bytes(32)
+        self.anonymous_allowed = anonymous_allowed  # False when the broker has security configured
         self._verified: dict[bytes, tuple[bool, float]] = {}  # digest -> (ok, until)
 
     # -- entry point
@@ -120,6 +133,8 @@ class ConsoleApp:
     async def _principal(self, request: HttpRequest) -> str:
         header = request.headers.get("authorization")
         if header is None:
+            if not self.anonymous_allowed:
+                raise _Unauthenticated()
             return ANONYMOUS
         creds = parse_basic(header)
         if creds is None or not await self._verify(*creds):
@@ -256,12 +271,20 @@ class ConsoleApp:
 
     # -- actions
     def _csrf_refusal(self, request: HttpRequest, form: Mapping[str, str], principal: str) -> str | None:
+        host = request.headers.get("host", "").strip().lower()
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site.strip().lower() not in ("same-origin", "none"):
+            return f"cross-site request refused (Sec-Fetch-Site {site})"
         origin = request.headers.get("origin")
-        host = request.headers.get("host", "")
-        if origin is not None and origin != "null" and urlsplit(origin).netloc != host:
-            return f"cross-origin request refused (Origin {origin})"
-        if origin == "null":
-            return "cross-origin request refused (Origin null)"
+        referer = request.headers.get("referer")
+        if origin is not None:
+            if origin.strip() == "null" or urlsplit(origin.strip()).netloc.lower() != host:
+                return f"cross-origin request refused (Origin {origin})"
+        elif referer is not None:
+            if urlsplit(referer.strip()).netloc.lower() != host:
+                return "cross-origin request refused (Referer of another site)"
+        else:
+            return "request refused: neither Origin nor Referer says it comes from this console"
         if not hmac.compare_digest(form.get("csrf", ""), self.token(principal)):
             return "missing or wrong CSRF token: reload the page and submit again"
         return None

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.config import BrokerConfig, ConfigError
+from odradek.config_check import security_protocol_map
 from odradek.console.app import ConsoleApp
 from odradek.console.auth import CredentialCheck
 from odradek.console.dispatch import InProcessDispatch
@@ -70,4 +71,14 @@ def build_console(config: BrokerConfig, services: Callable[[], BrokerServices | 
         LogRecordSource(logs, security.authorize),
         CredentialCheck(plain_users_of(config), creds.lookup if creds is not None else None),
         stats_snapshot(topics, requests),
+        anonymous_allowed=not has_security(config),
     )
+
+
+def has_security(config: BrokerConfig) -> bool:
+    """Whether the broker authenticates or authorizes anyone: a listener that is not PLAINTEXT, or
+    ``authorizer.class.name``. The console then serves only users who log in."""
+    if (config.raw("authorizer.class.name")[0] or "").strip():
+        return True
+    protocols = security_protocol_map(config.raw("listener.security.protocol.map")[0])
+    return any(protocols.get(name.upper(), "PLAINTEXT") != "PLAINTEXT" for name, _h, _p in config.listeners)

@@ -11,8 +11,16 @@ What a request may be (refused cheaply, as the Kafka listener refuses oversized 
   holds a connection for that long at most) — 431 or a closed connection otherwise;
 * a body: ``Content-Length`` only (no chunked uploads), at most ``MAX_BODY_BYTES``, received
   within ``BODY_TIMEOUT_S`` — 413 / 411 / closed otherwise;
-* at most ``max_connections`` connections at once (more are closed on accept), each closed after
-  ``IDLE_TIMEOUT_S`` without a request (keep-alive is honoured between requests).
+* at most ``max_connections`` connections at once. A connection is *waiting* while the server waits
+  for its client's bytes (a new connection, keep-alive between requests, a request line, headers or
+  body still arriving) and *busy* while its request is answered. When a connection arrives and all
+  slots are taken, the connection that has waited longest for its client is closed to make room, so a
+  flood of idle or slowloris connections cannot lock the scraper or the console's users out (it only
+  churns its own connections); when every slot is busy the newcomer is closed. A new connection sends
+  its first request within ``header_timeout_s``; between requests a keep-alive connection is closed
+  after ``IDLE_TIMEOUT_S``;
+* a ``Host`` the server's :class:`~odradek.http.host_check.HostPolicy` does not accept (DNS
+  rebinding) is answered 421 before any route sees the request, one without ``Host`` 400.
 
 A handler that raises answers 500 and the connection goes on; nothing a client sends reaches
 the Kafka listener or the broker's state except through a handler.
@@ -27,6 +35,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from odradek.http.host_check import HostPolicy
+
 log = logging.getLogger("odradek.http")
 
 MAX_HEADER_BYTES = 8 * 1024
@@ -36,10 +46,13 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
 IDLE_TIMEOUT_S = 60.0
 DEFAULT_MAX_CONNECTIONS = 64
+# listen queue: a burst of connections waits here for accept() instead of having its SYNs dropped
+# (each dropped SYN costs its client a one-second retransmission); the kernel caps it at somaxconn
+BACKLOG = 1024
 
 _REASONS = {
     200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    408: "Request Timeout", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
+    408: "Request Timeout", 421: "Misdirected Request", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
 }
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
@@ -90,8 +103,10 @@ def parse_listener(url: str) -> tuple[str, int]:
 
 class HttpServer:
     def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+                 header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                 host_policy: HostPolicy | None = None) -> None:
         self.host = host
+        self.host_policy = host_policy
         self.header_timeout_s = header_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.port = port
@@ -100,8 +115,12 @@ class HttpServer:
         self.bound: tuple[str, int] | None = None
         self.requests_served = 0
         self.refused = 0  # requests or connections refused (limits, malformed input)
+        self.misdirected = 0  # requests refused for their Host header
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        # the connections waiting for their client's bytes, and since when (loop time); the others are busy
+        self._waiting: dict[asyncio.Task[None], float] = {}
+        self.evicted = 0  # waiting connections closed to make room for a new one
 
     def register(self, prefix: str, handler: Handler) -> None:
         """Serve paths starting with ``prefix`` (``/metrics``, ``/``) with ``handler``."""
@@ -119,7 +138,7 @@ class HttpServer:
 
     async def start(self) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._on_connection, self.host or None, self.port, limit=MAX_HEADER_BYTES, backlog=128,
+            self._on_connection, self.host or None, self.port, limit=MAX_HEADER_BYTES, backlog=BACKLOG,
             reuse_address=True,
         )
         sock = self._server.sockets[0].getsockname()
@@ -139,20 +158,25 @@ class HttpServer:
     # -- connections
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if len(self._conns) >= self.max_connections:
+        assert task is not None
+        if len(self._conns) >= self.max_connections and not self._evict_longest_waiting():
             self.refused += 1
             writer.close()
             return
-        assert task is not None
+        loop = asyncio.get_running_loop()
         self._conns[task] = writer
+        self._waiting[task] = loop.time()
         peer = writer.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         try:
+            first_wait = self.header_timeout_s  # a new connection owes its first request promptly
             while True:
+                self._waiting[task] = loop.time()
                 try:
-                    first = await asyncio.wait_for(reader.read(1), self.idle_timeout_s)
+                    first = await asyncio.wait_for(reader.read(1), first_wait)
                 except TimeoutError:
                     return
+                first_wait = self.idle_timeout_s
                 if not first:
                     return
                 try:
@@ -166,8 +190,9 @@ class HttpServer:
                     self.refused += 1
                     await self._send(writer, HttpResponse(e.status, f"{e}\n".encode()), False, True)
                     return
+                self._waiting.pop(task, None)  # busy: answering
                 response = await self._answer(request)
-                keep = request.headers.get("connection", "").lower() != "close"
+                keep = request.headers.get("connection", "").lower() != "close" and response.status not in (400, 421)
                 await self._send(writer, response, request.method == "HEAD", not keep)
                 self.requests_served += 1
                 if not keep:
@@ -178,7 +203,21 @@ class HttpServer:
             return
         finally:
             self._conns.pop(task, None)
+            self._waiting.pop(task, None)
             writer.close()
+
+    def _evict_longest_waiting(self) -> bool:
+        """Close the connection that has waited longest for its client; False when all are busy."""
+        if not self._waiting:
+            return False
+        task = min(self._waiting, key=self._waiting.__getitem__)
+        del self._waiting[task]
+        writer = self._conns.pop(task, None)
+        if writer is not None:
+            writer.transport.abort()
+        task.cancel()
+        self.evicted += 1
+        return True
 
     async def _read_request(self, first: bytes, reader: asyncio.StreamReader, peer: str) -> HttpRequest:
         try:
@@ -229,6 +268,17 @@ class HttpServer:
         return HttpRequest(method, target, unquote(split.path), parse_qs(split.query), headers, body, peer)
 
     async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if self.host_policy is not None and "host" not in request.headers:
+            self.refused += 1
+            return HttpResponse(400, b"a Host header is required\n")  # RFC 9112 section 3.2
+        if self.host_policy is not None and not self.host_policy.allows(request.headers.get("host")):
+            self.refused += 1
+            self.misdirected += 1
+            if self.misdirected in (1, 10, 100) or self.misdirected % 1000 == 0:  # a flood logs a few lines
+                log.warning("refused an HTTP request from %s for Host %r (%d so far): not a name of this "
+                            "broker; add it to http.allowed.hosts if it is", request.peer,
+                            request.headers.get("host", "")[:100], self.misdirected)
+            return HttpResponse(421, b"this server does not answer to that Host name\n")
         handler = self.route(request.path)
         if handler is None:
             return HttpResponse(404, b"not found\n")

@@ -13,6 +13,7 @@ from odradek.http.server import HttpServer, parse_listener
 from odradek.metrics.collector import KafkaCollector, MetricsSources
 
 __all__ = ["HttpServer", "api_names", "committed_offsets", "http_listener", "start_http"]
+from odradek.http.host_check import HostPolicy, host_policy
 from odradek.metrics.endpoint import MetricsRoute
 from odradek.server.handlers import registry
 
@@ -52,6 +53,14 @@ def committed_offsets(groups: Any) -> Iterable[tuple[str, str, int, int]]:
             yield group_id, topic, partition, om.offset
 
 
+def http_host_policy(config: BrokerConfig, http_host: str) -> HostPolicy:
+    """The Host names the HTTP endpoint answers (odradek.http.host_check): the broker's listener
+    names, ``http.allowed.hosts``, localhost and literal IPs."""
+    hosts = [h for _n, h, _p in config.listeners + config.advertised_listeners] + [http_host]
+    allowed = (config.raw("http.allowed.hosts")[0] or "").split(",")
+    return host_policy(hosts, allowed)
+
+
 async def start_http(config: BrokerConfig, sources: MetricsSources,
                      extra_routes: Mapping[str, Callable[..., Any]] | None = None) -> HttpServer | None:
     """Bind ``http.listeners`` and serve ``/metrics``. When the default address is taken (another
@@ -60,7 +69,7 @@ async def start_http(config: BrokerConfig, sources: MetricsSources,
     where = http_listener(config)
     if where is None:
         return None
-    server = HttpServer(*where)
+    server = HttpServer(*where, host_policy=http_host_policy(config, where[0]))
     server.register("/metrics", MetricsRoute(KafkaCollector(sources)))
     for prefix, handler in (extra_routes or {}).items():
         server.register(prefix, handler)

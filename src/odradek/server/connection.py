@@ -51,7 +51,8 @@ from odradek.protocol.framing import (
     peek_header,
     response_header,
 )
-from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security import api_acls
+from odradek.security.acl import CLUSTER_NAME, ResourceType
 from odradek.security.sasl import SaslState
 from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
@@ -567,12 +568,12 @@ class Connection:
 
         delayed.op.then(done)
 
-    def _cluster_action_allowed(self) -> bool:
+    def _cluster_action_allowed(self, api_key: int) -> bool:
         security = self.services.security
         if security.acls is None:
             return True
-        return security.authorize(self.principal, self.peer_host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
-                                  CLUSTER_NAME)
+        return security.authorize(self.principal, self.peer_host, api_acls.operation(api_key, ResourceType.CLUSTER),
+                                  ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _on_interbroker(self, frame: bytes | memoryview, api_key: int, api_version: int, correlation_id: int) -> None:
         """Controller-to-broker requests of cluster mode (protocol.interbroker): JSON bodies,
@@ -586,7 +587,7 @@ class Connection:
             log.warning("malformed inter-broker request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)
             self.close()
             return
-        if not self._cluster_action_allowed():
+        if not self._cluster_action_allowed(api_key):
             # Kafka answers a controller request without CLUSTER_ACTION with CLUSTER_AUTHORIZATION_FAILED;
             # these JSON requests have no error field: the connection is closed
             log.warning("inter-broker request %d from %s (%s) without CLUSTER_ACTION on the cluster; closing",

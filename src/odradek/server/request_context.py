@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import codec
+from odradek.security import api_acls
 from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from odradek.security.services import OPEN, SecurityServices
 from odradek.server.quota.controller_mutation import ControllerMutationQuota
@@ -170,6 +171,12 @@ class RequestContext:
     def authorize_cluster(self, operation: AclOperation) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    def permits(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the principal may do to the resource what a request of this API needs: the
+        operation is the one :data:`odradek.security.api_acls.API_ACLS` gives the API on the
+        resource type (Kafka's authorization table)."""
+        return self.authorize(api_acls.operation(self.api_key, resource_type), resource_type, name)
+
     def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
         """KIP-430: the resource's operations the principal may do, one bit per operation code
         (every supported one without an authorizer, as Kafka's AuthHelper.authorizedOperations)."""
@@ -178,6 +185,18 @@ class RequestContext:
             if self.authorize(op, resource_type, name):
                 bits |= 1 << int(op)
         return bits
+
+    def permits_also(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """Whether the principal may do the API's second operation on the resource (``also`` of
+        :data:`odradek.security.api_acls.API_ACLS`: Metadata's auto-creation, CreateTopics' configs)."""
+        return self.authorize(api_acls.also_operation(self.api_key, resource_type), resource_type, name)
+
+    def cluster_authorized_operations(self) -> int:
+        """KIP-430's cluster bits, given only to a principal that may DESCRIBE the cluster (0 to
+        others, as Kafka's AuthHelper.computeDescribeClusterResponse and Metadata below v11)."""
+        if not self.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return 0
+        return self.authorized_operations(ResourceType.CLUSTER)
 
     @property
     def client_host(self) -> str:

@@ -82,6 +82,9 @@ def req(method: str, path: str, headers: dict[str, str] | None = None, body: str
                        body.encode(), "127.0.0.1:5555")
 
 
+SAME_ORIGIN = {"origin": "http://127.0.0.1:9644", "sec-fetch-site": "same-origin"}
+
+
 def run(a: ConsoleApp, r: HttpRequest) -> HttpResponse:
     return asyncio.run(a(r))
 
@@ -126,7 +129,8 @@ def test_actions_need_post_token_and_same_origin() -> None:
                     f"name=t&partitions=2&csrf={token}"))
     assert ok.status == 200 and b"Created topic t." in ok.body
     alice = {"authorization": basic("alice", "apw")}
-    no = run(a, req("POST", "/actions/create-topic", alice, f"name=t&csrf={a.token('User:alice')}"))
+    no = run(a, req("POST", "/actions/create-topic", {**alice, "referer": "http://127.0.0.1:9644/topics"},
+                    f"name=t&csrf={a.token('User:alice')}"))
     assert no.status == 403 and b"TOPIC_AUTHORIZATION_FAILED: Authorization failed." in no.body
     assert k.calls == [("User:admin", 19), ("User:alice", 19)]
 
@@ -134,7 +138,7 @@ def test_actions_need_post_token_and_same_origin() -> None:
 def test_reset_refused_while_the_group_is_active() -> None:
     k = FakeKafka("Stable")
     a = app(k)
-    r = run(a, req("POST", "/actions/reset-offsets", {}, f"group=g&topic=t&to=earliest&csrf={a.token(ANONYMOUS)}"))
+    r = run(a, req("POST", "/actions/reset-offsets", SAME_ORIGIN, f"group=g&topic=t&to=earliest&csrf={a.token(ANONYMOUS)}"))
     assert r.status == 400
     assert b"inactive, but the current state is Stable." in r.body
     assert [api for _, api in k.calls] == [15, 9]  # DescribeGroups and OffsetFetch; no OffsetCommit
@@ -148,3 +152,31 @@ def test_in_process_dispatch_refuses_versions_it_does_not_serve() -> None:
         assert "not started" in str(e)
     else:
         raise AssertionError("a dispatch before the broker started must fail")
+
+
+def test_actions_need_their_origin_said_and_same_site() -> None:
+    """A form posted from another site, or by a client that says nothing of where it comes from, is
+    refused even with the right token (a token read through a rebinding page is no proof)."""
+    k = FakeKafka()
+    a = app(k)
+    admin = {"authorization": basic("admin", "pw")}
+    body = f"name=t&csrf={a.token('User:admin')}"
+    assert run(a, req("POST", "/actions/create-topic", admin, body)).status == 403  # neither Origin nor Referer
+    assert run(a, req("POST", "/actions/create-topic", {**admin, "referer": "http://evil.example/x"}, body)).status == 403
+    assert run(a, req("POST", "/actions/create-topic", {**admin, **SAME_ORIGIN, "sec-fetch-site": "cross-site"},
+                      body)).status == 403
+    assert run(a, req("POST", "/actions/create-topic", {**admin, "origin": "http://127.0.0.1:9999"}, body)).status == 403
+    assert not k.calls
+    assert run(a, req("POST", "/actions/create-topic", {**admin, **SAME_ORIGIN}, body)).status == 200
+    assert run(a, req("POST", "/actions/create-topic", {**admin, "referer": "http://127.0.0.1:9644/topics"},
+                      body)).status == 200
+
+
+def test_no_anonymous_console_when_the_broker_has_security() -> None:
+    k = FakeKafka()
+    a = ConsoleApp(k, NoRecords(), CredentialCheck({"admin": "pw"}, None), lambda: {}, anonymous_allowed=False)
+    for path in ("/", "/topics", "/api/stats", "/static/console.js", "/login"):
+        r = run(a, req("GET", path))
+        assert r.status == 401 and r.headers["WWW-Authenticate"].startswith("Basic"), path
+    assert not k.calls
+    assert run(a, req("GET", "/", {"authorization": basic("admin", "pw")})).status == 200

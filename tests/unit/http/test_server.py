@@ -63,14 +63,40 @@ def test_slow_and_oversized_requests_are_refused() -> None:
                 b"HTTP/1.1 431")
             many = b"GET / HTTP/1.1\r\n" + b"".join(b"H%d: v\r\n" % i for i in range(100)) + b"\r\n"
             assert (await _exchange(port, many)).startswith(b"HTTP/1.1 431")
-            # past max_connections: closed at once
+            # past max_connections, all of them idle: the one idle longest makes room for the newcomer
             held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
             await asyncio.sleep(0.05)
-            with contextlib.suppress(ConnectionResetError):  # reset or closed: either is a refusal
-                assert await _exchange(port, b"GET / HTTP/1.0\r\n\r\n") == b""
+            assert (await _exchange(port, b"GET / HTTP/1.0\r\n\r\n")).endswith(b"root /")
+            assert s.evicted == 1
+            assert await asyncio.wait_for(held[0][0].read(), 2.0) == b""  # the oldest one went
             for _, w in held:
                 w.close()
-            assert s.refused >= 4
+            assert s.refused >= 3
+        finally:
+            await s.stop()
+
+    asyncio.run(run())
+
+
+def test_full_of_busy_connections_refuses_the_newcomer() -> None:
+    async def run() -> None:
+        s = _server(max_connections=2)
+        release = asyncio.Event()
+
+        async def slow(_r: HttpRequest) -> HttpResponse:
+            await release.wait()
+            return HttpResponse(200, b"slow")
+
+        s.register("/slow", slow)
+        _, port = await s.start()
+        try:
+            busy = [asyncio.create_task(_exchange(port, b"GET /slow HTTP/1.0\r\n\r\n")) for _ in range(2)]
+            await asyncio.sleep(0.2)
+            with contextlib.suppress(ConnectionResetError):  # reset or closed: either is a refusal
+                assert await _exchange(port, b"GET / HTTP/1.0\r\n\r\n") == b""
+            release.set()
+            assert all(r.endswith(b"slow") for r in await asyncio.gather(*busy))
+            assert s.evicted == 0 and s.refused == 1
         finally:
             await s.stop()
 

@@ -129,7 +129,8 @@ def test_describe_log_dirs_shows_the_future_replica_and_alter_errors(tmp_path: P
     topics = {"t": SimpleNamespace(partitions=[0, 1]), "u": SimpleNamespace(partitions=[0])}
     # the handlers reach only these edges of the broker's services
     services = SimpleNamespace(log_manager=mgr, config=SimpleNamespace(log_dirs=[d1, d2, d3]), topics=topics)
-    ctx = SimpleNamespace(services=services, response_module=codec.response_module(35, 4))
+    ctx = SimpleNamespace(services=services, response_module=codec.response_module(35, 4),
+                          permits=lambda *_: True)  # no authorizer
 
     def described() -> set[tuple[str, int, bool]]:
         resp = describe_log_dirs.handle(ctx, SimpleNamespace(topics=None))

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from odradek.protocol.fetch_response import FileRegion
+from odradek.security.api_acls import API_ACLS
 
 
 class HandlerError(Exception):
@@ -124,6 +125,8 @@ def _register() -> None:
     # decodes every one of them. Loading kio's schema modules here would cost ~1 s of start-up.
     for name in _MODULES:
         mod = importlib.import_module(f"odradek.server.handlers.{name}")
+        if mod.API_KEY not in API_ACLS:  # every API states the ACL it needs (Kafka's authorization table)
+            raise RuntimeError(f"handler {name} (api {mod.API_KEY}) has no entry in odradek.security.api_acls")
         registry[mod.API_KEY] = _ModuleHandler(
             mod.API_KEY, mod.MIN_VERSION, mod.MAX_VERSION, mod,
             getattr(mod, "decode_request", None), getattr(mod, "FIRST_FLEXIBLE", 1 << 15),

@@ -9,7 +9,7 @@ from typing import Any
 from odradek.coordinator.transaction.coordinator import ADD_OFFSETS_TO_TXN, error_for_version
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 25
@@ -26,9 +26,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             fut.set_result(make(m.AddOffsetsToTxnResponse, throttle_time=0,
                                 error_code=error_for_version(code, ADD_OFFSETS_TO_TXN, ctx.api_version)))
 
-    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.permits(ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         respond(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    elif not ctx.permits(ResourceType.GROUP, request.group_id):
         respond(errors.GROUP_AUTHORIZATION_FAILED)
     elif not request.group_id:
         respond(errors.INVALID_GROUP_ID)

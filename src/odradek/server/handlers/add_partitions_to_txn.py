@@ -19,7 +19,7 @@ from typing import Any
 from odradek.coordinator.transaction.coordinator import ADD_PARTITIONS_TO_TXN, error_for_version
 from odradek.protocol import errors
 from odradek.protocol.codec import error_code, make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import client_transaction_version
 
@@ -43,10 +43,10 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicP
          done: Callable[[dict[TopicPartition, int]], None]) -> None:
     txn = ctx.services.txn
     topics = ctx.services.topics
-    if not verify_only and ctx.api_version < 4 and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    if not verify_only and ctx.api_version < 4 and not ctx.permits(ResourceType.TRANSACTIONAL_ID, tid):
         done(dict.fromkeys(parts, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return
-    unwritable = {tp for tp in parts if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])}
+    unwritable = {tp for tp in parts if not ctx.permits(ResourceType.TOPIC, tp[0])}
     if unwritable:
         done({tp: errors.TOPIC_AUTHORIZATION_FAILED if tp in unwritable else errors.OPERATION_NOT_ATTEMPTED
               for tp in parts})
@@ -83,9 +83,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
              int(request.v3_and_below_producer_epoch), parts, False, done_v3)
         return fut.result() if fut.done() else fut
     txns = list(request.transactions)
-    if ctx.listener not in ctx.services.cluster.cluster_listeners or not ctx.authorize_cluster(
-        AclOperation.CLUSTER_ACTION
-    ):
+    if ctx.listener not in ctx.services.cluster.cluster_listeners or not ctx.permits(ResourceType.CLUSTER):
         # v4+ is sent by brokers (CLUSTER_ACTION, KafkaApis.handleAddPartitionsToTxnRequest)
         return make(m.AddPartitionsToTxnResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     results_by_transaction=())

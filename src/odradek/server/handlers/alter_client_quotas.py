@@ -10,7 +10,7 @@ from typing import Any
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.quota.client_quotas import QuotaRequestError, entity_from_parts
 from odradek.server.request_context import RequestContext
 
@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     validate_only = bool(request.validate_only)
     out = []
     changed = False
-    allowed = ctx.authorize_cluster(AclOperation.ALTER_CONFIGS)  # Kafka: ALTER_CONFIGS on the cluster
+    allowed = ctx.permits(ResourceType.CLUSTER)  # Kafka: ALTER_CONFIGS on the cluster
     for entry in request.entries:
         parts = [(c.entity_type, c.entity_name) for c in entry.entity]
         code, message = errors.NONE, None

@@ -8,7 +8,7 @@ from odradek.config import ConfigError
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.server.request_context import BrokerServices, RequestContext
@@ -21,9 +21,9 @@ MAX_VERSION = 2
 def alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str | None]:
     """ALTER_CONFIGS on the topic, or on the cluster for broker configs (Kafka's ConfigAdminManager)."""
     if resource_type == RESOURCE_TOPIC:
-        if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+        if not ctx.permits(ResourceType.TOPIC, name):
             return errors.TOPIC_AUTHORIZATION_FAILED, None
-    elif not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+    elif not ctx.permits(ResourceType.CLUSTER):
         return errors.CLUSTER_AUTHORIZATION_FAILED, None
     return errors.NONE, None
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 45
@@ -41,7 +41,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.topics for p in t.partitions
     }
     cluster = svc.cluster
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    if not ctx.permits(ResourceType.CLUSTER):
         return _response(m, request, {}, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")

@@ -18,7 +18,7 @@ from typing import Any
 from odradek.log import dir_move
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 34
@@ -67,7 +67,7 @@ def alter(svc: BrokerServices, topic: str, partition: int, path: str) -> int:
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     by_topic: dict[str, list[Any]] = {}
-    allowed = ctx.authorize_cluster(AclOperation.ALTER)
+    allowed = ctx.permits(ResourceType.CLUSTER)
     for d in request.dirs:
         for t in d.topics:
             for p in t.partitions:

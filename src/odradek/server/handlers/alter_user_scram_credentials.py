@@ -9,7 +9,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.security.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS, credential_from_salted
 from odradek.server.request_context import RequestContext
 
@@ -30,7 +30,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     def result(user: str, code: int, message: str | None = None) -> Any:
         return make(m.AlterUserScramCredentialsResult, user=user, error_code=code, error_message=message)
 
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    if not ctx.permits(ResourceType.CLUSTER):
         return make(m.AlterUserScramCredentialsResponse, throttle_time=0,
                     results=tuple(result(u, errors.CLUSTER_AUTHORIZATION_FAILED) for u in ops))
     assert store is not None

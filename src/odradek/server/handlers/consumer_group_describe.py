@@ -10,7 +10,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.handlers.consumer_group_heartbeat import UNSUPPORTED_MESSAGE, consumer_protocol_enabled
 from odradek.server.request_context import RequestContext
 
@@ -35,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     for gid in request.group_ids:
         not_here = ctx.services.groups.coordinator_error(gid) if enabled else errors.UNSUPPORTED_VERSION
-        if enabled and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+        if enabled and not ctx.permits(ResourceType.GROUP, gid):
             not_here = errors.GROUP_AUTHORIZATION_FAILED
         g = consumer.describe(gid) if gid and not not_here else None
         if g is None:

@@ -13,7 +13,7 @@ from odradek.controller.features import GROUP_VERSION
 from odradek.coordinator.group.consumer_group import HeartbeatRequest
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 68
@@ -54,7 +54,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ),
     )
     not_here = ctx.services.groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,

@@ -35,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     if acls is None:
         results = [result(errors.SECURITY_DISABLED, NO_AUTHORIZER) for _ in request.creations]
-    elif not ctx.authorize_cluster(AclOperation.ALTER):
+    elif not ctx.permits(ResourceType.CLUSTER):
         results = [result(errors.CLUSTER_AUTHORIZATION_FAILED) for _ in request.creations]
     else:
         results = []

@@ -11,7 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
@@ -33,7 +33,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         msg = None
         if counts[t.name] > 1:
             code, msg = errors.INVALID_REQUEST, "Duplicate topic in request."
-        elif not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+        elif not ctx.permits(ResourceType.TOPIC, t.name):
             code, msg = errors.TOPIC_AUTHORIZATION_FAILED, None
         else:
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None

@@ -15,7 +15,7 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.config_view import topic_entries
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
@@ -32,7 +32,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     seen: dict[str, int] = {}
     for t in request.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
-    may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
+    may_create_any = ctx.permits(ResourceType.CLUSTER)  # CREATE on the cluster, or on each topic
     quota = ctx.controller_mutation_quota()
     for t in request.topics:
         code = errors.NONE
@@ -40,7 +40,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         meta = None
         if seen[t.name] > 1:
             code, msg = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
-        elif not (may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+        elif not (may_create_any or ctx.permits(ResourceType.TOPIC, t.name)):
             code, msg = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         else:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
@@ -66,7 +66,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cfgs: tuple[Any, ...] = ()
         num_partitions = -1
         rf = -1
-        if meta is not None and hasattr(m, "CreatableTopicConfigs"):
+        # the created topic's configs, partitions and replication factor only to who may DESCRIBE_CONFIGS
+        # it (KafkaApis.handleCreateTopicsRequest: topicConfigErrorCode TOPIC_AUTHORIZATION_FAILED otherwise)
+        configs_allowed = ctx.permits_also(ResourceType.TOPIC, t.name)
+        if meta is not None and hasattr(m, "CreatableTopicConfigs") and configs_allowed:
             num_partitions = len(meta.partitions)
             rf = len(meta.partitions[0].replicas)
             cfgs = tuple(
@@ -87,7 +90,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=meta.topic_id if meta is not None and not request.validate_only else None,
                 error_code=code,
                 error_message=msg,
-                topic_config_error_code=errors.NONE,
+                topic_config_error_code=errors.NONE if configs_allowed else errors.TOPIC_AUTHORIZATION_FAILED,
                 num_partitions=num_partitions,
                 replication_factor=rf,
                 configs=cfgs if code == errors.NONE else (),

@@ -7,7 +7,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, InvalidAcl
+from odradek.security.acl import InvalidAcl, ResourceType
 from odradek.server.handlers._acl_common import NO_AUTHORIZER, binding_filter
 from odradek.server.request_context import RequestContext
 
@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     if acls is None:
         results = [failed(errors.SECURITY_DISABLED, NO_AUTHORIZER) for _ in request.filters]
-    elif not ctx.authorize_cluster(AclOperation.ALTER):
+    elif not ctx.permits(ResourceType.CLUSTER):
         results = [failed(errors.CLUSTER_AUTHORIZATION_FAILED) for _ in request.filters]
     else:
         results = []

@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 42
@@ -17,7 +17,7 @@ MAX_VERSION = 2
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     groups = ctx.services.groups
-    allowed = {g for g in request.groups_names if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)}
+    allowed = {g for g in request.groups_names if ctx.permits(ResourceType.GROUP, g)}
     mine = [g for g in request.groups_names if g in allowed and not groups.coordinator_error(g)]
     results = groups.coordinator.delete_groups(mine)
     for g in request.groups_names:

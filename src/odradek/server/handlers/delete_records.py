@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 21
@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             low = -1
             rm = svc.replica_manager
             plog = rm.get_log(t.name, p.partition_index)
-            if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
+            if not ctx.permits(ResourceType.TOPIC, t.name):
                 code = errors.TOPIC_AUTHORIZATION_FAILED
             elif plog is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION

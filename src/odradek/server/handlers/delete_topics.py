@@ -12,7 +12,7 @@ from typing import Any
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         code = errors.NONE
         msg = None
         meta = reg.get(name) if name else (reg.by_id.get(tid) if tid is not None else None)
-        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, meta.name if meta is not None else name or ""):
+        if not ctx.permits(ResourceType.TOPIC, meta.name if meta is not None else name or ""):
             code = errors.TOPIC_AUTHORIZATION_FAILED  # whether it exists is not told
         elif meta is None:
             code = errors.UNKNOWN_TOPIC_ID if (not name and tid is not None) else errors.UNKNOWN_TOPIC_OR_PARTITION

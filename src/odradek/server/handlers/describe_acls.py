@@ -7,7 +7,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclBinding, AclOperation, InvalidAcl, ResourcePattern
+from odradek.security.acl import AclBinding, InvalidAcl, ResourcePattern, ResourceType
 from odradek.server.handlers._acl_common import NO_AUTHORIZER, binding_filter
 from odradek.server.request_context import RequestContext
 
@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     if acls is None:
         return failed(errors.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+    if not ctx.permits(ResourceType.CLUSTER):
         return failed(errors.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
         flt = binding_filter(request)

@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.quota.client_quotas import Component, QuotaRequestError, entity_parts
 from odradek.server.request_context import RequestContext
 
@@ -19,7 +19,7 @@ MAX_VERSION = 1
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):  # Kafka: DESCRIBE_CONFIGS on the cluster
+    if not ctx.permits(ResourceType.CLUSTER):  # Kafka: DESCRIBE_CONFIGS on the cluster
         return make(m.DescribeClientQuotasResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     error_message=None, entries=None)
     components = [Component(c.entity_type, int(c.match_type), c.match) for c in request.components]

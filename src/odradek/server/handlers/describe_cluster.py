@@ -8,7 +8,6 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
@@ -46,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=controller_id,
         brokers=brokers,
-        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+        cluster_authorized_operations=(ctx.cluster_authorized_operations()
                                        if getattr(request, "include_cluster_authorized_operations", False)
                                        else -(2**31)),
     )

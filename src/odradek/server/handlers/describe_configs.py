@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import (
     CLIENT_METRICS_CONFIGS,
     RESOURCE_CLIENT_METRICS,
@@ -41,15 +41,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         entries = []
         if res.resource_type == RESOURCE_TOPIC:
             meta = svc.topics.get(res.resource_name)
-            if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name):
+            if not ctx.permits(ResourceType.TOPIC, res.resource_name):
                 code, msg = errors.TOPIC_AUTHORIZATION_FAILED, None
             elif meta is None:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist"
             else:
                 entries = topic_entries(svc.config, meta.configs)
-        elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and not ctx.authorize_cluster(
-            AclOperation.DESCRIBE_CONFIGS
-        ):
+        elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and not ctx.permits(ResourceType.CLUSTER):
             code, msg = errors.CLUSTER_AUTHORIZATION_FAILED, None
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(svc.node_id)):
@@ -62,7 +60,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             entries = []
         elif res.resource_type == RESOURCE_CLIENT_METRICS:
             # Kafka's ConfigHelper: DESCRIBE_CONFIGS on the cluster; only the subscription's own configs
-            if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+            if not ctx.permits(ResourceType.CLUSTER):
                 code, msg = errors.CLUSTER_AUTHORIZATION_FAILED, None
             elif (why := client_metrics_name_error(res.resource_name)) is not None:
                 code, msg = errors.INVALID_REQUEST, why

@@ -14,7 +14,7 @@ from odradek.coordinator.group.classic import GroupState
 from odradek.coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 15
@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     consumer = ctx.services.groups.consumer
     for gid in request.groups:
         not_here = ctx.services.groups.coordinator_error(gid)
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+        if not ctx.permits(ResourceType.GROUP, gid):
             not_here = errors.GROUP_AUTHORIZATION_FAILED
         if not_here:
             out.append(

@@ -1,6 +1,10 @@
 """DescribeLogDirs (35): size of each partition in each log dir; a partition being moved to another log dir
 (AlterReplicaLogDirs, KIP-113) is also listed under its destination with ``is_future_key`` set, the size
-copied so far and its offset lag behind the current log, as Kafka's ReplicaManager.describeLogDirs."""
+copied so far and its offset lag behind the current log, as Kafka's ReplicaManager.describeLogDirs.
+
+It names every topic, its size and the broker's directories, so it needs DESCRIBE on the cluster
+(KafkaApis.handleDescribeLogDirsRequest): without it the answer is CLUSTER_AUTHORIZATION_FAILED and no
+result (versions below 3 have no top-level error code: they get the empty list alone)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 35
@@ -19,6 +24,9 @@ MAX_VERSION = 4
 def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
     m = ctx.response_module
+    if not ctx.permits(ResourceType.CLUSTER):
+        return make(m.DescribeLogDirsResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                    results=())
     wanted: dict[str, set[int] | None] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}

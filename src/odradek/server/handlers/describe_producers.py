@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 61
@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             p = int(p)
             code, msg = errors.NONE, None
             active: list[Any] = []
-            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+            if not ctx.permits(ResourceType.TOPIC, t.name):
                 code = errors.TOPIC_AUTHORIZATION_FAILED
             elif meta is None or not 0 <= p < len(meta.partitions):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION

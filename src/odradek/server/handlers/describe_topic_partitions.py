@@ -19,7 +19,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 75
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     out: list[Any] = []
     next_cursor = None
     for name in names:
-        allowed = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        allowed = ctx.permits(ResourceType.TOPIC, name)
         if not allowed:
             if not fetch_all:
                 out.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))

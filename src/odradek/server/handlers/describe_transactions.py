@@ -1,5 +1,8 @@
 """DescribeTransactions (65, KIP-664): the state of transactional ids this broker coordinates
-(kafka-transactions.sh describe)."""
+(kafka-transactions.sh describe). A transactional id the principal may not DESCRIBE is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; of a described one, only the topics the principal may DESCRIBE
+are listed (KafkaApis.handleDescribeTransactionsRequest), so the answer names no topic it could not
+see otherwise."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 65
@@ -21,7 +24,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     states = []
     # DESCRIBE on each transactional id (Kafka's handleDescribeTransactionsRequest)
     allowed = [t for t in request.transactional_ids
-               if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)]
+               if ctx.permits(ResourceType.TRANSACTIONAL_ID, t)]
     for tid in request.transactional_ids:
         if tid not in allowed:
             states.append(make(
@@ -36,6 +39,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.transaction_timeout_ms),
             transaction_start_time=datetime.datetime.fromtimestamp(d.transaction_start_time_ms / 1000, datetime.UTC),
             producer_id=d.producer_id, producer_epoch=d.producer_epoch,
-            topics=tuple(make(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in d.topics.items()),
+            topics=tuple(make(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in d.topics.items()
+                         if ctx.permits(ResourceType.TOPIC, t)),
         ))
     return make(m.DescribeTransactionsResponse, throttle_time=0, transaction_states=tuple(states))

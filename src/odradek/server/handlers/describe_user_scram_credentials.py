@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.security.scram import MECHANISM_NUMBERS
 from odradek.server.request_context import RequestContext
 
@@ -20,7 +20,7 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     store = ctx.services.security.credentials
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+    if not ctx.permits(ResourceType.CLUSTER):
         return make(m.DescribeUserScramCredentialsResponse, throttle_time=0,
                     error_code=errors.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=())
     assert store is not None

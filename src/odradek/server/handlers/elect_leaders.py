@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 43
@@ -45,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = svc.cluster
     if election_type not in (0, 1):
         return _response(m, version, {}, errors.INVALID_REQUEST)
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    if not ctx.permits(ResourceType.CLUSTER):
         failed = errors.CLUSTER_AUTHORIZATION_FAILED
         return _response(m, version, dict.fromkeys(wanted or [], failed), failed)
     if not cluster.controller.active:

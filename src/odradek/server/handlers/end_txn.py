@@ -13,7 +13,7 @@ from typing import Any
 from odradek.coordinator.transaction.coordinator import END_TXN, EndTxnResult, error_for_version
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import TV_2, client_transaction_version, transaction_version
 
@@ -32,7 +32,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                 error_code=error_for_version(r.error_code, END_TXN, ctx.api_version),
                                 producer_id=r.producer_id, producer_epoch=r.producer_epoch))
 
-    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    if not ctx.permits(ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         respond(EndTxnResult(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return fut.result()
     tv = client_transaction_version(API_KEY, ctx.api_version)

@@ -29,7 +29,7 @@ from odradek.protocol import errors
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from odradek.replication.delayed_fetch import FetchParams, LogReadResult
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.server.handlers import RawResponse
 from odradek.server.purgatory import DelayedResponse
@@ -181,7 +181,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         version >= 13,  # topic_ids
     )
     if params.replica_id >= 0 and (
-        ctx.listener not in svc.cluster.cluster_listeners or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+        ctx.listener not in svc.cluster.cluster_listeners or not ctx.permits(ResourceType.CLUSTER)
     ):
         return _refuse_follower(ctx, version, requested)
     # partitions of topics the principal may not READ are answered TOPIC_AUTHORIZATION_FAILED and
@@ -191,7 +191,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         readable: dict[str, bool] = {}
         for key, _cp in requested:
             if key[0] not in readable:
-                readable[key[0]] = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, key[0])
+                readable[key[0]] = ctx.permits(ResourceType.TOPIC, key[0])
         if not all(readable.values()):
             denied = [(k, cp) for k, cp in requested if not readable[k[0]]]
             requested = [(k, cp) for k, cp in requested if readable[k[0]]]

@@ -9,7 +9,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
@@ -27,7 +27,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
     if key_type == KEY_GROUP:
         if not key:
             return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        if not ctx.permits(ResourceType.GROUP, key):
             return errors.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         if not svc.groups.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
@@ -36,7 +36,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
     if key_type == KEY_TRANSACTION:
         if not key:
             return errors.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        if not ctx.permits(ResourceType.TRANSACTIONAL_ID, key):
             return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         if not svc.txn.ensure_topic():
             return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1

@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 12
@@ -18,7 +18,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.services.groups
     m = ctx.response_module
     not_here = groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return make(m.HeartbeatResponse, throttle_time=0, error_code=not_here)

@@ -31,14 +31,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     svc = ctx.services
     m = ctx.response_module
     if request.transactional_id is None and svc.security.acls is not None and not (
-        ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+        ctx.permits(ResourceType.CLUSTER)
         or svc.security.authorize_by_resource_type(ctx.principal, ctx.client_host, AclOperation.WRITE,
                                                    ResourceType.TOPIC)
     ):  # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
         return make(m.InitProducerIdResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        if not ctx.permits(ResourceType.TRANSACTIONAL_ID, request.transactional_id):
             return make(m.InitProducerIdResponse, throttle_time=0,
                         error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         return _transactional(ctx, request)

@@ -8,7 +8,7 @@ from typing import Any
 from odradek.coordinator.group.coordinator import JoinResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 11
@@ -53,7 +53,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     not_here = groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         answer(JoinResult(not_here, member_id=request.member_id))

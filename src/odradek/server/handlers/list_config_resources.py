@@ -10,7 +10,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.server.request_context import RequestContext
@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     def respond(code: int, resources: tuple[Any, ...] = ()) -> Any:
         return make(m.ListConfigResourcesResponse, throttle_time=0, error_code=code, config_resources=resources)
 
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+    if not ctx.permits(ResourceType.CLUSTER):
         return respond(errors.CLUSTER_AUTHORIZATION_FAILED)
     if ctx.api_version == 0:
         return respond(errors.NONE, tuple(make(m.ConfigResource, resource_name=n)

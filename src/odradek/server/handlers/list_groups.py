@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 16
@@ -19,10 +19,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     # DESCRIBE on the cluster lists every group, otherwise those the principal may DESCRIBE
-    everything = ctx.authorize_cluster(AclOperation.DESCRIBE)
+    everything = ctx.permits(ResourceType.CLUSTER)
 
     def visible(gid: str) -> bool:
-        return everything or ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid)
+        return everything or ctx.permits(ResourceType.GROUP, gid)
 
     groups = [g for g in ctx.services.groups.coordinator.list_groups(states or None) if visible(g.group_id)]
     if types and "classic" not in types:

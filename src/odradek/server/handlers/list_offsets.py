@@ -11,7 +11,7 @@ from typing import Any
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.protocol.records import InvalidRecordError
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.server")
@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics_out = []
     for t in request.topics:
         meta = svc.topics.get(t.name)
-        describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+        describable = ctx.permits(ResourceType.TOPIC, t.name)
         parts_out = []
         for p in t.partitions:
             code = errors.NONE

@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 46
@@ -38,7 +38,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     cluster = svc.cluster
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+    if not ctx.permits(ResourceType.CLUSTER):
         return _response(m, {}, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 66
@@ -28,6 +28,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                  transaction_state=t.state)
             for t in r.transactions
             # only the transactional ids the principal may DESCRIBE (Kafka's handleListTransactionsRequest)
-            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
+            if ctx.permits(ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ),
     )

@@ -11,7 +11,7 @@ from typing import Any
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
@@ -124,13 +124,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _may_describe(ctx: RequestContext, name: str) -> bool:
-    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    return ctx.permits(ResourceType.TOPIC, name)
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
     """Auto-creation needs CREATE on the cluster or on the topic (Kafka's KafkaApis.handleTopicMetadataRequest)."""
     return _may_describe(ctx, name) and (
-        ctx.authorize_cluster(AclOperation.CREATE) or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+        ctx.permits_also(ResourceType.CLUSTER) or ctx.permits_also(ResourceType.TOPIC, name)
     )
 
 
@@ -197,7 +197,7 @@ def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
         cluster_id=svc.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(out),
-        cluster_authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+        cluster_authorized_operations=(ctx.cluster_authorized_operations()
                                        if getattr(request, "include_cluster_authorized_operations", False)
                                        else _NO_OPS),
         error_code=errors.NONE,

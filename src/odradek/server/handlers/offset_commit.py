@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 8
@@ -34,10 +34,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     known = {tp: v for tp, v in offsets.items() if exists(*tp)}
     results: dict[tuple[str, int], int] = {}
     code = not_here = groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    group_allowed = ctx.permits(ResourceType.GROUP, request.group_id)
+    if not group_allowed:  # every partition is answered GROUP_AUTHORIZATION_FAILED (Kafka's getErrorResponse)
         code = not_here = errors.GROUP_AUTHORIZATION_FAILED
     # partitions of topics the principal may not READ are refused one by one
-    unreadable = {t for t, _ in offsets if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t)}
+    unreadable = {t for t, _ in offsets if group_allowed and not ctx.permits(ResourceType.TOPIC, t)}
     known = {tp: v for tp, v in known.items() if tp[0] not in unreadable}
     if not code:
         code, results = groups.coordinator.commit_offsets(
@@ -50,7 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for tp in offsets:
         if tp[0] in unreadable:
             results[tp] = errors.TOPIC_AUTHORIZATION_FAILED
-        elif tp not in known:
+        elif tp not in known and group_allowed:
             results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
 
     def respond(replicated: int = errors.NONE) -> Any:

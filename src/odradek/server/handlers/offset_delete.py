@@ -1,4 +1,6 @@
-"""OffsetDelete (47): not for topics an active group subscribes to."""
+"""OffsetDelete (47): not for topics an active group subscribes to. Needs DELETE on the group and READ on
+each topic: a partition of a topic the principal may not read is answered TOPIC_AUTHORIZATION_FAILED and
+kept (KafkaApis.handleOffsetDeleteRequest)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 47
@@ -18,11 +20,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     code = not_here = ctx.services.groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         code = not_here = errors.GROUP_AUTHORIZATION_FAILED
     results: dict[tuple[str, int], int] = {}
-    if not code:
-        code, results = ctx.services.groups.coordinator.delete_offsets(request.group_id, wanted)
+    denied: dict[tuple[str, int], int] = {}
+    if not code:  # partitions of topics the principal may not READ are neither deleted nor told about
+        unreadable = {t for t, _ in wanted if not ctx.permits(ResourceType.TOPIC, t)}
+        denied = {tp: errors.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in unreadable}
+        code, results = ctx.services.groups.coordinator.delete_offsets(
+            request.group_id, [tp for tp in wanted if tp not in denied])
+        results = {**results, **denied}
 
     def build(failed: int) -> Any:
         top = code or failed

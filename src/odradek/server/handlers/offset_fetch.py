@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 9
@@ -21,7 +21,7 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     coord = ctx.services.groups.coordinator
     pending = ctx.services.groups.txn_offsets
     not_here = ctx.services.groups.coordinator_error(group_id)
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+    if not ctx.permits(ResourceType.GROUP, group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return not_here, ()
@@ -34,7 +34,7 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     describable: dict[str, bool] = {}
     for name, p in keys:
         if name not in describable:
-            describable[name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            describable[name] = ctx.permits(ResourceType.TOPIC, name)
         if not describable[name]:
             if wanted is not None:  # asked for: refused; all committed: left out
                 by_topic.setdefault(name, []).append(make(

@@ -11,7 +11,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 23
@@ -26,8 +26,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         meta = svc.topics.get(t.topic)
         # followers ask with CLUSTER_ACTION, clients with DESCRIBE on the topic
-        describable = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic) or ctx.authorize_cluster(
-            AclOperation.CLUSTER_ACTION)
+        describable = ctx.permits(ResourceType.TOPIC, t.topic) or ctx.permits(ResourceType.CLUSTER)
         parts = []
         for p in t.partitions:
             code, epoch, end = errors.NONE, -1, -1

@@ -31,7 +31,7 @@ from odradek.protocol.produce import (
     encode_produce_response,
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.handlers import NO_RESPONSE, RawResponse
 from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import RequestContext
@@ -67,12 +67,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 r.record_errors)
 
     # a transactional produce needs WRITE on its transactional id (Kafka's KafkaApis.handleProduceRequest)
-    txn_allowed = txn_id is None or ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    txn_allowed = txn_id is None or ctx.permits(ResourceType.TRANSACTIONAL_ID, txn_id)
     for td in request.topic_data:
         name = td.name
         parts_out: list[PartitionResult] = []
         internal = name in ("__consumer_offsets", "__transaction_state")
-        writable = ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
+        writable = ctx.permits(ResourceType.TOPIC, name)
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
                 parts_out.append((pd.index, errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ()))

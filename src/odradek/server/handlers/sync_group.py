@@ -9,7 +9,7 @@ from typing import Any
 from odradek.coordinator.group.coordinator import SyncResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 14
@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     groups = ctx.services.groups
     not_here = groups.coordinator_error(request.group_id)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         answer(SyncResult(not_here))

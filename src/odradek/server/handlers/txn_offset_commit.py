@@ -7,7 +7,9 @@ commit of a transaction, the transaction coordinator confirms the group's __cons
 partition is in the transaction (KIP-890 part 1, as for Produce): a commit without
 AddOffsetsToTxn cannot leave offsets pending for ever. v5 (transaction.version 2, KIP-890 part
 2) comes without AddOffsetsToTxn: the group's partition is added to the transaction here; it is
-UNSUPPORTED_VERSION while the finalized transaction.version is below 2."""
+UNSUPPORTED_VERSION while the finalized transaction.version is below 2. It needs WRITE on the
+transactional id, READ on the group and READ on each topic (a partition of a topic the principal may
+not read is answered TOPIC_AUTHORIZATION_FAILED and not committed, KafkaApis.handleTxnOffsetCommitRequest)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check
 from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
@@ -72,10 +74,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     code = groups.coordinator_error(request.group_id)
     if not request.group_id:
         code = errors.INVALID_GROUP_ID
-    elif not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    elif not ctx.permits(ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    elif not ctx.permits(ResourceType.GROUP, request.group_id):
         code = errors.GROUP_AUTHORIZATION_FAILED
+    else:  # partitions of topics the principal may not READ: TOPIC_AUTHORIZATION_FAILED, not committed
+        unreadable = {t for t, _ in offsets if not ctx.permits(ResourceType.TOPIC, t)}
+        for tp in [tp for tp in offsets if tp[0] in unreadable]:
+            results[tp] = errors.TOPIC_AUTHORIZATION_FAILED
+            del offsets[tp]
+        if unreadable and not offsets:
+            return respond()
     add = is_tv2_request(API_KEY, ctx.api_version)
     if not code and add and transaction_version(ctx.services.features) < TV_2:
         code = errors.UNSUPPORTED_VERSION

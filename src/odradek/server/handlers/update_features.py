@@ -11,7 +11,7 @@ from typing import Any
 from odradek.controller.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 57
@@ -38,7 +38,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     names = [u.feature for u in updates]
     validate_only = bool(getattr(request, "validate_only", False))
     cluster = ctx.services.cluster
-    if not ctx.authorize_cluster(AclOperation.ALTER):  # Kafka: ALTER on the cluster
+    if not ctx.permits(ResourceType.CLUSTER):  # Kafka: ALTER on the cluster
         return _response(m, version, names, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, version, names, errors.NOT_CONTROLLER, None)
