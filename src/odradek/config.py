@@ -485,7 +485,9 @@ _BROKER_DEFS: list[ConfigDef] = [
               "The longest session timeout a classic group member may ask for.", _ge(0)),
     ConfigDef("group.max.size", T_INT, str(2**31 - 1),
               "The most members a classic consumer group may have; further joiners are refused with "
-              "GROUP_MAX_SIZE_REACHED.", _ge(1)),
+              "GROUP_MAX_SIZE_REACHED. While a rebalance is prepared the members already rejoined count, so a "
+              "group over the limit (the setting was lowered) keeps the first to rejoin and removes the rest.",
+              _ge(1)),
     ConfigDef("offset.metadata.max.bytes", T_INT, "4096",
               "The largest metadata string an offset commit may carry.", _ge(0)),
     ConfigDef("offsets.commit.timeout.ms", T_INT, "5000",

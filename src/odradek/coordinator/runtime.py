@@ -88,6 +88,10 @@ class TopicCreator(Protocol):
     ) -> Any: ...
 
 
+# how long a request to create __consumer_offsets counts as in flight before it is made again
+TOPIC_CREATION_RETRY_MS = 2000
+
+
 class GroupCoordinatorRuntime:
     """The group coordinator on this broker. Subscribes to leadership of ``__consumer_offsets``
     partitions through :meth:`on_leadership` (a ReplicaManager leadership listener)."""
@@ -147,6 +151,8 @@ class GroupCoordinatorRuntime:
         self.last_written: dict[int, int] = {}
         # offsets committed by transactions that have not ended (TxnOffsetCommit)
         self.txn_offsets = PendingTxnOffsets()
+        # when this broker last asked for __consumer_offsets to be created (an in-flight creation)
+        self._topic_requested_ms: int | None = None
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
         holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
@@ -174,7 +180,19 @@ class GroupCoordinatorRuntime:
     # -- topic
     def ensure_topic(self) -> bool:
         """Create __consumer_offsets if missing; True when it exists afterwards (in cluster
-        mode: once the controller has made it known)."""
+        mode: once the controller has made it known).
+
+        One request is in flight at a time, as Kafka's AutoTopicCreationManager keeps its
+        inflight topics: until the topic shows up, or TOPIC_CREATION_RETRY_MS passes, further
+        callers are answered False without asking the metadata store again (10,000 JoinGroups
+        arriving before the topic existed each made a synchronous creation call, and the event
+        loop stalled for half a minute)."""
+        if self.topics.get(OFFSETS_TOPIC) is not None:
+            return True
+        now = self.now_ms()
+        if self._topic_requested_ms is not None and now - self._topic_requested_ms < TOPIC_CREATION_RETRY_MS:
+            return False
+        self._topic_requested_ms = now
         cfg = self.config
         return ensure_internal_topic(
             self.topics, self.admin, OFFSETS_TOPIC, self.num_partitions, "offsets.topic.replication.factor",

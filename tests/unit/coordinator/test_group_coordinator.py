@@ -144,6 +144,7 @@ def test_static_member_rejoins_without_rebalance_and_fences_old_id() -> None:
     sync(coord, 1, leader.member_id, {a.member_id: b"A", b.member_id: b"B"})
     sync(coord, 1, b.member_id if leader is a else a.member_id)
     again = join(coord, instance="i-b")
+    clock.advance(0)  # answered once the group record with the new member id is written
     assert again[0].error_code == 0 and again[0].generation_id == 1  # no new generation
     assert coord.groups["g"].state == GroupState.STABLE
     new_id = again[0].member_id

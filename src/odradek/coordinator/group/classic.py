@@ -12,6 +12,7 @@ States and the transitions Kafka allows (``validPreviousStates``)::
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,10 @@ class ClassicGroup:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     state_timestamp: int = -1
     new_member_added: bool = False
+    # Kafka's ClassicGroup bookkeeping that keeps each join O(1) instead of a scan of the members:
+    # how many members support each protocol, and how many have a JoinGroup waiting for its answer
+    supported_protocols: Counter[str] = field(default_factory=Counter)
+    num_awaiting_join: int = 0
 
     def transition(self, target: GroupState, now_ms: int = -1) -> None:
         if self.state not in VALID_PREVIOUS[target]:
@@ -108,6 +113,9 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self.supported_protocols.update({name for name, _ in member.protocols})
+        if member.awaiting_join is not None:
+            self.num_awaiting_join += 1
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -118,11 +126,42 @@ class ClassicGroup:
         m = self.members.pop(member_id, None)
         if m is None:
             return None
+        self.supported_protocols.subtract({name for name, _ in m.protocols})
+        if m.awaiting_join is not None:
+            self.num_awaiting_join -= 1
         if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == member_id:
             del self.static_members[m.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return m
+
+    def clear_members(self) -> None:
+        self.members.clear()
+        self.static_members.clear()
+        self.supported_protocols.clear()
+        self.num_awaiting_join = 0
+
+    def update_protocols(self, m: Member, protocols: list[tuple[str, bytes]]) -> None:
+        """A member's protocols change (it rejoined with new metadata)."""
+        if m.member_id in self.members:
+            self.supported_protocols.subtract({name for name, _ in m.protocols})
+            self.supported_protocols.update({name for name, _ in protocols})
+        m.protocols = list(protocols)
+
+    def await_join(self, m: Member, respond: Callable[[Any], None]) -> Callable[[Any], None] | None:
+        """``m``'s JoinGroup now waits for its answer through ``respond``; returns the callback it
+        replaces (None if it was not waiting)."""
+        old, m.awaiting_join = m.awaiting_join, respond
+        if old is None and m.member_id in self.members:
+            self.num_awaiting_join += 1
+        return old
+
+    def take_join(self, m: Member) -> Callable[[Any], None] | None:
+        """The callback of ``m``'s waiting JoinGroup, which is answered now (None if none waits)."""
+        cb, m.awaiting_join = m.awaiting_join, None
+        if cb is not None and m.member_id in self.members:
+            self.num_awaiting_join -= 1
+        return cb
 
     def replace_static(self, instance_id: str, old_id: str, new_id: str) -> Member:
         m = self.members.pop(old_id)
@@ -139,19 +178,17 @@ class ClassicGroup:
         return self.static_members.get(instance_id)
 
     def candidate_protocols(self) -> set[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        if not sets:
+        n = len(self.members)
+        if not n:
             return set()
-        common = set(sets[0])
-        for s in sets[1:]:
-            common &= s
-        return common
+        return {name for name, count in self.supported_protocols.items() if count == n}
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         names = {name for name, _ in protocols}
         if not self.members:
             return bool(protocol_type) and bool(names)
-        return self.protocol_type == protocol_type and bool(self.candidate_protocols() & names)
+        n = len(self.members)
+        return self.protocol_type == protocol_type and any(self.supported_protocols[p] == n for p in names)
 
     def select_protocol(self) -> str:
         """Each member votes for its most preferred protocol among those all support."""
@@ -168,7 +205,7 @@ class ClassicGroup:
         return max(order, key=lambda n: (votes[n], -order.index(n)))
 
     def all_joined(self) -> bool:
-        return all(m.awaiting_join is not None for m in self.members.values()) and not self.pending_members
+        return self.num_awaiting_join == len(self.members) and not self.pending_members
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

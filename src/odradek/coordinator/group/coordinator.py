@@ -36,6 +36,10 @@ E, PR, CR, ST, DEAD = (
 )
 
 
+# JoinGroup answers given per loop turn when a rebalance completes (see _answer_joined)
+JOIN_ANSWER_SLICE = 500
+
+
 class Cancellable(Protocol):
     def cancel(self) -> None: ...
 
@@ -114,6 +118,8 @@ class GroupCoordinator:
         self._join_timers: dict[str, Cancellable] = {}
         self._hb_timers: dict[tuple[str, str], Cancellable] = {}
         self._initial_delay: set[str] = set()  # groups inside group.initial.rebalance.delay.ms
+        # static members that rejoined a Stable group, answered once the group record is written
+        self._static_rejoins: dict[str, list[tuple[str, str, str, Callable[[JoinResult], None]]]] = {}
         self.modern: ModernGroups | None = None
 
     def _modern_owns(self, group_id: str) -> bool:
@@ -280,13 +286,30 @@ class GroupCoordinator:
             "stabilized group %s generation %d with %d members (protocol %s)",
             group_id, g.generation_id, len(g.members), g.protocol_name,
         )
-        for m in g.members.values():
-            if m.awaiting_join is None:
+        g.new_member_added = False
+        # the leader first (it computes the assignment); the rest in slices of JOIN_ANSWER_SLICE,
+        # one loop turn each, so that answering 10,000 members does not hold every other client
+        leader = g.members.get(g.leader_id or "")
+        waiting = [m for m in g.members.values() if m.awaiting_join is not None and m is not leader]
+        if leader is not None and leader.awaiting_join is not None:
+            waiting.insert(0, leader)
+        self._answer_joined(g, g.generation_id, waiting, 0)
+
+    def _answer_joined(self, g: ClassicGroup, generation: int, waiting: list[Member], start: int) -> None:
+        """Answer the JoinGroups of ``waiting[start:]`` for ``generation``, JOIN_ANSWER_SLICE of
+        them now and the rest on later loop turns. A member the group has moved on from (removed,
+        fenced, or rejoining for a newer rebalance) is skipped: its JoinGroup is answered by that."""
+        if not g.is_in(CR, ST) or g.generation_id != generation or self.groups.get(g.group_id) is not g:
+            return
+        end = min(start + JOIN_ANSWER_SLICE, len(waiting))
+        for m in waiting[start:end]:
+            if g.members.get(m.member_id) is not m or m.awaiting_join is None:
                 continue
             self._respond_join(g, m)
             m.is_new = False
             self._schedule_heartbeat(g, m)
-        g.new_member_added = False
+        if end < len(waiting):
+            self.scheduler.call_later(0, lambda: self._answer_joined(g, generation, waiting, end))
 
     def _join_result(self, g: ClassicGroup, m: Member, skip_assignment: bool = False) -> JoinResult:
         members: list[tuple[str, str | None, bytes]] = []
@@ -304,13 +327,13 @@ class GroupCoordinator:
         )
 
     def _respond_join(self, g: ClassicGroup, m: Member) -> None:
-        cb, m.awaiting_join = m.awaiting_join, None
+        cb = g.take_join(m)
         if cb is not None:
             cb(self._join_result(g, m))
 
     def _remove_member_and_update(self, g: ClassicGroup, m: Member, reason: str) -> None:
-        if m.awaiting_join is not None:
-            cb, m.awaiting_join = m.awaiting_join, None
+        cb = g.take_join(m)
+        if cb is not None:
             cb(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=m.member_id))
         if m.awaiting_sync is not None:
             cb2, m.awaiting_sync = m.awaiting_sync, None
@@ -355,6 +378,9 @@ class GroupCoordinator:
             if member_id:
                 return fail(errors.UNKNOWN_MEMBER_ID)
             g = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.scheduler.now_ms())
+        if not self._accept_joining_member(g, member_id):
+            self._reject_over_capacity(g, member_id)
+            return respond(JoinResult(errors.GROUP_MAX_SIZE_REACHED, member_id=""))
         if g.is_in(DEAD):
             return fail(errors.COORDINATOR_NOT_AVAILABLE)
         if not g.supports_protocols(protocol_type, protocols):
@@ -370,8 +396,6 @@ class GroupCoordinator:
             static_id = g.static_member_id(group_instance_id)
             if static_id is not None:
                 return self._static_rejoin(g, static_id, new_member, respond)
-            if len(g.members) + len(g.pending_members) >= self.config.max_size:
-                return fail(errors.GROUP_MAX_SIZE_REACHED)
             mid = self._new_member_id(group_instance_id or client_id)
             if require_known_member_id and group_instance_id is None:
                 g.pending_members.add(mid)
@@ -385,9 +409,6 @@ class GroupCoordinator:
         # a member id was given
         if member_id in g.pending_members:
             self._cancel_heartbeat(group_id, member_id)
-            if len(g.members) >= self.config.max_size:
-                g.pending_members.discard(member_id)
-                return fail(errors.GROUP_MAX_SIZE_REACHED)
             return self._add_member_and_rebalance(g, new_member(member_id), respond)
         static_id = g.static_member_id(group_instance_id)
         if group_instance_id is not None and static_id is not None and static_id != member_id:
@@ -396,17 +417,17 @@ class GroupCoordinator:
         if m is None:
             return fail(errors.UNKNOWN_MEMBER_ID)
         if g.is_in(PR):
-            self._update_member(m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
+            self._update_member(g, m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
             self._maybe_complete_join(g)
         elif g.is_in(CR):
             if m.matches(protocols):
                 respond(self._join_result(g, m))
             else:
-                self._update_member(m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
+                self._update_member(g, m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
                 self._prepare_rebalance(g, f"updating metadata for member {member_id} during CompletingRebalance")
         elif g.is_in(ST):
             if member_id == g.leader_id or not m.matches(protocols):
-                self._update_member(m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
+                self._update_member(g, m, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
                 self._prepare_rebalance(g, f"leader or metadata change of member {member_id}")
             else:
                 respond(self._join_result(g, m))
@@ -414,17 +435,47 @@ class GroupCoordinator:
             fail(errors.UNKNOWN_MEMBER_ID)
         return None
 
+    def _accept_joining_member(self, g: ClassicGroup, member_id: str) -> bool:
+        """group.max.size as Kafka's GroupMetadataManager.acceptJoiningMember applies it: while
+        preparing a rebalance the members already waiting count (so the last members to rejoin a
+        group over capacity are the ones left out), otherwise the group's size."""
+        m = g.members.get(member_id) if member_id else None
+        if g.is_in(E, DEAD):
+            return True
+        if g.is_in(PR):
+            return (m is not None and m.awaiting_join is not None) or g.num_awaiting_join < self.config.max_size
+        return m is not None or len(g.members) < self.config.max_size
+
+    def _reject_over_capacity(self, g: ClassicGroup, member_id: str) -> None:
+        """A member refused by :meth:`_accept_joining_member` leaves the group (Kafka: group.remove)."""
+        log.info("group %s is at its maximum size %d; member %r refused (GROUP_MAX_SIZE_REACHED)",
+                 g.group_id, self.config.max_size, member_id)
+        if not member_id:
+            return
+        self._cancel_heartbeat(g.group_id, member_id)
+        g.pending_members.discard(member_id)
+        m = g.members.get(member_id)
+        if m is None:
+            return
+        cb = g.take_join(m)
+        if cb is not None:
+            cb(JoinResult(errors.GROUP_MAX_SIZE_REACHED, member_id=""))
+        if m.awaiting_sync is not None:
+            cb2, m.awaiting_sync = m.awaiting_sync, None
+            cb2(SyncResult(errors.GROUP_MAX_SIZE_REACHED))
+        g.remove(member_id)
+        self._maybe_complete_join(g)
+
     def _update_member(
-        self, m: Member, protocols: list[tuple[str, bytes]], rebalance_ms: int, session_ms: int,
+        self, g: ClassicGroup, m: Member, protocols: list[tuple[str, bytes]], rebalance_ms: int, session_ms: int,
         respond: Callable[[JoinResult], None],
     ) -> None:
-        m.protocols = list(protocols)
+        g.update_protocols(m, protocols)
         m.rebalance_timeout_ms = rebalance_ms
         m.session_timeout_ms = session_ms
-        if m.awaiting_join is not None and m.awaiting_join is not respond:
-            old, m.awaiting_join = m.awaiting_join, None
+        old = g.await_join(m, respond)
+        if old is not None and old is not respond:
             old(JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=m.member_id))
-        m.awaiting_join = respond
 
     def _add_member_and_rebalance(
         self, g: ClassicGroup, m: Member, respond: Callable[[JoinResult], None]
@@ -452,8 +503,8 @@ class GroupCoordinator:
         new_id = self._new_member_id(instance)
         old = g.members[old_id]
         self._cancel_heartbeat(g.group_id, old_id)
-        if old.awaiting_join is not None:
-            cb, old.awaiting_join = old.awaiting_join, None
+        cb = g.take_join(old)
+        if cb is not None:
             cb(JoinResult(errors.FENCED_INSTANCE_ID, member_id=old_id))
         if old.awaiting_sync is not None:
             cb2, old.awaiting_sync = old.awaiting_sync, None
@@ -464,22 +515,48 @@ class GroupCoordinator:
         m.session_timeout_ms, m.rebalance_timeout_ms = proto.session_timeout_ms, proto.rebalance_timeout_ms
         log.info("static member %s of group %s rejoined as %s (was %s)", instance, g.group_id, new_id, old_id)
         if g.is_in(ST) and not protocols_changed:
-            code = self._store_group(g)
-            if code:
-                g.replace_static(instance, new_id, old_id)
-                respond(JoinResult(code, member_id=""))
-                return
+            # the new member id is persisted with the group record before the answer; rejoins of
+            # the same loop turn share one record (see _flush_static_rejoins)
             self._schedule_heartbeat(g, m)
-            # KIP-814: a returning leader must not reassign
-            respond(self._join_result(g, m, skip_assignment=m.member_id == g.leader_id))
+            pending = self._static_rejoins.setdefault(g.group_id, [])
+            pending.append((instance, old_id, new_id, respond))
+            if len(pending) == 1:
+                self.scheduler.call_later(0, lambda: self._flush_static_rejoins(g.group_id))
             return
-        m.protocols = proto.protocols
-        m.awaiting_join = respond
+        g.update_protocols(m, proto.protocols)
+        g.await_join(m, respond)
         self._schedule_heartbeat(g, m)
         if g.is_in(PR):
             self._maybe_complete_join(g)
         else:
             self._prepare_rebalance(g, f"static member {instance} rejoined with new metadata")
+
+    def _flush_static_rejoins(self, group_id: str) -> None:
+        """Write the group record once for every static member that rejoined a Stable group since
+        the last flush, then answer them (Kafka writes it per rejoin, in the order of the requests;
+        one record holding all of them is the same final state, and 10,000 restarting members cost
+        one write per loop turn instead of 10,000 writes of the whole membership). If the write
+        fails each one goes back to its old member id and is answered with the error, as Kafka
+        reverts one."""
+        pending = self._static_rejoins.pop(group_id, [])
+        g = self.groups.get(group_id)
+        if not pending or g is None:
+            for _, _, new_id, respond in pending:
+                respond(JoinResult(errors.NOT_COORDINATOR, member_id=new_id))
+            return
+        code = self._store_group(g)
+        for instance, old_id, new_id, respond in reversed(pending) if code else pending:
+            m = g.members.get(new_id)
+            if m is None or g.static_members.get(instance) != new_id:
+                respond(JoinResult(errors.FENCED_INSTANCE_ID, member_id=new_id))
+            elif code:
+                self._cancel_heartbeat(group_id, new_id)
+                g.replace_static(instance, new_id, old_id)
+                self._schedule_heartbeat(g, m)
+                respond(JoinResult(code, member_id=""))
+            else:
+                # KIP-814: a returning leader must not reassign
+                respond(self._join_result(g, m, skip_assignment=m.member_id == g.leader_id))
 
     # ------------------------------------------------------------------ SyncGroup
     def sync_group(
@@ -809,16 +886,14 @@ class GroupCoordinator:
         g.protocol_name = gv.protocol
         g.leader_id = gv.leader
         g.state_timestamp = gv.current_state_timestamp
-        g.members.clear()
-        g.static_members.clear()
+        g.clear_members()
         for mv in gv.members:
             m = Member(
                 mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.rebalance_timeout,
                 mv.session_timeout, gv.protocol_type, [(gv.protocol or "", mv.subscription)], mv.assignment,
             )
-            g.members[m.member_id] = m
-            if m.group_instance_id is not None:
-                g.static_members[m.group_instance_id] = m.member_id
+            g.add(m)
+        g.leader_id = gv.leader
         g.state = ST if g.members else E
 
     def finish_loading(self, partition: int | None = None) -> None:
@@ -828,6 +903,12 @@ class GroupCoordinator:
                 continue
             for m in g.members.values():
                 self._schedule_heartbeat(g, m)
+            if len(g.members) > self.config.max_size and g.is_in(ST):
+                # group.max.size was lowered since the group was written (Kafka's onLoaded)
+                self._prepare_rebalance(
+                    g, f"freshly-loaded group {g.group_id} (size {len(g.members)}) is over capacity "
+                    f"{self.config.max_size}; rebalancing in order to give a chance for consumers to commit offsets",
+                )
 
     def unload(self) -> None:
         for t in list(self._join_timers.values()) + list(self._hb_timers.values()):
@@ -853,7 +934,8 @@ class GroupCoordinator:
                     if cb is not None:
                         cb(JoinResult(errors.NOT_COORDINATOR, member_id=m.member_id) if cb is m.awaiting_join
                            else SyncResult(errors.NOT_COORDINATOR))
-                m.awaiting_join = m.awaiting_sync = None
+                g.take_join(m)
+                m.awaiting_sync = None
         return gone
 
     def describe(self, group_id: str) -> ClassicGroup | None:
