@@ -2,12 +2,17 @@
 
 The partitions added count against the principal's ``controller_mutation_rate`` (KIP-599): from
 v3 a topic met by an exhausted quota fails with THROTTLING_QUOTA_EXCEEDED; older versions only
-get the throttle time."""
+get the throttle time.
+
+Before anything is assigned, the partitions the whole request adds are counted
+(odradek.controller.partition_limits): more than one request may create fails every topic of it
+with POLICY_VIOLATION; the topic registry checks each topic against ``max.partitions``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
@@ -28,13 +33,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    for t in request.topics:
+    refused: dict[int, tuple[int, str | None]] = {}
+    for i, t in enumerate(request.topics):
+        if counts[t.name] > 1:
+            refused[i] = errors.INVALID_REQUEST, "Duplicate topic in request."
+        elif not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            refused[i] = errors.TOPIC_AUTHORIZATION_FAILED, None
+    asked = 0
+    for i, t in enumerate(request.topics):
+        current = svc.topics.get(t.name)
+        if i not in refused and current is not None:
+            # explicit assignments that do not match the count are refused on their own
+            asked += len(t.assignments) if t.assignments else max(t.count - len(current.partitions), 0)
+    too_many = limits.request_limit_error(asked)
+    for i, t in enumerate(request.topics):
         code = errors.NONE
         msg = None
-        if counts[t.name] > 1:
-            code, msg = errors.INVALID_REQUEST, "Duplicate topic in request."
-        elif not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
-            code, msg = errors.TOPIC_AUTHORIZATION_FAILED, None
+        if i in refused:
+            code, msg = refused[i]
+        elif too_many is not None:
+            code, msg = errors.POLICY_VIOLATION, too_many
         else:
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             try:

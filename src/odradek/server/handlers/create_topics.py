@@ -6,12 +6,20 @@ metadata cache shows them, as Kafka's DelayedCreatePartitions does.
 
 Each created topic's partitions count against the principal's ``controller_mutation_rate``
 (KIP-599, server.quota.controller_mutation): from v6 a topic met by an exhausted quota fails with
-THROTTLING_QUOTA_EXCEEDED; older versions only get the throttle time."""
+THROTTLING_QUOTA_EXCEEDED; older versions only get the throttle time.
+
+Before anything is assigned or allocated, the partitions the request asks for are counted
+(odradek.controller.partition_limits): more than one request may create fails every topic of it
+with POLICY_VIOLATION, as Kafka's controller refuses an excessively large batch; the topic
+registry then checks each topic against ``max.partitions``. Explicit assignments naming one
+partition twice fail with INVALID_REPLICA_ASSIGNMENT (Kafka's "Found multiple manual partition
+assignments")."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
@@ -34,18 +42,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         seen[t.name] = seen.get(t.name, 0) + 1
     may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
     quota = ctx.controller_mutation_quota()
-    for t in request.topics:
+    refused: dict[int, tuple[int, str | None]] = {}
+    for i, t in enumerate(request.topics):
+        if seen[t.name] > 1:
+            refused[i] = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
+        elif not (may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+            refused[i] = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    default_partitions = int(svc.config.get("num.partitions"))
+    asked = sum(limits.requested_partitions(t.num_partitions, t.assignments, default_partitions)
+                for i, t in enumerate(request.topics) if i not in refused)
+    too_many = limits.request_limit_error(asked)
+    for i, t in enumerate(request.topics):
         code = errors.NONE
         msg: str | None = None
         meta = None
-        if seen[t.name] > 1:
-            code, msg = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
-        elif not (may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
-            code, msg = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if i in refused:
+            code, msg = refused[i]
+        elif too_many is not None:
+            code, msg = errors.POLICY_VIOLATION, too_many
         else:
-            assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
             configs = {c.name: c.value for c in t.configs}
             try:
+                assignment = _explicit_assignment(t.assignments)
                 if quota.bounded and not request.validate_only:
                     # validated first: a refused topic takes nothing from the quota
                     planned = svc.admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
@@ -118,3 +136,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(final))
 
     return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)
+
+
+def _explicit_assignment(assignments: Any) -> dict[int, list[int]] | None:
+    """The request's manual assignment by partition; a partition named twice is refused."""
+    if not assignments:
+        return None
+    out: dict[int, list[int]] = {}
+    for a in assignments:
+        if a.partition_index in out:
+            raise TopicError(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"Found multiple manual partition assignments for partition {a.partition_index}")
+        out[a.partition_index] = list(a.broker_ids)
+    return out

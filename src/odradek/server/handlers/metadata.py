@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import Any
 
+from odradek.controller.partition_limits import MAX_PARTITIONS_PER_REQUEST
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
@@ -99,9 +100,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     created: list[str] = []
     if requested is not None and allow_auto:
         reg = svc.topics
+        # one Metadata request creates at most what one CreateTopics may (Kafka forwards its
+        # automatic creations as one CreateTopics): the names past that are answered unknown
+        budget = MAX_PARTITIONS_PER_REQUEST
+        per_topic = max(int(svc.config.get("num.partitions")), 1)
         for t in requested:
             if t.name is None or reg.get(t.name) is not None or not _may_create(ctx, t.name):
                 continue
+            if per_topic > budget:
+                log.info("not auto-creating topic %s: this request already creates %d partitions", t.name,
+                         MAX_PARTITIONS_PER_REQUEST - budget)
+                break
+            budget -= per_topic
             try:
                 validate_topic_name(t.name)
                 svc.admin.create_topic(t.name, -1, -1)
