@@ -43,6 +43,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     may_create_any = ctx.authorize_cluster(AclOperation.CREATE)  # CREATE on the cluster, or on each topic
     quota = ctx.controller_mutation_quota()
     refused: dict[int, tuple[int, str | None]] = {}
+    expected: dict[str, int] = {}  # partitions of each topic created
     for i, t in enumerate(request.topics):
         if seen[t.name] > 1:
             refused[i] = errors.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {t.name}"
@@ -77,6 +78,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     configs,
                     validate_only=request.validate_only,
                 )
+                expected[t.name] = len(meta.partitions)
             except TopicError as e:
                 code, msg = e.error_code, e.message
             except ThrottlingQuotaExceeded as e:
@@ -118,8 +120,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(results))
 
     def ready(name: str) -> bool:
+        # a large topic reaches the metadata cache in batches (the controller's NEW_PARTITION_BATCH)
         meta = svc.topics.get(name)
-        return meta is not None and bool(meta.partitions) and all(p.leader in cluster.live_brokers for p in meta.partitions)
+        return (meta is not None and len(meta.partitions) >= expected[name]
+                and all(p.leader in cluster.live_brokers for p in meta.partitions))
 
     timeout_ms = int(request.timeout.total_seconds() * 1000)
 

@@ -98,6 +98,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         "auto.create.topics.enable"
     )
     created: list[str] = []
+    planned: dict[str, int] = {}  # partitions of each topic created
     if requested is not None and allow_auto:
         reg = svc.topics
         # one Metadata request creates at most what one CreateTopics may (Kafka forwards its
@@ -114,7 +115,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             budget -= per_topic
             try:
                 validate_topic_name(t.name)
-                svc.admin.create_topic(t.name, -1, -1)
+                planned[t.name] = len(svc.admin.create_topic(t.name, -1, -1).partitions)
                 log.info("auto-created topic %s", t.name)
                 created.append(t.name)
             except TopicError:
@@ -127,8 +128,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     def ready() -> bool:
         live = cluster.live_brokers
-        return all((m := svc.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
-                   for n in created)
+        # a large topic reaches the metadata cache in batches (the controller's NEW_PARTITION_BATCH)
+        return all((m := svc.topics.get(n)) is not None and len(m.partitions) >= planned[n]
+                   and all(p.leader in live for p in m.partitions) for n in created)
 
     return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto, request))
 
