@@ -17,6 +17,7 @@ assignments")."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.controller import partition_limits as limits
@@ -29,6 +30,7 @@ from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
 API_KEY = 19
+TOPICS_PER_TURN = 8  # topics created per event loop turn (each is a metadata store write)
 MIN_VERSION = 2
 MAX_VERSION = 7
 
@@ -53,7 +55,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     asked = sum(limits.requested_partitions(t.num_partitions, t.assignments, default_partitions)
                 for i, t in enumerate(request.topics) if i not in refused)
     too_many = limits.request_limit_error(asked)
-    for i, t in enumerate(request.topics):
+
+    def create_one(i: int, t: Any) -> None:
         code = errors.NONE
         msg: str | None = None
         meta = None
@@ -113,33 +116,52 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 configs=cfgs if code == errors.NONE else (),
             )
         )
-    cluster = svc.cluster
-    throttle_ms = ctx.controller_mutation_throttle(quota)
-    created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
-    if not created:
-        return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(results))
 
-    def ready(name: str) -> bool:
-        # a large topic reaches the metadata cache in batches (the controller's NEW_PARTITION_BATCH)
-        meta = svc.topics.get(name)
-        return (meta is not None and len(meta.partitions) >= expected[name]
-                and all(p.leader in cluster.live_brokers for p in meta.partitions))
+    def finish() -> Any:
+        cluster = svc.cluster
+        throttle_ms = ctx.controller_mutation_throttle(quota)
+        created = [r.name for r in results if r.error_code == errors.NONE] if not request.validate_only else []
+        if not created:
+            return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(results))
 
-    timeout_ms = int(request.timeout.total_seconds() * 1000)
+        def ready(name: str) -> bool:
+            # a large topic reaches the metadata cache in batches (the controller's NEW_PARTITION_BATCH)
+            meta = svc.topics.get(name)
+            return (meta is not None and len(meta.partitions) >= expected[name]
+                    and all(p.leader in cluster.live_brokers for p in meta.partitions))
 
-    def respond() -> Any:
-        final = []
-        for r in results:
-            if r.name in created and not ready(r.name):
-                r = make(m.CreatableTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
-                         error_message="The controller did not elect leaders in time", topic_config_error_code=errors.NONE,
-                         configs=(),  # fields of later versions, copied when the version has them
-                         **{f: getattr(r, f) for f in ("topic_id", "num_partitions", "replication_factor")
-                            if hasattr(r, f)})
-            final.append(r)
-        return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(final))
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
 
-    return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)
+        def respond() -> Any:
+            final = []
+            for r in results:
+                if r.name in created and not ready(r.name):
+                    r = make(m.CreatableTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
+                             error_message="The controller did not elect leaders in time", topic_config_error_code=errors.NONE,
+                             configs=(),  # fields of later versions, copied when the version has them
+                             **{f: getattr(r, f) for f in ("topic_id", "num_partitions", "replication_factor")
+                                if hasattr(r, f)})
+                final.append(r)
+            return make(m.CreateTopicsResponse, throttle_time=throttle_ms, topics=tuple(final))
+
+        return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)
+
+    if len(request.topics) <= TOPICS_PER_TURN:
+        for i, t in enumerate(request.topics):
+            create_one(i, t)
+        return finish()
+
+    async def stepwise() -> Any:
+        # each topic writes the metadata store: a request naming thousands of topics is worked
+        # through TOPICS_PER_TURN topics per loop turn, other clients served in between
+        for i, t in enumerate(request.topics):
+            create_one(i, t)
+            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
+                await asyncio.sleep(0)
+        answer = finish()
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    return asyncio.ensure_future(stepwise())
 
 
 def _explicit_assignment(assignments: Any) -> dict[int, list[int]] | None:
