@@ -167,8 +167,8 @@ def test_10000_partitions_are_created_while_other_clients_are_served(broker: Bro
 
 @pytest.mark.timeout(600)
 def test_a_request_naming_hundreds_of_topics_does_not_stall_other_clients(broker: Broker) -> None:
-    """Each new topic is a metadata store write: CreateTopics and Metadata's automatic creation work
-    through a few topics per loop turn (all of a request's topics in one go held the loop for 10 s
+    """Each new topic is a metadata store write: CreateTopics, CreatePartitions and Metadata's automatic
+    creation work through a few topics per loop turn (all of a request's topics in one go held the loop for 10 s
     with 1,000 topics)."""
     prefix = unique("few")
     names = [f"{prefix}-{i}" for i in range(500)]
@@ -178,8 +178,11 @@ def test_a_request_naming_hundreds_of_topics_does_not_stall_other_clients(broker
         assert sorted(res) == sorted((n, wire.NONE, None) for n in names)
         body = wire.Writer().array(auto, lambda w, n: w.string(n)).bool(True).done()
         c.request(wire.METADATA, 4, body)
+        res = create_partitions(c, [(n, 2, None) for n in names], timeout_ms=300_000)
+        assert sorted(res) == sorted((n, wire.NONE, None) for n in names)
         time.sleep(0.5)
     print(f"{len(other.round_trips)} round trips, slowest {other.slowest * 1000:.0f} ms")
     assert other.slowest < OTHER_CLIENT_S, f"another client waited {other.slowest:.2f} s for an answer"
-    made = {p.name.rsplit("-", 1)[0] for p in broker.logdir.glob(f"{prefix}-*")}
-    assert made == set(names) | set(auto)
+    made = [p.name.rsplit("-", 1)[0] for p in broker.logdir.glob(f"{prefix}-*")]
+    assert set(made) == set(names) | set(auto)
+    assert len(made) == 2 * len(names) + len(auto)
