@@ -401,6 +401,11 @@ _BROKER_DEFS: list[ConfigDef] = [
               "-1).", _ge(1)),
     ConfigDef("default.replication.factor", T_INT, "1",
               "The replication factor of topics created without one.", _ge(1)),
+    ConfigDef("max.partitions", T_INT, "200000",
+              "The most partitions all topics of the cluster may have together (KIP-578); CreateTopics, "
+              "CreatePartitions and automatic creation that would pass it fail with POLICY_VIOLATION. One "
+              "request creates at most 10,000 partitions whatever this says (Kafka's bound on one "
+              "controller operation).", _ge(1), dynamic=CLUSTER_WIDE),
     ConfigDef("auto.create.topics.enable", T_BOOLEAN, "true",
               "Create a topic when a client asks for its metadata (or produces to it) and it does not exist."),
     ConfigDef("delete.topic.enable", T_BOOLEAN, "true",

@@ -9,7 +9,9 @@ Events (processed strictly one at a time, in order)::
                                  elect leaders for new and offline partitions
     BrokerChange                 brokers joined/left /brokers/ids: offline elections,
                                  ISR shrinks, metadata to everyone, roles to the new ones
-    TopicChange                  new topics: initial leaders and ISRs, then roles + metadata
+    TopicChange                  new topics: initial leaders and ISRs, then roles + metadata,
+                                 NEW_PARTITION_BATCH partitions at a time (ElectNewPartitions
+                                 continues with the rest as an event of its own)
     IsrChangeNotification        leaders changed ISRs in the store: metadata to everyone
     PreferredReplicaElection     move leadership back to preferred replicas
     AutoLeaderBalance            the same, where a broker's imbalance > the configured %
@@ -50,6 +52,11 @@ from odradek.protocol import interbroker as ib
 log = logging.getLogger("odradek.controller")
 
 TP = tuple[str, int]
+# new partitions elected (state znodes written, LeaderAndIsr and UpdateMetadata sent) per controller
+# event: a 10,000-partition topic is forty events, with other events and, in the embedded broker,
+# other clients' requests served between them (Kafka's ZooKeeper controller writes new partitions'
+# states in batches too, ZkPartitionStateMachine.initializeLeaderAndIsrForPartitions)
+NEW_PARTITION_BATCH = 250
 # channel(broker_id, api_key, body) queues a request to that broker (fire and forget;
 # the response handler, if any, is the channel's business)
 Channel = Callable[[int, int, dict[str, Any]], None]
@@ -100,6 +107,10 @@ class Controller:
         # the controller as ZooKeeper names it, seen at the last election attempt (None: none yet)
         self.known_controller: int | None = None
         self.queue: deque[Event] = deque()
+        # how the controller queues an event that continues the current one (the runner puts it on
+        # its event queue, behind what is waiting there; by default it runs in the same process_all)
+        self.defer: Callable[[str], None] = self.put
+        self._new_partitions: deque[TP] = deque()  # new partitions still to elect (ElectNewPartitions)
 
     # ------------------------------------------------------------------ event queue
     def put(self, kind: str, **args: Any) -> None:
@@ -149,6 +160,7 @@ class Controller:
             return
         self.known_controller = self.broker_id
         self.ctx = ControllerContext(epoch=claim.epoch, epoch_zk_version=claim.epoch_zk_version)
+        self._new_partitions.clear()  # all elected below
         self.active = True
         log.info("broker %d became the controller with epoch %d", self.broker_id, claim.epoch)
         zd.ensure_feature_znode(self.store, default_finalized())
@@ -164,6 +176,7 @@ class Controller:
         if self.active:
             log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.active = False
+        self._new_partitions.clear()  # the next controller elects them
 
     def _load(self) -> None:
         ctx = self.ctx
@@ -193,11 +206,16 @@ class Controller:
                                       [int(b) for b in removing.get(p_str, [])])
                 if r is not None:
                     self.ctx.reassignments[(topic, p)] = r
+        try:  # a new topic has no state znodes yet: one read instead of one per partition
+            stated = set(self.store.children(f"/brokers/topics/{topic}/partitions"))
+        except NoNodeError:
+            stated = set()
+        live = self.ctx.live
         for p in assignment:
-            st = zd.read_partition_state(self.store, topic, p)
+            st = zd.read_partition_state(self.store, topic, p) if str(p) in stated else None
             tp = (topic, p)
             for b in assignment[p]:  # initialisation, as Kafka's replica state machine does it
-                self.ctx.replica_states[(topic, p, b)] = ReplicaState.ONLINE if b in self.ctx.live else (
+                self.ctx.replica_states[(topic, p, b)] = ReplicaState.ONLINE if b in live else (
                     ReplicaState.NEW if st is None else ReplicaState.OFFLINE)
             if st is None:
                 self.ctx.partition_states[tp] = PartitionState.NEW
@@ -413,10 +431,28 @@ class Controller:
                 self._set_partition_state((t, p), PartitionState.NEW)
                 self._set_replica_states((t, p), assignment[p], ReplicaState.NEW)
             ctx.assignments[t] = assignment
-        changed = self._elect_for(self._partitions_needing_leaders())
+        waiting = not self._new_partitions
+        queued = set(self._new_partitions)
+        self._new_partitions.extend(tp for tp in self._partitions_needing_leaders() if tp not in queued)
+        if waiting:
+            self._on_ElectNewPartitions()
+
+    def _on_ElectNewPartitions(self) -> None:
+        """Elect the next NEW_PARTITION_BATCH partitions waiting for their first leader, tell the
+        brokers (metadata of those partitions only, then their roles), and queue the rest."""
+        ctx = self.ctx
+        batch: list[TP] = []
+        while self._new_partitions and len(batch) < NEW_PARTITION_BATCH:
+            tp = self._new_partitions.popleft()
+            # deleted, or elected by another event, since it was queued
+            if ctx.partition_states.get(tp) in (PartitionState.NEW, PartitionState.OFFLINE):
+                batch.append(tp)
+        changed = self._elect_for(batch)
         if changed:
-            self._send_metadata_to(set(ctx.brokers))
+            self._send_metadata_to(set(ctx.brokers), only_partitions=set(changed))
             self._send_leader_and_isr(set(changed), to_all_replicas=True)
+        if self._new_partitions:
+            self.defer("ElectNewPartitions")
 
     def _forget_topic(self, topic: str) -> None:
         ctx = self.ctx

@@ -8,7 +8,8 @@ controller's state (controller.controller) is only ever touched by that runner. 
   ControllerEventThread); ``put`` may be called from any thread (kazoo's watch threads, the
   broker's event loop);
 - embedded (a single broker): the broker's event loop, with no thread at all. ``put`` is
-  then called on the loop; the queue is drained on a later loop turn, or at once by
+  then called on the loop; the events run one per loop turn, so clients are served between
+  them (a large topic creation is a series of events), or all at once by
   :meth:`ControllerEventManager.drain` (start-up runs the first election that way, before
   the listeners open).
 """
@@ -51,13 +52,23 @@ class ControllerEventManager:
             self._events.put((kind, args))
             return
         self._pending.append((kind, args))
-        if not self._drain_scheduled and self._loop is not None and not self.stopped:
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._drain_scheduled and self._pending and self._loop is not None and not self.stopped:
             self._drain_scheduled = True
-            self._loop.call_soon(self.drain)
+            self._loop.call_soon(self._run_one)
+
+    def _run_one(self) -> None:
+        """Embedded: the next queued event, then the loop's other work before the one after."""
+        self._drain_scheduled = False
+        if self._pending and not self.stopped:
+            kind, args = self._pending.popleft()
+            self._process(kind, args)
+        self._schedule()
 
     def drain(self) -> None:
-        """Embedded: run the queued events now, one at a time."""
-        self._drain_scheduled = False
+        """Embedded: run the queued events now, one at a time, until none is left."""
         while self._pending and not self.stopped:
             kind, args = self._pending.popleft()
             self._process(kind, args)

@@ -74,6 +74,9 @@ class ControllerRunner:
             imbalance_percentage=imbalance_percentage,
         )
         self.events = ControllerEventManager(self._process, threaded=threaded)
+        # an event the controller continues later (a large topic's next batch) waits its turn on
+        # the event queue, so the loop (embedded) and other events run in between
+        self.controller.defer = lambda kind: self.put(kind)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.channel: ControllerChannel | None = None
         self._to_self: deque[tuple[int, dict[str, Any]]] = deque()

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.config import ConfigError, validate_topic_configs
+from odradek.controller import partition_limits as limits
 from odradek.controller.assignment import AssignmentError, assign_replicas
 from odradek.controller.store import MetadataStore, NoNodeError, Op
 from odradek.names import MAX_NAME_LENGTH, has_only_legal_characters, is_legal_topic_name
@@ -181,6 +182,19 @@ class TopicRegistry:
             code = errors.INVALID_REPLICATION_FACTOR if "Replication factor" in str(e) else errors.INVALID_REQUEST
             raise TopicError(code, str(e)) from None
 
+    def partition_count(self) -> int:
+        """Partitions of every topic in the cache (what ``max.partitions`` bounds)."""
+        return sum(len(m.partitions) for m in self.topics.values())
+
+    def _check_limits(self, adding: int, max_partitions: int | None) -> None:
+        """Refuse, before anything is allocated for them, more new partitions than one request
+        may create or the cluster may hold (:mod:`odradek.controller.partition_limits`)."""
+        why = limits.request_limit_error(adding)
+        if why is None and max_partitions is not None:
+            why = limits.cluster_limit_error(self.partition_count(), adding, max_partitions)
+        if why is not None:
+            raise TopicError(errors.POLICY_VIOLATION, why)
+
     def _check_assignment(self, assignment: Mapping[int, list[int]], expected_start: int) -> None:
         live = set(self.live_brokers())
         keys = sorted(assignment)
@@ -206,8 +220,12 @@ class TopicRegistry:
         *,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
+        max_partitions: int | None = None,
         validate_only: bool = False,
     ) -> TopicMeta:
+        """Checks are ordered cheapest first: the partition limits come before the assignment is
+        checked or made, so an absurd count costs nothing (``max_partitions``: the cluster-wide
+        ``max.partitions``, None for none)."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -228,6 +246,7 @@ class TopicRegistry:
                     errors.INVALID_REQUEST,
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
                 )
+            self._check_limits(len(assignment), max_partitions)
             self._check_assignment(assignment, 0)
             plan = {p: list(r) for p, r in assignment.items()}
         else:
@@ -239,6 +258,7 @@ class TopicRegistry:
                 raise TopicError(errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
             if replication_factor <= 0:
                 raise TopicError(errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+            self._check_limits(num_partitions, max_partitions)
             plan = self._assign(num_partitions, replication_factor)
         min_isr = checked.get("min.insync.replicas")
         rf = len(next(iter(plan.values())))
@@ -293,7 +313,8 @@ class TopicRegistry:
         return meta
 
     def create_partitions(
-        self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
+        self, name: str, count: int, assignment: list[list[int]] | None, *, max_partitions: int | None = None,
+        validate_only: bool = False,
     ) -> TopicMeta:
         meta = self.topics.get(name)
         if meta is None:
@@ -304,12 +325,13 @@ class TopicRegistry:
         if count == old:
             raise TopicError(errors.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
         rf = len(meta.partitions[0].replicas)
+        if assignment and len(assignment) != count - old:
+            raise TopicError(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {count - old} but {len(assignment)} assignments provided.",
+            )
+        self._check_limits(count - old, max_partitions)
         if assignment:
-            if len(assignment) != count - old:
-                raise TopicError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"Increasing the number of partitions by {count - old} but {len(assignment)} assignments provided.",
-                )
             plan = {old + i: list(r) for i, r in enumerate(assignment)}
             self._check_assignment(plan, old)
             if len(plan[old]) != rf:

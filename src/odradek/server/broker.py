@@ -358,6 +358,7 @@ class Broker:
                 configs,
                 default_partitions=self.config.get("num.partitions"),
                 default_replication_factor=self.config.get("default.replication.factor"),
+                max_partitions=self.config.get("max.partitions"),
                 validate_only=validate_only,
             )
 
@@ -369,7 +370,8 @@ class Broker:
         self, name: str, count: int, assignment: list[list[int]] | None, *, validate_only: bool = False
     ) -> None:
         with store_errors_as_topic_errors():
-            self.topics.create_partitions(name, count, assignment, validate_only=validate_only)
+            self.topics.create_partitions(name, count, assignment, max_partitions=self.config.get("max.partitions"),
+                                          validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
         with store_errors_as_topic_errors():

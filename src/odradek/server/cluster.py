@@ -63,6 +63,7 @@ from odradek.security.zk_client import (
     zk_client_security,
 )
 from odradek.server.cluster_access import (
+    Answer,
     ControllerEpochGuard,
     cluster_listeners,
     control_plane_listener,
@@ -78,6 +79,10 @@ if TYPE_CHECKING:
     from odradek.controller.topics import TopicMeta
 
 log = logging.getLogger("odradek.cluster")
+
+# LeaderAndIsr partitions a broker applies per event loop turn (each may create a log); the
+# embedded broker's own requests are sliced the same way by controller.runner (SELF_SLICE)
+LEADER_AND_ISR_SLICE = 16
 
 TP = tuple[str, int]
 
@@ -433,7 +438,7 @@ class ClusterLink:
             return self._on_controlled_shutdown_request(body)
         return self._apply_controller_request(api_key, body)
 
-    def _apply_controller_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+    def _apply_controller_request(self, api_key: int, body: dict[str, Any]) -> Answer:
         fenced = self._fence(body)
         if fenced is not None:
             return {"error_code": fenced, "partitions": []}
@@ -443,10 +448,40 @@ class ClusterLink:
         replicas = self.replicas
         assert replicas is not None, "wire() first"
         if api_key == ib.LEADER_AND_ISR:
+            if not self.embedded and self.loop is not None and len(body["partitions"]) > LEADER_AND_ISR_SLICE:
+                return self._become_in_slices(body)
             return {"error_code": errors.NONE, "partitions": replicas.become_leader_or_follower(body)}
         if api_key == ib.STOP_REPLICA:
             return {"error_code": errors.NONE, "partitions": replicas.stop_replicas(body)}
         return {"error_code": errors.INVALID_REQUEST}
+
+    def _become_in_slices(self, body: dict[str, Any]) -> asyncio.Future[Any]:
+        """A large LeaderAndIsr (a new topic's batch, every partition after a failover) applied
+        LEADER_AND_ISR_SLICE partitions per loop turn, each making its logs, so other clients are
+        served in between; answered once every partition is done (requests after it wait, see
+        ControllerEpochGuard)."""
+        assert self.loop is not None and self.replicas is not None
+        loop, replicas = self.loop, self.replicas
+        parts = list(body["partitions"])
+        answers: list[dict[str, Any]] = []
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def step(start: int) -> None:
+            if fut.done():
+                return
+            try:
+                answers.extend(replicas.become_leader_or_follower(
+                    dict(body, partitions=parts[start:start + LEADER_AND_ISR_SLICE])))
+            except Exception as e:
+                fut.set_exception(e)
+                return
+            if start + LEADER_AND_ISR_SLICE < len(parts):
+                loop.call_soon(step, start + LEADER_AND_ISR_SLICE)
+            else:
+                fut.set_result({"error_code": errors.NONE, "partitions": answers})
+
+        step(0)
+        return fut
 
     def _fence(self, body: dict[str, Any]) -> int | None:
         epoch = int(body["controller_epoch"])

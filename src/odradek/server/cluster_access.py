@@ -173,17 +173,25 @@ class ControllerEpochGuard:
 
     def run(
         self, loop: asyncio.AbstractEventLoop, api_key: int, body: dict[str, Any],
-        apply: Callable[[int, dict[str, Any]], dict[str, Any]], current_epoch: Callable[[], int],
+        apply: Callable[[int, dict[str, Any]], Answer], current_epoch: Callable[[], int],
     ) -> Answer:
         """``apply(api_key, body)`` now, or once the requests ahead of it (and its own check,
-        when it names an unseen epoch or controller) are done."""
+        when it names an unseen epoch or controller) are done. ``apply`` may answer later (a
+        future: a large LeaderAndIsr applied over several loop turns); later requests wait for it."""
         if self._tail is None and not self.needs_check(body, current_epoch()):
-            return apply(api_key, body)
+            answer = apply(api_key, body)
+            if isinstance(answer, asyncio.Future) and not answer.done():
+                self._tail = answer
+                answer.add_done_callback(self._clear_tail)
+            return answer
         fut: asyncio.Future[Any] = loop.create_future()
         prev = self._tail
         self._tail = fut
 
-        def settle(result: dict[str, Any] | BaseException) -> None:
+        def settle(result: Answer | BaseException) -> None:
+            if isinstance(result, asyncio.Future):  # answered later: settle once it is
+                result.add_done_callback(lambda f: settle(f.exception() or f.result()))
+                return
             if isinstance(result, BaseException):
                 fut.set_exception(result)
             else:
@@ -217,6 +225,10 @@ class ControllerEpochGuard:
         else:
             prev.add_done_callback(start)
         return fut
+
+    def _clear_tail(self, done: asyncio.Future[Any]) -> None:
+        if self._tail is done:
+            self._tail = None
 
 
 def refused(api_key: int, code: int) -> dict[str, Any]:

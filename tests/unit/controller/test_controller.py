@@ -187,3 +187,45 @@ def test_partition_and_replica_state_machines_follow_events() -> None:
     c.put("TopicChange")
     c.process_all()
     assert not c.ctx.partition_states and not c.ctx.replica_states
+
+
+def test_a_large_new_topic_is_elected_in_batches_each_its_own_event() -> None:
+    """NEW_PARTITION_BATCH partitions per event: each batch's states, metadata (those partitions only)
+    and LeaderAndIsr go out before the next batch is queued behind the events already waiting."""
+    from odradek.controller.controller import NEW_PARTITION_BATCH
+
+    store, c, ch = cluster(brokers=(1, 9))
+    ch.sent.clear()
+    deferred: list[str] = []
+    c.defer = deferred.append
+    n = NEW_PARTITION_BATCH * 2 + 7
+    store.create("/brokers/topics/big", json.dumps(
+        {"version": 3, "partitions": {str(p): [1, 9] for p in range(n)}, "topic_id": "AAAAAAAAAAAAAAAAAAAAAg"}).encode())
+    c.put("TopicChange")
+    c.process_all()
+    sizes = []
+    while True:
+        metadata = ch.take(ib.UPDATE_METADATA)
+        lai = ch.take(ib.LEADER_AND_ISR)
+        assert {len(body["partitions"]) for _, body in metadata} == {len(lai[0][1]["partitions"])}
+        assert all(not body["full"] for _, body in metadata)
+        sizes.append(len(lai[0][1]["partitions"]))
+        if not deferred:
+            break
+        assert deferred == ["ElectNewPartitions"]
+        deferred.clear()
+        c.put("ElectNewPartitions")
+        c.process_all()
+    assert sizes == [NEW_PARTITION_BATCH, NEW_PARTITION_BATCH, 7]
+    assert all(zd.read_partition_state(store, "big", p) is not None for p in range(n))
+    # a topic deleted while its batches wait: the rest are dropped, nothing is written for them
+    store.create("/brokers/topics/gone", json.dumps(
+        {"version": 3, "partitions": {str(p): [1] for p in range(NEW_PARTITION_BATCH + 5)}}).encode())
+    c.put("TopicChange")
+    c.process_all()
+    assert deferred == ["ElectNewPartitions"]
+    store.delete("/brokers/topics/gone", recursive=True)
+    c.put("TopicChange")
+    c.put("ElectNewPartitions")
+    c.process_all()
+    assert zd.read_partition_state(store, "gone", NEW_PARTITION_BATCH) is None

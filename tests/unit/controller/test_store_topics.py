@@ -84,3 +84,29 @@ def test_registry_ignores_an_illegal_name_left_in_the_store(tmp_path) -> None:
     reg2 = TopicRegistry(s, lambda: [0])
     reg2.load()
     assert set(reg2.topics) == {"good"}
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+def test_partition_limits_refuse_before_planning(tmp_path, monkeypatch, validate_only: bool) -> None:
+    """2^31-1 partitions are refused by comparison alone: the replica assignment is never asked for."""
+    from odradek.controller import topics as topics_mod
+
+    reg = TopicRegistry(LocalStore(tmp_path / "m.json"), lambda: [0])
+    reg.load()
+    reg.create_topic("small", 3, 1)
+    planned: list[int] = []
+    real = topics_mod.assign_replicas
+    monkeypatch.setattr(topics_mod, "assign_replicas", lambda *a, **kw: planned.append(a[2]) or real(*a, **kw))
+    for call in (lambda: reg.create_topic("huge", 2**31 - 1, 1, validate_only=validate_only),
+                 lambda: reg.create_topic("huge", -1, -1, {p: [0] for p in range(10_001)}, validate_only=validate_only),
+                 lambda: reg.create_partitions("small", 2**31 - 1, None, validate_only=validate_only),
+                 lambda: reg.create_topic("over", 8, 1, max_partitions=10, validate_only=validate_only),
+                 lambda: reg.create_partitions("small", 11, None, max_partitions=10, validate_only=validate_only)):
+        with pytest.raises(TopicError) as e:
+            call()
+        assert e.value.error_code == errors.POLICY_VIOLATION
+    assert planned == []
+    # exactly at the bounds: allowed
+    assert len(reg.create_topic("edge", 10_000, 1, validate_only=True).partitions) == 10_000
+    reg.create_topic("fits", 7, 1, max_partitions=10, validate_only=validate_only)
+    assert planned == [10_000, 7]

@@ -116,6 +116,38 @@ def test_guard_applies_in_order_and_refuses_forgeries() -> None:
     assert out[2] == {"error_code": errors.STALE_CONTROLLER_EPOCH}
 
 
+def test_requests_wait_behind_one_answered_later() -> None:
+    """A LeaderAndIsr applied over several loop turns (a future): a request arriving meanwhile is
+    applied only once it is answered, so metadata never runs ahead of the roles."""
+
+    async def run() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        g = ControllerEpochGuard(_store(1, 5))
+        g.verified = (5, 1)
+        log: list[str] = []
+        slow: asyncio.Future[Any] = loop.create_future()
+
+        def apply(key: int, body: dict[str, Any]) -> Any:
+            log.append(f"apply {key}")
+            if key == ib.LEADER_AND_ISR:
+                return slow
+            return {"error_code": errors.NONE}
+
+        first = g.run(loop, ib.LEADER_AND_ISR, _body(1, 5), apply, lambda: 5)
+        second = g.run(loop, ib.UPDATE_METADATA, _body(1, 5), apply, lambda: 5)
+        third = g.run(loop, ib.STOP_REPLICA, _body(1, 5), apply, lambda: 5)
+        await asyncio.sleep(0)
+        assert log == [f"apply {ib.LEADER_AND_ISR}"]
+        loop.call_soon(slow.set_result, {"error_code": errors.NONE, "partitions": []})
+        out = [await a if isinstance(a, asyncio.Future) else a for a in (first, second, third)]
+        assert log == [f"apply {ib.LEADER_AND_ISR}", f"apply {ib.UPDATE_METADATA}", f"apply {ib.STOP_REPLICA}"]
+        # nothing left waiting: the next one is applied at once
+        assert g.run(loop, ib.UPDATE_METADATA, _body(1, 5), apply, lambda: 5) == {"error_code": errors.NONE}
+        return out
+
+    assert [a["error_code"] for a in asyncio.run(run())] == [0, 0, 0]
+
+
 def test_guard_retries_a_store_error_before_refusing(monkeypatch: pytest.MonkeyPatch) -> None:
     import odradek.server.cluster_access as ca
     from odradek.controller.store import StoreError

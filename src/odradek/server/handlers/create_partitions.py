@@ -2,16 +2,23 @@
 
 The partitions added count against the principal's ``controller_mutation_rate`` (KIP-599): from
 v3 a topic met by an exhausted quota fails with THROTTLING_QUOTA_EXCEEDED; older versions only
-get the throttle time."""
+get the throttle time.
+
+Before anything is assigned, the partitions the whole request adds are counted
+(odradek.controller.partition_limits): more than one request may create fails every topic of it
+with POLICY_VIOLATION; the topic registry checks each topic against ``max.partitions``."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers.create_topics import TOPICS_PER_TURN
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
@@ -28,13 +35,27 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    for t in request.topics:
+    refused: dict[int, tuple[int, str | None]] = {}
+    for i, t in enumerate(request.topics):
+        if counts[t.name] > 1:
+            refused[i] = errors.INVALID_REQUEST, "Duplicate topic in request."
+        elif not ctx.permits(ResourceType.TOPIC, t.name):
+            refused[i] = errors.TOPIC_AUTHORIZATION_FAILED, None
+    asked = 0
+    for i, t in enumerate(request.topics):
+        current = svc.topics.get(t.name)
+        if i not in refused and current is not None:
+            # explicit assignments that do not match the count are refused on their own
+            asked += len(t.assignments) if t.assignments else max(t.count - len(current.partitions), 0)
+    too_many = limits.request_limit_error(asked)
+
+    def grow_one(i: int, t: Any) -> None:
         code = errors.NONE
         msg = None
-        if counts[t.name] > 1:
-            code, msg = errors.INVALID_REQUEST, "Duplicate topic in request."
-        elif not ctx.permits(ResourceType.TOPIC, t.name):
-            code, msg = errors.TOPIC_AUTHORIZATION_FAILED, None
+        if i in refused:
+            code, msg = refused[i]
+        elif too_many is not None:
+            code, msg = errors.POLICY_VIOLATION, too_many
         else:
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             try:
@@ -49,27 +70,46 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except ThrottlingQuotaExceeded as e:
                 code, msg = errors.THROTTLING_QUOTA_EXCEEDED, str(e)
         out.append(make(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=msg))
-    grown = {t.name: t.count for t in request.topics if counts[t.name] == 1} if not request.validate_only else {}
-    grown = {n: c for n, c in grown.items() if any(r.name == n and r.error_code == errors.NONE for r in out)}
-    throttle_ms = ctx.controller_mutation_throttle(quota)
-    if not grown:
-        return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(out))
-    cluster = svc.cluster
 
-    def ready(name: str, count: int) -> bool:
-        meta = svc.topics.get(name)
-        return (meta is not None and len(meta.partitions) >= count
-                and all(p.leader in cluster.live_brokers for p in meta.partitions))
+    def finish() -> Any:
+        grown = {t.name: t.count for t in request.topics if counts[t.name] == 1} if not request.validate_only else {}
+        done = {r.name for r in out if r.error_code == errors.NONE}
+        grown = {n: c for n, c in grown.items() if n in done}
+        throttle_ms = ctx.controller_mutation_throttle(quota)
+        if not grown:
+            return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(out))
+        cluster = svc.cluster
 
-    def respond() -> Any:
-        final = []
-        for r in out:
-            if r.name in grown and not ready(r.name, grown[r.name]):
-                r = make(m.CreatePartitionsTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
-                         error_message="The controller did not elect leaders for the new partitions in time")
-            final.append(r)
-        return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(final))
+        def ready(name: str, count: int) -> bool:
+            meta = svc.topics.get(name)
+            return (meta is not None and len(meta.partitions) >= count
+                    and all(p.leader in cluster.live_brokers for p in meta.partitions))
 
-    # as Kafka's DelayedCreatePartitions: answered once the new partitions have leaders
-    timeout_ms = int(request.timeout.total_seconds() * 1000)
-    return cluster.wait_for_metadata(lambda: all(ready(n, c) for n, c in grown.items()), timeout_ms, respond)
+        def respond() -> Any:
+            final = []
+            for r in out:
+                if r.name in grown and not ready(r.name, grown[r.name]):
+                    r = make(m.CreatePartitionsTopicResult, name=r.name, error_code=errors.REQUEST_TIMED_OUT,
+                             error_message="The controller did not elect leaders for the new partitions in time")
+                final.append(r)
+            return make(m.CreatePartitionsResponse, throttle_time=throttle_ms, results=tuple(final))
+
+        # as Kafka's DelayedCreatePartitions: answered once the new partitions have leaders
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        return cluster.wait_for_metadata(lambda: all(ready(n, c) for n, c in grown.items()), timeout_ms, respond)
+
+    if len(request.topics) <= TOPICS_PER_TURN:
+        for i, t in enumerate(request.topics):
+            grow_one(i, t)
+        return finish()
+
+    async def stepwise() -> Any:
+        # each topic grown is a metadata store write: TOPICS_PER_TURN per loop turn (as CreateTopics)
+        for i, t in enumerate(request.topics):
+            grow_one(i, t)
+            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
+                await asyncio.sleep(0)
+        answer = finish()
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    return asyncio.ensure_future(stepwise())

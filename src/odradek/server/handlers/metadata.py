@@ -4,15 +4,18 @@ controller to elect their leaders)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
 
+from odradek.controller.partition_limits import MAX_PARTITIONS_PER_REQUEST
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import live_broker_endpoints
+from odradek.server.handlers.create_topics import TOPICS_PER_TURN
 from odradek.server.request_context import RequestContext
 
 API_KEY = 3
@@ -97,30 +100,65 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         "auto.create.topics.enable"
     )
     created: list[str] = []
+    planned: dict[str, int] = {}  # partitions of each topic created
+    to_create: list[str] = []
     if requested is not None and allow_auto:
         reg = svc.topics
+        # one Metadata request creates at most what one CreateTopics may (Kafka forwards its
+        # automatic creations as one CreateTopics): the names past that are answered unknown
+        budget = MAX_PARTITIONS_PER_REQUEST
+        per_topic = max(int(svc.config.get("num.partitions")), 1)
         for t in requested:
-            if t.name is None or reg.get(t.name) is not None or not _may_create(ctx, t.name):
+            if t.name is None or reg.get(t.name) is not None or t.name in planned or not _may_create(ctx, t.name):
                 continue
-            try:
-                validate_topic_name(t.name)
-                svc.admin.create_topic(t.name, -1, -1)
-                log.info("auto-created topic %s", t.name)
-                created.append(t.name)
-            except TopicError:
-                pass  # answered below (invalid name, already being created, store unavailable)
-    if not created:
-        return _respond(ctx, requested, allow_auto, request)
-    # the controller elects the new topics' leaders: answer once this broker knows them (or
-    # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
-    cluster = svc.cluster
+            if per_topic > budget:
+                log.info("not auto-creating topic %s: this request already creates %d partitions", t.name,
+                         MAX_PARTITIONS_PER_REQUEST - budget)
+                break
+            budget -= per_topic
+            planned[t.name] = per_topic
+            to_create.append(t.name)
 
-    def ready() -> bool:
-        live = cluster.live_brokers
-        return all((m := svc.topics.get(n)) is not None and all(p.leader in live for p in m.partitions)
-                   for n in created)
+    def create(name: str) -> None:
+        try:
+            validate_topic_name(name)
+            planned[name] = len(svc.admin.create_topic(name, -1, -1).partitions)
+            log.info("auto-created topic %s", name)
+            created.append(name)
+        except TopicError:
+            pass  # answered below (invalid name, already being created, store unavailable)
 
-    return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS, lambda: _respond(ctx, requested, allow_auto, request))
+    def finish() -> Any:
+        if not created:
+            return _respond(ctx, requested, allow_auto, request)
+        # the controller elects the new topics' leaders: answer once this broker knows them (or
+        # with LEADER_NOT_AVAILABLE for those still without, as Kafka does)
+        cluster = svc.cluster
+
+        def ready() -> bool:
+            live = cluster.live_brokers
+            # a large topic reaches the metadata cache in batches (the controller's NEW_PARTITION_BATCH)
+            return all((m := svc.topics.get(n)) is not None and len(m.partitions) >= planned[n]
+                       and all(p.leader in live for p in m.partitions) for n in created)
+
+        return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS,
+                                         lambda: _respond(ctx, requested, allow_auto, request))
+
+    if len(to_create) <= TOPICS_PER_TURN:
+        for name in to_create:
+            create(name)
+        return finish()
+
+    async def stepwise() -> Any:
+        # each creation writes the metadata store: TOPICS_PER_TURN per loop turn (as CreateTopics)
+        for i, name in enumerate(to_create):
+            create(name)
+            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
+                await asyncio.sleep(0)
+        answer = finish()
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    return asyncio.ensure_future(stepwise())
 
 
 def _may_describe(ctx: RequestContext, name: str) -> bool:
