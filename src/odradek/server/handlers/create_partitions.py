@@ -10,7 +10,6 @@ with POLICY_VIOLATION; the topic registry checks each topic against ``max.partit
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.controller import partition_limits as limits
@@ -18,9 +17,9 @@ from odradek.controller.topics import TopicError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.handlers.create_topics import TOPICS_PER_TURN
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
+from odradek.server.turns import in_turns
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -98,18 +97,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         timeout_ms = int(request.timeout.total_seconds() * 1000)
         return cluster.wait_for_metadata(lambda: all(ready(n, c) for n, c in grown.items()), timeout_ms, respond)
 
-    if len(request.topics) <= TOPICS_PER_TURN:
-        for i, t in enumerate(request.topics):
-            grow_one(i, t)
-        return finish()
-
-    async def stepwise() -> Any:
-        # each topic grown is a metadata store write: TOPICS_PER_TURN per loop turn (as CreateTopics)
-        for i, t in enumerate(request.topics):
-            grow_one(i, t)
-            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
-                await asyncio.sleep(0)
-        answer = finish()
-        return await answer if isinstance(answer, asyncio.Future) else answer
-
-    return asyncio.ensure_future(stepwise())
+    return in_turns(request.topics, grow_one, finish)  # each topic grown is a metadata store write

@@ -17,7 +17,6 @@ assignments")."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from odradek.controller import partition_limits as limits
@@ -28,9 +27,9 @@ from odradek.security.acl import ResourceType
 from odradek.server.config_view import topic_entries
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
+from odradek.server.turns import in_turns
 
 API_KEY = 19
-TOPICS_PER_TURN = 8  # topics created per event loop turn (each is a metadata store write)
 MIN_VERSION = 2
 MAX_VERSION = 7
 
@@ -149,22 +148,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
         return cluster.wait_for_metadata(lambda: all(ready(n) for n in created), timeout_ms, respond)
 
-    if len(request.topics) <= TOPICS_PER_TURN:
-        for i, t in enumerate(request.topics):
-            create_one(i, t)
-        return finish()
-
-    async def stepwise() -> Any:
-        # each topic writes the metadata store: a request naming thousands of topics is worked
-        # through TOPICS_PER_TURN topics per loop turn, other clients served in between
-        for i, t in enumerate(request.topics):
-            create_one(i, t)
-            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
-                await asyncio.sleep(0)
-        answer = finish()
-        return await answer if isinstance(answer, asyncio.Future) else answer
-
-    return asyncio.ensure_future(stepwise())
+    # each topic writes the metadata store: a request naming thousands of topics is worked through a few
+    # per loop turn, other clients served in between
+    return in_turns(request.topics, create_one, finish)
 
 
 def _explicit_assignment(assignments: Any) -> dict[int, list[int]] | None:

@@ -4,7 +4,6 @@ controller to elect their leaders)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any
@@ -15,8 +14,8 @@ from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import live_broker_endpoints
-from odradek.server.handlers.create_topics import TOPICS_PER_TURN
 from odradek.server.request_context import RequestContext
+from odradek.server.turns import in_turns
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -144,21 +143,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return cluster.wait_for_metadata(ready, AUTO_CREATE_WAIT_MS,
                                          lambda: _respond(ctx, requested, allow_auto, request))
 
-    if len(to_create) <= TOPICS_PER_TURN:
-        for name in to_create:
-            create(name)
-        return finish()
-
-    async def stepwise() -> Any:
-        # each creation writes the metadata store: TOPICS_PER_TURN per loop turn (as CreateTopics)
-        for i, name in enumerate(to_create):
-            create(name)
-            if i % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
-                await asyncio.sleep(0)
-        answer = finish()
-        return await answer if isinstance(answer, asyncio.Future) else answer
-
-    return asyncio.ensure_future(stepwise())
+    return in_turns(to_create, lambda _, name: create(name), finish)  # each creation writes the metadata store
 
 
 def _may_describe(ctx: RequestContext, name: str) -> bool:

@@ -1,0 +1,37 @@
+"""Work on many items a few per event loop turn, so one request never holds the loop for long.
+
+A handler that creates or grows topics writes the metadata store once per topic; a request naming
+thousands of topics is worked through :data:`TOPICS_PER_TURN` of them per loop turn, other clients
+served in between, and answered by ``finish`` once all are done. A request small enough to fit in one
+turn is answered at once, as before (no task, no extra turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+TOPICS_PER_TURN = 8  # topics created or grown per event loop turn (each is a metadata store write)
+
+
+def in_turns(items: Sequence[T], work: Callable[[int, T], None], finish: Callable[[], Any],
+             per_turn: int = TOPICS_PER_TURN) -> Any:
+    """``work(i, item)`` for each item, ``per_turn`` per loop turn, then ``finish()``'s answer: the answer
+    itself when everything fitted in one turn, else a future of it (a future ``finish`` returned is awaited)."""
+    if len(items) <= per_turn:
+        for i, item in enumerate(items):
+            work(i, item)
+        return finish()
+
+    async def stepwise() -> Any:
+        for i, item in enumerate(items):
+            work(i, item)
+            if i % per_turn == per_turn - 1:
+                await asyncio.sleep(0)
+        answer = finish()
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    return asyncio.ensure_future(stepwise())
