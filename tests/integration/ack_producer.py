@@ -1,9 +1,10 @@
 """Produce forever (confluent-kafka, acks=all) and append one line per acknowledged message to a file:
 ``<partition> <offset> <index>``. Run as a script by test_restart.py; killed from outside.
 
-Usage: python ack_producer.py BOOTSTRAP TOPIC ACKFILE BASE_TS VALUE_SIZE [KEYS]
+Usage: python ack_producer.py BOOTSTRAP TOPIC ACKFILE BASE_TS VALUE_SIZE [KEYS [BATCH_BYTES]]
 Message ``i``: key ``key-<i>`` (``key-<i % KEYS>`` when KEYS is given: updates for a compacted
-topic), value ``value(i, VALUE_SIZE)``, timestamp ``BASE_TS + i``.
+topic), value ``value(i, VALUE_SIZE)``, timestamp ``BASE_TS + i``. BATCH_BYTES caps a batch's size
+(librdkafka's batch.size): a topic with a tiny segment.bytes refuses a larger batch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
 
     bootstrap, topic, ackfile, base_ts, size = sys.argv[1:6]
     keys = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+    batch_bytes = {"batch.size": int(sys.argv[7])} if len(sys.argv) > 7 else {}
     fd = os.open(ackfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     p = Producer({
         "bootstrap.servers": bootstrap,
@@ -37,6 +39,7 @@ def main() -> None:
         "max.in.flight.requests.per.connection": 5,
         "message.send.max.retries": 0,
         "reconnect.backoff.max.ms": 500,
+        **batch_bytes,
     })
 
     def on_delivery(err, msg):  # type: ignore[no-untyped-def]

@@ -50,7 +50,7 @@ def _produce_then_kill(b: Broker, topic: str, ackfile: Path, rng: random.Random,
     with open(logf, "ab") as plog:
         proc = subprocess.Popen(
             [sys.executable, ack_producer.__file__, b.bootstrap, topic, str(ackfile), str(int(time.time() * 1000)),
-             str(SIZE), str(KEYS)], stdout=plog, stderr=plog,
+             str(SIZE), str(KEYS), "4096"], stdout=plog, stderr=plog,  # batches below segment.bytes (8192)
         )
     try:
         deadline = time.monotonic() + 90

@@ -177,9 +177,13 @@ class EmbeddedCluster:
         return None
 
     def leader(self, topic: str, partition: int = 0) -> int:
-        """The partition's leader in the cluster's metadata (-1 when it has none)."""
+        """The partition's leader in the cluster's metadata (-1 when it has none, or when the broker asked does
+        not know the partition yet: a broker learns a new topic from the controller a moment after the one
+        that created it, and a new controller republishes every topic after a failover)."""
         meta = self.admin.list_topics(topic, timeout=10)
-        return int(meta.topics[topic].partitions[partition].leader)
+        t = meta.topics.get(topic)
+        p = t.partitions.get(partition) if t is not None else None
+        return int(p.leader) if p is not None else -1
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None,
                      replication_factor: int | None = None, timeout: float = 30.0) -> str:

@@ -415,12 +415,22 @@ class Broker:
         """Kafka 4.1+ (KIP-966): a cluster has a cluster-level ``min.insync.replicas`` (the broker resource
         named "", Kafka's controller writes it from its own config when the cluster has none), so describing
         the cluster's broker configs lists it and topics inherit it as DYNAMIC_DEFAULT_BROKER_CONFIG."""
-        defaults = self.topics.broker_configs("")
-        if CLUSTER_MIN_ISR not in defaults:
-            value = self.config.raw(CLUSTER_MIN_ISR)[0] or "1"
-            with store_errors_as_topic_errors():
+        value = self.config.raw(CLUSTER_MIN_ISR)[0] or "1"
+        for _ in range(3):
+            defaults = self.topics.broker_configs("")
+            if CLUSTER_MIN_ISR in defaults:
+                return
+            try:
                 self.topics.set_broker_configs("", {**defaults, CLUSTER_MIN_ISR: value})
+            except StoreError as e:
+                # brokers starting together race to write it first (the znode appeared meanwhile): read again
+                log.info("setting the cluster-level %s raced with another write (%s); reading it again",
+                         CLUSTER_MIN_ISR, e)
+                continue
             log.info("cluster-level %s set to %s (KIP-966)", CLUSTER_MIN_ISR, value)
+            return
+        log.warning("could not set the cluster-level %s (the metadata store kept refusing the write): describing "
+                    "the cluster's broker configs will not list it until a broker sets it", CLUSTER_MIN_ISR)
 
     def _load_dynamic_broker_configs(self) -> None:
         self._log_configs.clear()
