@@ -59,9 +59,11 @@ def _canonical(nodes_doc: object) -> bytes:
 
 
 def encode(nodes: Nodes) -> bytes:
+    # built in canonical order (paths sorted, "data" before "version"), so the nodes' text is encoded once
+    # and is itself the canonical text the checksum covers
     nodes_doc = {p: {"data": base64.b64encode(d).decode(), "version": v} for p, (d, v) in sorted(nodes.items())}
-    crc = zlib.crc32(_canonical(nodes_doc))
-    return json.dumps({"version": FORMAT_VERSION, "crc32": crc, "nodes": nodes_doc}, separators=(",", ":")).encode()
+    text = _canonical(nodes_doc)
+    return b'{"version":%d,"crc32":%d,"nodes":%s}' % (FORMAT_VERSION, zlib.crc32(text), text)
 
 
 def decode(raw: bytes) -> Nodes:
