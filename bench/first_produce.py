@@ -98,3 +98,13 @@ def timed_start(broker: BenchBroker, steps: Sequence[Step], timeout: float) -> d
     if failure:
         raise failure[0]
     return out
+
+
+def value(r: dict[str, Any], key: str) -> float | None:
+    """``fresh.first_ack_s``-style dotted lookup in one run's result (None when the run failed before it)."""
+    v: Any = r
+    for part in key.split("."):
+        if not isinstance(v, dict) or part not in v:
+            return None
+        v = v[part]
+    return float(v) if isinstance(v, int | float) else None

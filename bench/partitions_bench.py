@@ -81,7 +81,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from brokers import BenchBroker, KafkaBroker, OdradekBroker, kafka_peer  # noqa: E402
-from first_produce import produce_acked, timed_start  # noqa: E402
+from first_produce import produce_acked, timed_start, value  # noqa: E402
 
 RECORD_SIZE = 1024
 
@@ -338,15 +338,6 @@ PEER_ROWS = (("create_s", "create: CreateTopics answered"), ("logs_s", "create: 
              ("kill9.all_s", "after kill -9: every partition acked"))
 
 
-def _value(r: dict[str, Any], key: str) -> float | None:
-    v: Any = r
-    for part in key.split("."):
-        if not isinstance(v, dict) or part not in v:
-            return None
-        v = v[part]
-    return float(v) if isinstance(v, int | float) else None
-
-
 def compare_lines(results: list[dict[str, Any]]) -> list[str]:
     """Per measure (seconds): each broker's repetitions and median, and Odradek / Kafka of the medians
     (the issue's target: <= 1.0 for create, clean restart and restart after kill -9)."""
@@ -355,7 +346,7 @@ def compare_lines(results: list[dict[str, Any]]) -> list[str]:
         meds: dict[str, float] = {}
         cells = []
         for kind in ("odradek", "kafka"):
-            vals = [_value(r, key) for r in results if r["broker"] == kind]
+            vals = [value(r, key) for r in results if r["broker"] == kind]
             got = [v for v in vals if v is not None]
             if got:
                 meds[kind] = statistics.median(got)

@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brokers import BenchBroker, KafkaBroker, OdradekBroker, kafka_peer  # noqa: E402
-from first_produce import produce_acked, timed_start  # noqa: E402
+from first_produce import produce_acked, timed_start, value  # noqa: E402
 
 KINDS = ("odradek", "kafka")
 PHASES = ("fresh", "restart")
@@ -91,16 +91,6 @@ def run_one(kind: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any
 def median(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
-
-
-def value(r: dict[str, Any], key: str) -> float | None:
-    """``fresh.first_ack_s``-style dotted lookup in one run's result (None when the run failed before it)."""
-    v: Any = r
-    for part in key.split("."):
-        if not isinstance(v, dict) or part not in v:
-            return None
-        v = v[part]
-    return float(v) if isinstance(v, int | float) else None
 
 
 ROWS = (("fresh.answer_s", "fresh start: first ApiVersions answer", "s"),
