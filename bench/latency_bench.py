@@ -2,7 +2,7 @@
 acks=all at a fixed rate, on one broker and on three brokers over ZooKeeper (RF=3,
 min.insync.replicas=2), with the broker's share from its RequestMetrics.
 
-    python bench/latency_bench.py [--rates 1000,102400] [--seconds 10] [--setups single,cluster]
+    python bench/latency_bench.py [--rates 1000,102400] [--seconds 10] [--warmup-s 10] [--setups single,cluster]
                                   [--partitions 6] [--record-size 1024] [--linger-ms 1]
                                   [--fetch-wait-max-ms 100] [--tick-us 1000] [--producer-nice N]
                                   [--peer kafka] [--search-p99-ms 50 [--search-start 5000]
@@ -168,6 +168,21 @@ def measure(brokers: list[BenchBroker], http_ports: list[int], args: argparse.Na
             time.sleep(0.5)
     for b in brokers:  # every replica's log made (Kafka lists a leader before it has made the log)
         b.wait_partitions_on_disk("w", args.partitions, timeout=120)
+    warmup: dict[str, Any] | None = None
+    if args.warmup_s > 0:
+        # the same produce and consume at the same rate, not measured: a JVM broker compiles its hot paths
+        # in its first seconds (Kafka's e2e p99 of a 30 s run from a cold start was over 1 s here)
+        records = rate * args.warmup_s
+        consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records + args.partitions, workdir,
+                            {"fetch.wait.max.ms": str(args.fetch_wait_max_ms)})
+        wait_consumer(http_ports, args.partitions, args.consumer_settle_s)
+        produced, _ = paced_producer.run(
+            args.producer, bootstrap, "w", records, args.record_size, rate, acks="all", tick_us=args.tick_us,
+            warmup_partitions=args.partitions, props={"linger.ms": str(args.linger_ms)},
+            timeout_s=args.warmup_s * 20 + 60, nice=args.producer_nice)
+        consumer.wait(60, grace_s=10)
+        warmup = {"seconds": args.warmup_s, "e2e_ms": e2e_summary(consumer.latencies_us()),
+                  "error": produced.get("error")}
     records = rate * args.seconds
     # the producer's warm-up sends one untimed record per partition first: the consumer counts them too
     consumer = Consumer(args.binary, bootstrap, "w", args.partitions, records + args.partitions, workdir,
@@ -197,6 +212,7 @@ def measure(brokers: list[BenchBroker], http_ports: list[int], args: argparse.Na
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "broker_share": broker_share(before, after) if http_ports else None,
         "producer_command": produced.get("command"), "consumer_command": consumer.command,
+        "warmup": warmup,
     }
     result["broker_part_of_ack"] = broker_part_of_ack(result["broker_share"] or {}, result["produce_ack_ms"])
     if "error" in produced:
@@ -290,7 +306,9 @@ def line(setup: str, r: dict[str, Any]) -> str:
             f"  ack p99 {r['produce_ack_ms'].get('p99', 0):6.2f} ms (behind {r['behind_max_ms'] or 0:.1f} ms"
             f"{', queue full x' + str(r['producer_queue_full']) if r.get('producer_queue_full') else ''})"
             f"  CPU s broker {r['broker_cpu_s']:.1f} (kernel {r.get('broker_kernel_cpu_s', 0):.1f}) producer {r['producer_cpu_s']:.1f} consumer {r['consumer_cpu_s']:.1f}"
-            f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}")
+            f" in {r['elapsed_s'] or 0:.1f} s, load {r['loadavg_1m']:.1f}"
+            + (f"; after a {w['seconds']} s warm-up (its p99 {w['e2e_ms'].get('p99', 0):.2f} ms)"
+               if (w := r.get("warmup")) and w.get("e2e_ms") else ""))
 
 
 def share_lines(r: dict[str, Any]) -> list[str]:
@@ -386,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="1000,102400", help="producer messages/s, comma-separated")
     ap.add_argument("--seconds", type=int, default=10, help="records = rate x seconds")
+    ap.add_argument("--warmup-s", type=int, default=10,
+                    help="before each measured run, the same produce and consume for this long on the same fresh "
+                         "broker, not measured (0: none)")
     ap.add_argument("--setups", default="single,cluster")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--record-size", type=int, default=1024)

@@ -131,7 +131,7 @@ async def _produce_delayed(root: Path, n: int) -> float:
     for i in range(n):
         rm.append("t", 0, batch, NOW, acks=-1)
         if NEW_API:
-            from odradek.server.purgatory import future_of
+            from odradek.purgatory import future_of
 
             op = rm.wait_for_replication({TP: i + 1}, 30_000)
             fut = future_of(op, lambda codes: codes)  # type: ignore[arg-type]

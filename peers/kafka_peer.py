@@ -22,6 +22,8 @@ As a command (``scripts/kafka-peer.sh`` runs it)::
 
     python peers/kafka_peer.py fetch
     python peers/kafka_peer.py start [--brokers 1|3] [--base-port 29092] [--data-dir DIR]   # until Ctrl-C
+    python peers/kafka_peer.py start --sasl-plain-user admin:admin-pw --sasl-plain-user bob:bob-pw
+        # a SASL_PLAINTEXT/PLAIN client listener and Kafka's ACL authorizer (admin a super user)
     python peers/kafka_peer.py tool kafka-topics --bootstrap-server 127.0.0.1:29092 --list
 
 Bad input gets one line on stderr and exit code 2 (``PeerError``): Maven or Java missing, Maven Central
@@ -80,6 +82,7 @@ TOOLS: dict[str, str] = {
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
@@ -234,6 +237,46 @@ def fetch_spark_kafka() -> list[Path]:
     return jars
 
 
+METADATA_SHELL_POM = PEER_DIR.parent / "kafka-shell" / "pom.xml"
+METADATA_SHELL_TARGET = Path(os.environ.get("KAFKA_PEER_SHELL_TARGET") or METADATA_SHELL_POM.parent / "target").resolve()
+METADATA_SHELL_VERSION = "4.3.1"  # Maven Central has no kafka-shell 4.4.0 (see peers/kafka-shell/pom.xml)
+
+
+def fetch_metadata_shell() -> Path:
+    """Kafka's metadata shell (kafka-shell, bin/kafka-metadata-shell.sh) and its own jars into
+    peers/kafka-shell/target/libs, once, apart from the 4.4.0 jars of ``fetch()`` (which it never touches).
+    Returns the libs folder."""
+    libs = METADATA_SHELL_TARGET / "libs"
+    jar = libs / f"kafka-shell-{METADATA_SHELL_VERSION}.jar"
+    if jar.is_file():
+        return libs
+    METADATA_SHELL_TARGET.mkdir(parents=True, exist_ok=True)
+    with open(METADATA_SHELL_TARGET / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if jar.is_file():
+            return libs
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven)")
+        proc = subprocess.run([mvn, "-B", "-q", "-f", str(METADATA_SHELL_POM), f"-Dpeer.target={METADATA_SHELL_TARGET}",
+                               *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")),
+                               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if proc.returncode != 0 or not jar.is_file():
+            raise PeerError(f"Maven could not fetch Kafka's metadata shell (mvn exit {proc.returncode}): "
+                            f"{_maven_reason(proc.stdout + proc.stderr)}")
+    return libs
+
+
+def run_metadata_shell(snapshot: Path, *command: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """``kafka-metadata-shell.sh --snapshot SNAPSHOT COMMAND...`` (org.apache.kafka.shell.MetadataShell, one
+    command, non-interactive), run on the shell's own jars."""
+    libs = fetch_metadata_shell()
+    cmd = [find_java(), *TOOL_HEAP, *QUICK_START_OPTS, f"-Dlog4j2.configurationFile={_tool_log4j2()}",
+           "-cp", str(libs / "*"), "org.apache.kafka.shell.MetadataShell", "--snapshot", str(snapshot), *command]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 def classpath() -> str:
     if not fetched():
         fetch()
@@ -324,6 +367,35 @@ def read_meta_properties(log_dir: Path) -> dict[str, str]:
     return out
 
 
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def sasl_plain_properties(users: Mapping[str, str], port: int, controller_port: int) -> dict[str, str]:
+    """server.properties of a node whose client (and inter-broker) listener is SASL_PLAINTEXT with the PLAIN
+    mechanism and ``users`` (name: password), with Kafka's ACL authorizer (StandardAuthorizer, KIP-801). The first
+    user is a super user; so is ANONYMOUS, the principal of the PLAINTEXT controller listener, through which the
+    broker registers with the controller quorum (without it the controller refuses the node's own requests)."""
+    if not users:
+        raise PeerError("a SASL/PLAIN listener needs at least one user")
+    for name, password in users.items():
+        if not name or any(c in name + password for c in '"\\ ;=\n'):
+            raise PeerError(f"SASL/PLAIN user {name!r}: no quotes, spaces, backslashes, ';' or '=' in names or passwords")
+    admin, admin_pw = next(iter(users.items()))
+    jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{admin}" '
+            f'password="{admin_pw}" ' + " ".join(f'user_{u}="{pw}"' for u, pw in users.items()) + ";")
+    return {
+        "listeners": f"SASL_PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://{HOST}:{port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": AUTHORIZER_CLASS,
+        "super.users": f"User:{admin};User:ANONYMOUS",
+    }
+
+
 @dataclass
 class KafkaNode:
     """One combined KRaft node (broker and controller) in its own directory."""
@@ -337,6 +409,9 @@ class KafkaNode:
     replication_factor: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
     heap: tuple[str, ...] = BROKER_HEAP
+    # SASL/PLAIN users (name: password) of a SASL_PLAINTEXT client listener with Kafka's ACL authorizer, the
+    # first user a super user (and the inter-broker one); empty: the PLAINTEXT listener and no authorizer
+    plain_users: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -380,6 +455,8 @@ class KafkaNode:
             "share.coordinator.state.topic.min.isr": min_isr,
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.plain_users:
+            props.update(sasl_plain_properties(self.plain_users, self.port, self.controller_port))
         props.update(self.overrides)
         return props
 
@@ -475,7 +552,8 @@ class KafkaCluster:
     def __init__(self, base_dir: Path, n: int = 1, base_port: int | None = None,
                  controller_base_port: int | None = None, cluster_id: str | None = None,
                  overrides: Mapping[str, str] | None = None, heap: Sequence[str] = BROKER_HEAP,
-                 ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None) -> None:
+                 ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None,
+                 plain_users: Mapping[str, str] | None = None) -> None:
         if n < 1:
             raise PeerError(f"a Kafka cluster needs at least one node, not {n}")
         self.base_dir = Path(base_dir)
@@ -487,7 +565,8 @@ class KafkaCluster:
         self.nodes = [
             KafkaNode(node_id=i + 1, port=client_ports[i], controller_port=ctl_ports[i],
                       base_dir=self.base_dir / f"kafka-{i + 1}", cluster_id=self.cluster_id, voters=voters,
-                      replication_factor=min(n, 3), overrides=dict(overrides or {}), heap=tuple(heap))
+                      replication_factor=min(n, 3), overrides=dict(overrides or {}), heap=tuple(heap),
+                      plain_users=dict(plain_users or {}))
             for i in range(n)
         ]
 
@@ -569,6 +648,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     st.add_argument("--cluster-id", default=None, help="default: the data dir's, or a new one")
     st.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a server.properties setting")
     st.add_argument("--heap", default="1G", help="-Xmx and -Xms of each broker (default 1G, as Kafka's)")
+    st.add_argument("--sasl-plain-user", action="append", default=[], metavar="NAME:PASSWORD",
+                    help="a SASL_PLAINTEXT client listener (PLAIN) with this user and Kafka's ACL authorizer "
+                         "(StandardAuthorizer); the first user given is a super user (default: PLAINTEXT, no authorizer)")
     tl = sub.add_parser("tool", help="run one of Kafka's tools (kafka-topics, kafka-configs, ...)")
     tl.add_argument("name", help=", ".join(sorted(TOOLS)))
     tl.add_argument("args", nargs=argparse.REMAINDER)
@@ -593,9 +675,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise PeerError(f"--override {item!r} is not KEY=VALUE")
             k, v = item.split("=", 1)
             overrides[k.strip()] = v
+        plain_users: dict[str, str] = {}
+        for item in args.sasl_plain_user:
+            if ":" not in item:
+                raise PeerError(f"--sasl-plain-user {item!r} is not NAME:PASSWORD")
+            name, password = item.split(":", 1)
+            plain_users[name] = password
         cluster = KafkaCluster(args.data_dir.resolve(), args.brokers, base_port=args.base_port,
                                controller_base_port=args.controller_base_port, cluster_id=args.cluster_id,
-                               overrides=overrides, heap=(f"-Xmx{args.heap}", f"-Xms{args.heap}"))
+                               overrides=overrides, heap=(f"-Xmx{args.heap}", f"-Xms{args.heap}"),
+                               plain_users=plain_users)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         cluster.start()
         print(f"Kafka {KAFKA_VERSION} cluster {cluster.cluster_id}: {cluster.bootstrap} (data in {args.data_dir})",

@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 # Java: Spark for the pipeline tests and Kafka 4.4 (the peer and judge); maven: fetches Kafka's jars from Maven
 # Central and builds the Java harness (peers/kafka); chromium: the console tests; clang with its runtime
 # libraries (libFuzzer, sanitizers) and gcc with libasan8/libubsan1: tests/fuzz/test_sanitizers.py builds
-# the C extension's decoders with AddressSanitizer and UBSan
-APT_PACKAGES=(kcat zookeeper openjdk-17-jdk-headless maven chromium gcc libasan8 libubsan1 clang libclang-rt-14-dev)
+# the C extension's decoders with AddressSanitizer and UBSan; postgresql: the database whose changes Debezium
+# captures in tests/cdc (odradek.devcluster.postgres starts clusters of its own; Debian's own cluster is unused);
+# libfaketime: the clock nemesis of odradek.verify (a broker's wall clock moved, its monotonic clock left alone)
+APT_PACKAGES=(kcat zookeeper openjdk-17-jdk-headless maven chromium gcc libasan8 libubsan1 clang libclang-rt-14-dev nftables iproute2 postgresql libfaketime)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -33,3 +35,5 @@ fi
 .venv/bin/python peers/kafka_peer.py fetch >/dev/null
 # Spark's own JVM Kafka connector (spark-sql-kafka-0-10), judged beside the project's Python source
 .venv/bin/python peers/kafka_peer.py fetch-spark >/dev/null
+# Kafka Connect 4.4 and Debezium's PostgreSQL connector 3.6.1.Final into peers/connect/target (once)
+.venv/bin/python peers/connect_peer.py fetch >/dev/null

@@ -13,8 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 LOG_TAIL_BYTES = 12_000
+
+# Property tests run beside brokers, ZooKeeper and Spark on two cores: a slow example is the machine's load, not
+# the property's failure, so neither Hypothesis's per-example deadline nor its "generation is slow" check
+# applies (a test may still set its own). The examples themselves are unchanged.
+settings.register_profile("odradek", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("odradek")
 
 # Broker and tool subprocesses run in their own directories: a relative PYTHONPATH (``PYTHONPATH=src`` from a
 # checkout) would no longer name the checkout there, and they would import another copy of odradek.

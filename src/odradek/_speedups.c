@@ -48,8 +48,8 @@
  *   CRC-32C (Castagnoli) of buf: the CPU's crc32 instruction where there is one (SSE4.2), else
  *   slicing-by-8 tables (software=True forces them: the tests compare both).
  *
- * With ODRADEK_SPEEDUPS_CORE defined the file is the decoding core alone (varints, records, batches,
- * CRC-32C), without Python: tests/fuzz/speedups_fuzzer.c includes it under libFuzzer and the
+ * With ODRADEK_SPEEDUPS_CORE defined the file is the decoding core alone (varints, the two record walks,
+ * batches, CRC-32C), without Python: tests/fuzz/speedups_fuzzer.c includes it under libFuzzer and the
  * address and undefined-behaviour sanitizers.
  */
 #ifdef ODRADEK_SPEEDUPS_CORE
@@ -63,7 +63,10 @@ typedef ptrdiff_t Py_ssize_t;
 #include <stdint.h>
 #include <string.h>
 
-/* zig-zag varint of at most max_bytes bytes inside [*pos, lim); 0 on success */
+/* zig-zag varint of at most max_bytes bytes inside [*pos, lim); 0 on success. As Kafka's ByteUtils reads
+ * them: a varint (5 bytes) keeps the low 32 bits of what it spells (readVarint's int drops the 5th byte's
+ * high bits), a varlong (10 bytes) the low 64 (readVarlong's long), so a non-canonical encoding reads as
+ * the value a Kafka broker or consumer reads, never as another one */
 static inline int
 read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t lim, int max_bytes, int64_t *out)
 {
@@ -82,6 +85,8 @@ read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t lim, int max_bytes, in
         uint8_t b = p[i++];
         raw |= (uint64_t)(b & 0x7F) << shift;
         if (!(b & 0x80)) {
+            if (max_bytes <= 5)
+                raw &= 0xFFFFFFFFu;
             *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
             *pos = i;
             return 0;
@@ -139,6 +144,35 @@ read_record(const uint8_t *p, Py_ssize_t *pos_io, Py_ssize_t end, int64_t expect
         return -1;
     *pos_io = pos;
     return 0;
+}
+
+/* count_records: the records of a section by their length fields alone (each > 0 and inside the section,
+ * adding up to end - start exactly); -1 when they do not */
+static long long
+count_lengths(const uint8_t *p, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t pos = start;
+    long long count = 0;
+    while (pos < end) {
+        uint64_t raw = 0;
+        int shift = 0;
+        for (;;) {
+            if (pos >= end || shift > 28)
+                return -1;
+            uint8_t b = p[pos++];
+            raw |= (uint64_t)(b & 0x7F) << shift;
+            if (!(b & 0x80))
+                break;
+            shift += 7;
+        }
+        raw &= 0xFFFFFFFFu; /* readVarint's 32 bits (read_varint above) */
+        int64_t length = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        if (length <= 0 || length > end - pos)
+            return -1;
+        pos += (Py_ssize_t)length;
+        count++;
+    }
+    return count;
 }
 
 #define SCAN_MALFORMED (-1)
@@ -503,29 +537,8 @@ count_records(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return PyLong_FromLong(-1);
     }
-    const uint8_t *p = (const uint8_t *)view.buf;
-    Py_ssize_t pos = start;
-    long long count = 0;
-    int bad = 0;
-    while (pos < end) {
-        uint64_t raw = 0;
-        int shift = 0;
-        for (;;) {
-            if (pos >= end || shift > 28) { bad = 1; break; }
-            uint8_t b = p[pos++];
-            raw |= (uint64_t)(b & 0x7F) << shift;
-            if (!(b & 0x80)) break;
-            shift += 7;
-        }
-        if (bad) break;
-        int64_t length = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-        if (length <= 0 || length > end - pos) { bad = 1; break; }
-        pos += (Py_ssize_t)length;
-        count++;
-    }
+    long long count = count_lengths((const uint8_t *)view.buf, start, end);
     PyBuffer_Release(&view);
-    if (bad || pos != end)
-        return PyLong_FromLong(-1);
     return PyLong_FromLongLong(count);
 }
 

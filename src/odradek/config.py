@@ -159,6 +159,12 @@ def _ge(n: int) -> AtLeast:
     return AtLeast(n)
 
 
+def _principal_ok(v: Any) -> bool:
+    """A Kafka principal as KafkaPrincipal.fromString reads it: ``Type:name``, neither empty."""
+    kind, sep, name = str(v).partition(":")
+    return bool(sep and kind.strip() and name.strip())
+
+
 def _one_of(*options: str) -> Callable[[Any], bool]:
     return lambda v: v in options
 
@@ -297,16 +303,37 @@ _TOPIC_DEFS += [
         ("compression.zstd.level", T_INT, "3", "[-131072,...,22]", ("compression.zstd.level",)),
         ("errors.deadletterqueue.group.enable", T_BOOLEAN, "false", "", ()),
         ("internal.segment.bytes", T_INT, None, "", ()),
-        ("local.retention.bytes", T_LONG, "-2", "[-2,...]", ("log.local.retention.bytes",)),
-        ("local.retention.ms", T_LONG, "-2", "[-2,...]", ("log.local.retention.ms",)),
         ("max.decompressed.message.bytes", T_INT, "2147483639", "[1,...,2147483639]",
          ("max.decompressed.message.bytes",)),
         ("remote.copy.lag.bytes", T_LONG, "-1", "[-1,...]", ("log.remote.copy.lag.bytes",)),
         ("remote.copy.lag.ms", T_LONG, "0", "[-1,...]", ("log.remote.copy.lag.ms",)),
-        ("remote.log.copy.disable", T_BOOLEAN, "false", "", ()),
-        ("remote.log.delete.on.disable", T_BOOLEAN, "false", "", ()),
-        ("remote.storage.enable", T_BOOLEAN, "false", "", ()),
     )
+]
+# tiered storage (KIP-405; odradek.server.remote_log_manager), with Kafka's names, defaults and checks
+# (check_remote_storage_configs: Kafka's LogConfig.validateTopicLogConfigValues)
+_TOPIC_DEFS += [
+    (ConfigDef("remote.storage.enable", T_BOOLEAN, "false",
+               "Tier the topic (KIP-405): closed segments are copied to the remote store of "
+               "remote.log.storage.manager.class.name and deleted locally past local.retention.*; reads below "
+               "the local log start are served from the store. Needs remote.log.storage.system.enable on the "
+               "broker; refused unless cleanup.policy is delete (or empty). Turning it off needs "
+               "remote.log.delete.on.disable (KIP-950)."), ()),
+    (ConfigDef("local.retention.ms", T_LONG, "-2",
+               "With remote.storage.enable, how long a segment already copied to the remote store stays on "
+               "the local disk; -2 means retention.ms, -1 no time limit. At most retention.ms.", _ge(-2)),
+     ("log.local.retention.ms",)),
+    (ConfigDef("remote.log.copy.disable", T_BOOLEAN, "false",
+               "KIP-950: the topic's remote tier becomes read-only: nothing more is copied, remote reads and "
+               "remote retention go on, and local segments are deleted by retention.* again (local.retention.* "
+               "must then equal retention.* or be -2)."), ()),
+    (ConfigDef("remote.log.delete.on.disable", T_BOOLEAN, "false",
+               "KIP-950: needed to turn remote.storage.enable from true to false; the partitions' leaders then "
+               "delete their remote segments and their log starts at the local log start offset."), ()),
+    (ConfigDef("local.retention.bytes", T_LONG, "-2",
+               "With remote.storage.enable, the most a partition's local log may hold of segments already "
+               "copied to the remote store before the oldest are deleted locally; -2 means retention.bytes, "
+               "-1 no size limit. At most retention.bytes.", _ge(-2)),
+     ("log.local.retention.bytes",)),
 ]
 
 # Deprecated topic configs that Kafka 3.9 still accepts and 4.0 removes (Kafka 4.4 refuses them with
@@ -384,6 +411,32 @@ _BROKER_DEFS: list[ConfigDef] = [
               " and /metrics) answers to, separated by commas; a request naming another Host is refused with "
               "421, so a web page cannot reach the endpoint by re-pointing its own DNS name at it (DNS "
               "rebinding). * accepts any Host (behind a proxy that checks it). Odradek's own setting."),
+    ConfigDef("http.max.connections.per.ip", T_INT, "16",
+              "The most connections one IP address may have open to the HTTP endpoint (the console and "
+              "/metrics) out of its 64, as max.connections.per.ip does for the Kafka listeners: a further one "
+              "from that address takes the place of the address's connection that has waited longest for its "
+              "client, or is closed at once when all of them are being answered, so one address cannot take "
+              "every slot. Behind a proxy every client has the proxy's address: raise it or list the proxy in "
+              "http.max.connections.per.ip.overrides. Odradek's own setting.", _ge(0)),
+    ConfigDef("http.max.connections.per.ip.overrides", T_STRING, "",
+              "Per-address exceptions to http.max.connections.per.ip, as host:count pairs separated by commas "
+              "(a host name stands for the addresses it resolves to at start-up). Odradek's own setting."),
+    ConfigDef("http.auth.token", T_PASSWORD, None,
+              "A secret that logs in to the console: sent as Authorization: Bearer <token>, or typed into the "
+              "console's login form, which then keeps a session cookie (HttpOnly, SameSite=Strict). When set, "
+              "the console serves nobody who has not logged in (with it, or with a SASL user's HTTP Basic), "
+              "even on a broker without security. Compared in constant time; an address that fails 10 logins "
+              "within a minute is refused (429) for the rest of that minute. Use a long random value. "
+              "Odradek's own setting.", sensitive=True),
+    ConfigDef("http.auth.token.principal", T_STRING, "User:ANONYMOUS",
+              "The principal a console user logged in with http.auth.token acts as: the authorizer decides "
+              "what the console shows and does for that user as for a Kafka client of this principal. "
+              "Odradek's own setting.",
+              check=lambda v: None if _principal_ok(v) else "a principal is Type:name, as User:console"),
+    ConfigDef("http.metrics.auth.required", T_BOOLEAN, "false",
+              "Whether /metrics needs a login (http.auth.token as a Bearer token, a console session, or a SASL "
+              "user's HTTP Basic); false serves it to anyone who reaches http.listeners, as Prometheus "
+              "scrapers expect by default. Odradek's own setting."),
     ConfigDef("log.dirs", T_STRING, None,
               "The directories the broker keeps partition logs in, separated by commas; a new partition goes to"
               " the directory holding the fewest."),
@@ -509,6 +562,88 @@ _BROKER_DEFS: list[ConfigDef] = [
               lambda v: bool(v) and all(a in ("uniform", "range") for a in v), "[uniform, range]"),
     ConfigDef("group.consumer.max.size", T_INT, str(2**31 - 1),
               "The most members a KIP-848 consumer group may have.", _ge(1)),
+    ConfigDef("group.consumer.migration.policy", T_STRING, "bidirectional",
+              "KIP-848's online migration between classic and consumer groups: `upgrade` turns a classic group "
+              "into a consumer group when a member of the new protocol joins it, `downgrade` turns a consumer "
+              "group whose remaining members all speak the classic protocol back into a classic group, "
+              "`bidirectional` allows both, `disabled` neither (case insensitive).",
+              lambda v: str(v).strip().lower() in ("disabled", "downgrade", "upgrade", "bidirectional"),
+              "(case insensitive) [DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL]"),
+    # share groups (KIP-932)
+    ConfigDef("group.share.heartbeat.interval.ms", T_INT, "5000",
+              "The heartbeat interval the coordinator gives members of share groups.",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.session.timeout.ms", T_INT, "45000",
+              "A share group member that sends no heartbeat for this long is removed from its group and the "
+              "records it holds are released.", check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.max.size", T_INT, "200",
+              "The most members a share group may have; further joiners are refused with GROUP_MAX_SIZE_REACHED.",
+              check=_kafka.validator("[1,...,1000]"), valid_doc="[1,...,1000]"),
+    ConfigDef("group.share.record.lock.duration.ms", T_INT, "30000",
+              "How long a record acquired by a share consumer stays locked to it before it is released for "
+              "redelivery (a group's share.record.lock.duration.ms overrides it).",
+              check=_kafka.validator("[1000,...,3600000]"), valid_doc="[1000,...,3600000]"),
+    ConfigDef("group.share.delivery.count.limit", T_INT, "5",
+              "How many times a share group delivers a record before it archives it instead (a group's "
+              "share.delivery.count.limit overrides it).",
+              check=_kafka.validator("[2,...,10]"), valid_doc="[2,...,10]"),
+    ConfigDef("group.share.partition.max.record.locks", T_INT, "2000",
+              "The most records a share group may have in flight (acquired or awaiting the share-partition "
+              "start offset) on one partition (a group's share.partition.max.record.locks overrides it).",
+              check=_kafka.validator("[100,...,10000]"), valid_doc="[100,...,10000]"),
+    ConfigDef("group.share.min.session.timeout.ms", T_INT, "45000",
+              "The least share.session.timeout.ms a share group may set.",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.max.session.timeout.ms", T_INT, "60000",
+              "The most share.session.timeout.ms a share group may set.",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.min.heartbeat.interval.ms", T_INT, "5000",
+              "The least share.heartbeat.interval.ms a share group may set.",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.max.heartbeat.interval.ms", T_INT, "15000",
+              "The most share.heartbeat.interval.ms a share group may set.",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("group.share.min.record.lock.duration.ms", T_INT, "15000",
+              "The least share.record.lock.duration.ms a share group may set "
+              "(group.share.record.lock.duration.ms below it and the broker does not start).",
+              check=_kafka.validator("[1000,...,30000]"), valid_doc="[1000,...,30000]"),
+    ConfigDef("group.share.max.record.lock.duration.ms", T_INT, "60000",
+              "The most share.record.lock.duration.ms a share group may set "
+              "(group.share.record.lock.duration.ms above it and the broker does not start).",
+              check=_kafka.validator("[30000,...,3600000]"), valid_doc="[30000,...,3600000]"),
+    ConfigDef("group.share.min.delivery.count.limit", T_INT, "2",
+              "The least share.delivery.count.limit a share group may set "
+              "(group.share.delivery.count.limit below it and the broker does not start).",
+              check=_kafka.validator("[2,...,5]"), valid_doc="[2,...,5]"),
+    ConfigDef("group.share.max.delivery.count.limit", T_INT, "10",
+              "The most share.delivery.count.limit a share group may set "
+              "(group.share.delivery.count.limit above it and the broker does not start).",
+              check=_kafka.validator("[5,...,25]"), valid_doc="[5,...,25]"),
+    ConfigDef("group.share.min.partition.max.record.locks", T_INT, "100",
+              "The least share.partition.max.record.locks a share group may set "
+              "(group.share.partition.max.record.locks below it and the broker does not start).",
+              check=_kafka.validator("[100,...,2000]"), valid_doc="[100,...,2000]"),
+    ConfigDef("group.share.max.partition.max.record.locks", T_INT, "4000",
+              "The most share.partition.max.record.locks a share group may set "
+              "(group.share.partition.max.record.locks above it and the broker does not start).",
+              check=_kafka.validator("[2000,...,10000]"), valid_doc="[2000,...,10000]"),
+    ConfigDef("group.share.max.share.sessions", T_INT, "2000",
+              "The most share sessions (KIP-932: one per share consumer and broker) this broker keeps; a "
+              "further one is refused with SHARE_SESSION_LIMIT_REACHED.", check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("share.coordinator.state.topic.num.partitions", T_INT, "50",
+              "The partitions of __share_group_state, where share groups' delivery state is kept (not changeable "
+              "once the topic exists).", check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("share.coordinator.state.topic.replication.factor", T_SHORT, "3",
+              "The replication factor of __share_group_state (capped at the live brokers when it is created).",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("share.coordinator.state.topic.min.isr", T_SHORT, "2",
+              "min.insync.replicas of __share_group_state (capped at its replication factor).",
+              check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", T_INT, "104857600",
+              "The segment size of __share_group_state.", check=_kafka.validator("[1,...]"), valid_doc="[1,...]"),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", T_INT, "500",
+              "After this many ShareUpdate records of a share-partition the share coordinator writes a "
+              "ShareSnapshot instead.", check=_kafka.validator("[0,...,500]"), valid_doc="[0,...,500]"),
     ConfigDef("offsets.retention.minutes", T_INT, "10080",
               "How long the committed offsets of a group are kept once the group is empty (or, for standalone "
               "commits, since the last commit).", _ge(1)),
@@ -680,17 +815,72 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("super.users", T_STRING, "", "principals every operation is allowed to (User:a;User:b)"),
     ConfigDef("allow.everyone.if.no.acl.found", T_BOOLEAN, "false",
               "a resource without ACLs is open to every principal"),
+    # tiered storage (KIP-405; odradek.server.remote_log_manager): Kafka's names and defaults. Kafka names the
+    # stores by Java class; odradek by a short name (remote.log.storage.manager.class.name), with the store's
+    # own settings under remote.log.storage.manager.impl.prefix (rsm.config. by default) as Kafka passes them
+    ConfigDef("remote.log.storage.system.enable", T_BOOLEAN, "false",
+              "Turn on tiered storage on this broker (KIP-405): the remote log manager runs and topics may set "
+              "remote.storage.enable."),
+    ConfigDef("remote.log.manager.task.interval.ms", T_LONG, "30000",
+              "How often the remote log manager copies each tiered partition's closed segments to the remote "
+              "store and applies remote retention (Kafka's RLMCopyTask and RLMExpirationTask).", _ge(1)),
+    ConfigDef("remote.log.manager.thread.pool.size", T_INT, "2",
+              "The worker threads that copy segments to, delete them from and read them from the remote store "
+              "(never the event loop). Kafka splits them into copier, expiration and reader pools; odradek uses "
+              "one pool of this size for copies and deletions and another for reads.", _ge(1)),
+    ConfigDef("remote.log.storage.manager.class.name", T_STRING, None,
+              "The remote store: filesystem (a directory, rsm.config.dir) or s3 (a bucket, rsm.config.bucket; "
+              "boto3). Kafka takes a RemoteStorageManager's Java class name here; odradek a short name, and "
+              "unset means filesystem.",
+              check=lambda v: None if str(v).strip().lower() in ("filesystem", "s3")
+              else "odradek's remote stores are filesystem and s3"),
+    ConfigDef("remote.log.storage.manager.impl.prefix", T_STRING, "rsm.config.",
+              "The prefix of the remote store's own settings (rsm.config.dir, rsm.config.bucket, ...).",
+              check=lambda v: None if str(v) else "String must be non-empty"),
+    ConfigDef("remote.log.metadata.manager.impl.prefix", T_STRING, "rlmm.config.",
+              "The prefix of the remote log metadata manager's settings (rlmm.config.remote.log.metadata.topic.*).",
+              check=lambda v: None if str(v) else "String must be non-empty"),
+    ConfigDef("remote.fetch.max.wait.ms", T_INT, "500",
+              "How long a fetch that reads from the remote store waits for that read before it is answered "
+              "without those records (Kafka's DelayedRemoteFetch).", _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("remote.list.offsets.request.timeout.ms", T_LONG, "30000",
+              "How long a ListOffsets request whose timestamp lookup reads the remote tier waits for it before "
+              "that partition is answered REQUEST_TIMED_OUT, when the request (v10+) sets no timeout of its own "
+              "(Kafka's DelayedRemoteListOffsets, KIP-1075).", _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("rsm.config.dir", T_STRING, None,
+              "The filesystem remote store's directory (a mounted network file system in production); unset: "
+              "remote-storage under the first log directory. Odradek's own setting.", internal=True),
+    ConfigDef("rsm.config.bucket", T_STRING, None,
+              "The s3 remote store's bucket. Odradek's own setting.", internal=True),
+    ConfigDef("rsm.config.prefix", T_STRING, "",
+              "The s3 remote store's key prefix (e.g. kafka/cluster-1/). Odradek's own setting.", internal=True),
+    ConfigDef("rsm.config.endpoint.url", T_STRING, None,
+              "The s3 remote store's endpoint (an S3-compatible server; path-style addressing); unset: AWS. "
+              "Odradek's own setting.", internal=True),
+    ConfigDef("rsm.config.region", T_STRING, None,
+              "The s3 remote store's region. Credentials come from boto3's chain (environment, profile, "
+              "instance role). Odradek's own setting.", internal=True),
+    ConfigDef("rlmm.config.remote.log.metadata.topic.num.partitions", T_INT, "50",
+              "The partitions of __remote_log_metadata when the broker creates it (Kafka's "
+              "TopicBasedRemoteLogMetadataManagerConfig).", _ge(1), internal=True),
+    ConfigDef("rlmm.config.remote.log.metadata.topic.replication.factor", T_SHORT, "3",
+              "The replication factor of __remote_log_metadata when the broker creates it (capped at the live "
+              "brokers, with a warning).", _ge(1), internal=True),
+    ConfigDef("rlmm.config.remote.log.metadata.topic.retention.ms", T_LONG, "-1",
+              "retention.ms of __remote_log_metadata when the broker creates it (-1: kept forever).", internal=True),
     # log cleaner (compaction, odradek.log.cleaner)
     ConfigDef("log.cleaner.enable", T_BOOLEAN, "true",
               "Run the log cleaner, which compacts topics with cleanup.policy=compact."),
+    # dynamic cluster-wide, as Kafka's (LogCleaner.ReconfigurableConfigs): a change applies at once
     ConfigDef("log.cleaner.backoff.ms", T_LONG, "15000",
-              "How long the cleaner sleeps when no log needs cleaning.", _ge(0)),
+              "How long the cleaner sleeps when no log needs cleaning.", _ge(0), dynamic=CLUSTER_WIDE),
     ConfigDef("log.cleaner.dedupe.buffer.size", T_LONG, "134217728",
               "The memory the cleaner's offset map (latest offset of each key) may use over all cleaner "
               "threads.",
-              _ge(24)),
+              _ge(24), dynamic=CLUSTER_WIDE),
     ConfigDef("log.cleaner.threads", T_INT, "1",
-              "The number of cleaner threads (odradek runs one).", _ge(0)),
+              "The number of cleaner threads (odradek runs one, whatever the value).", _ge(0),
+              dynamic=CLUSTER_WIDE),
 ]
 for _d, _syns in _TOPIC_DEFS:
     for _s in _syns:
@@ -772,6 +962,59 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
             _log.warning("Topic configuration %s=%s is a Kafka setting odradek does not implement: stored and "
                          "described, otherwise ignored", name, raw)
     return out
+
+
+def check_remote_storage_configs(value: Callable[[str], Any], *, system_enabled: bool, was_enabled: bool) -> None:
+    """Kafka 4.4's LogConfig.validateTopicLogConfigValues for tiered storage: ``value(name)`` is a topic config's
+    effective value (its override, else the broker's default); raises :class:`ConfigError` with Kafka's
+    message. ``was_enabled``: the topic had remote.storage.enable=true before this change."""
+    if not value("remote.storage.enable"):
+        # validateTurningOffRemoteStorageWithDelete (KIP-950)
+        if was_enabled and not value("remote.log.delete.on.disable"):
+            raise ConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+                "remote data and turn to read only, please set `remote.storage.enable=true,"
+                "remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote "
+                "data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+        return
+    if not system_enabled:  # validateRemoteStorageOnlyIfSystemEnabled
+        raise ConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                          "with remote log storage.")
+    policy = value("cleanup.policy")  # validateRemoteStorageRequiresDeleteCleanupPolicy
+    policies = [str(p).strip() for p in (policy if isinstance(policy, list) else str(policy).split(","))]
+    policies = [p for p in policies if p]
+    if policies and policies != ["delete"]:
+        raise ConfigError("Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy "
+                          "being an empty list.")
+    limits: dict[str, tuple[int, int]] = {}
+    for kind, total_name, local_name in (("bytes", "retention.bytes", "local.retention.bytes"),
+                                         ("ms", "retention.ms", "local.retention.ms")):
+        total, local = int(value(total_name)), int(value(local_name))
+        limits[kind] = total, local
+        if (total > -1 if kind == "bytes" else total != -1) and local != -2:
+            if local == -1:
+                raise ConfigError(f"Invalid value {local} for configuration {local_name}: Value must not be -1 "
+                                  f"as {total_name} value is set as {total}.")
+            if local > total:
+                raise ConfigError(f"Invalid value {local} for configuration {local_name}: Value must not be "
+                                  f"more than {total_name} property value: {total}")
+    for kind, lag_name, local_name in (("bytes", "remote.copy.lag.bytes", "local.retention.bytes"),
+                                       ("ms", "remote.copy.lag.ms", "local.retention.ms")):
+        # validateRemoteCopyLagSize / validateRemoteCopyLagTime: at most the effective local retention
+        total, local = limits[kind]
+        effective = total if local == -2 else local
+        lag = int(value(lag_name))
+        if lag > 0 and effective >= 0 and lag > effective:
+            raise ConfigError(f"Invalid value {lag} for configuration {lag_name}: Value must not exceed "
+                              f"{local_name} (effective value: {effective})")
+    if value("remote.log.copy.disable"):  # validateRetentionConfigsWhenRemoteCopyDisabled (KIP-950)
+        for kind, total_name, local_name in (("bytes", "retention.bytes", "local.retention.bytes"),
+                                             ("ms", "retention.ms", "local.retention.ms")):
+            total, local = limits[kind]
+            if local != -2 and local != total:
+                raise ConfigError(f"When `remote.log.copy.disable` is set to true, the `{local_name}` and "
+                                  f"`{total_name}` must be set to the identical value because there will be no "
+                                  "more logs copied to the remote storage.")
 
 
 class BrokerConfig:

@@ -21,8 +21,9 @@ Two things a broker must not do silently (issue 12, item 5):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from odradek import config as _config
 from odradek.config import ConfigError, parse_listeners
@@ -267,6 +268,27 @@ def check_security(props: Mapping[str, str]) -> None:
             f"authorizer.class.name={authorizer}: odradek implements Kafka's ACL authorizers only "
             f"({', '.join(sorted(KAFKA_AUTHORIZERS))}); refusing to start rather than run without it"
         )
+
+
+# Kafka 4.4's ShareGroupConfig.validate, in its order: each (larger, smaller) pair must hold or the broker
+# refuses to start ("<larger> must be greater than or equal to <smaller>", Utils.require)
+SHARE_GROUP_BOUNDS: tuple[tuple[str, str], ...] = (
+    ("group.share.max.delivery.count.limit", "group.share.delivery.count.limit"),
+    ("group.share.delivery.count.limit", "group.share.min.delivery.count.limit"),
+    ("group.share.max.partition.max.record.locks", "group.share.partition.max.record.locks"),
+    ("group.share.partition.max.record.locks", "group.share.min.partition.max.record.locks"),
+    ("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms"),
+    ("group.share.max.record.lock.duration.ms", "group.share.record.lock.duration.ms"),
+    ("group.share.max.share.sessions", "group.share.max.size"),
+)
+
+
+def check_share_group_bounds(value: Callable[[str], Any]) -> None:
+    """ConfigError, with Kafka's message, when a share-group setting lies outside its ``group.share.min.*`` /
+    ``group.share.max.*`` bounds (``value``: the broker's typed value of a setting)."""
+    for larger, smaller in SHARE_GROUP_BOUNDS:
+        if int(value(larger)) < int(value(smaller)):
+            raise ConfigError(f"{larger} must be greater than or equal to {smaller}")
 
 
 def check_startup(props: Mapping[str, str]) -> list[str]:

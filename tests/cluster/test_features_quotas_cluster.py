@@ -51,9 +51,11 @@ def test_feature_znode_update_and_broker_caches(cluster: Cluster, tmp_path: Path
     wait_until(lambda: c.zk_json("/feature") is not None, 30, "/feature created by the controller")
     assert c.zk_json("/feature") == {"version": 1, "status": 1, "features": {
         "group.version": {"min_version_level": 1, "max_version_level": 1},
+        "share.version": {"min_version_level": 1, "max_version_level": 1},
         "transaction.version": {"min_version_level": 1, "max_version_level": 1}}}
     for b in c.brokers.values():
-        wait_until(lambda b=b: finalized(b) == ({"group.version": 1, "transaction.version": 1}, 0), 20, "epoch 0")
+        wait_until(lambda b=b: finalized(b) == ({"group.version": 1, "share.version": 1, "transaction.version": 1}, 0),
+                   20, "epoch 0")
     controller = c.controller()
     assert controller is not None
     other = next(i for i in c.brokers if i != controller)
@@ -63,10 +65,12 @@ def test_feature_znode_update_and_broker_caches(cluster: Cluster, tmp_path: Path
         assert a.update_features({"group.version": ("SAFE_DOWNGRADE", 0)}) == {"group.version": "OK"}
     finally:
         a.close()
-    assert c.zk_json("/feature")["features"] == {"transaction.version": {"min_version_level": 1,
-                                                                         "max_version_level": 1}}
+    assert c.zk_json("/feature")["features"] == {
+        "share.version": {"min_version_level": 1, "max_version_level": 1},
+        "transaction.version": {"min_version_level": 1, "max_version_level": 1}}
     for b in c.brokers.values():
-        wait_until(lambda b=b: finalized(b) == ({"transaction.version": 1}, 1), 20, "the update on every broker",
+        wait_until(lambda b=b: finalized(b) == ({"share.version": 1, "transaction.version": 1}, 1), 20,
+                   "the update on every broker",
                    detail=lambda b=b: finalized(b))
     # a level this broker cannot serve is finalized (by a newer controller, say): a new broker refuses to start
     c.zkc.set("/feature", json.dumps({"version": 1, "status": 1, "features": {

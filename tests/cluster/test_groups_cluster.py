@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -85,3 +86,57 @@ def _partition_for(group: str, n: int) -> int:
     from odradek.coordinator.records import partition_for
 
     return partition_for(group, n)
+
+
+def _share_heartbeat(bootstrap: str, group: str, member: str, epoch: int, topics: tuple[str, ...] | None) -> Any:
+    from odradek.client.wire import WireClient
+
+    with WireClient(bootstrap, timeout=15) as w:
+        return w.request(76, 1, group_id=group, member_id=member, member_epoch=epoch,
+                         subscribed_topic_names=topics)
+
+
+def _share_describe(bootstrap: str, group: str) -> Any:
+    from odradek.client.wire import WireClient
+
+    with WireClient(bootstrap, timeout=15) as w:
+        return w.request(77, 1, group_ids=(group,), include_authorized_operations=False).groups[0]
+
+
+def test_share_group_moves_with_its_coordinator(cluster: Cluster) -> None:
+    """A share group (KIP-932) is in __consumer_offsets (Kafka's ShareGroup* records, replicated like any
+    partition): when its coordinator dies, the broker that takes the partition over replays them and knows the
+    members at their epochs."""
+    c = cluster
+    create(c, "sq", 2, 3)
+    group = "sg"
+    partition = _partition_for(group, 6)
+    first = c.brokers[1].bootstrap
+    wait_until(lambda: _share_heartbeat(first, group, "probe", -1, None).error_code in (69, 25, 16), 30,
+               "__consumer_offsets")  # GROUP_ID_NOT_FOUND / UNKNOWN_MEMBER_ID once it exists, else NOT_COORDINATOR
+    wait_until(lambda: c.leader("__consumer_offsets", partition) > 0, 30, "a coordinator")
+    coordinator = c.leader("__consumer_offsets", partition)
+    at = c.brokers[coordinator].bootstrap
+    epochs = {}
+    for member in ("m1", "m2", "m3"):
+        r = _share_heartbeat(at, group, member, 0, ("sq",))
+        assert r.error_code == 0, r
+        epochs[member] = r.member_epoch
+    assert _share_heartbeat(at, group, "m3", -1, None).error_code == 0  # leaves: its records are tombstoned
+    for member in ("m1", "m2"):
+        epochs[member] = _share_heartbeat(at, group, member, epochs[member], None).member_epoch
+    before = _share_describe(at, group)
+    assert (before.error_code, before.group_epoch, before.assignment_epoch) == (0, 5, 5)
+    assert sorted((m.member_id, m.member_epoch) for m in before.members) == [("m1", 5), ("m2", 5)]
+    c.kill(coordinator)
+    wait_until(lambda: c.leader("__consumer_offsets", partition) not in (coordinator, -1), 30, "a new coordinator")
+    at = c.brokers[c.leader("__consumer_offsets", partition)].bootstrap
+    wait_until(lambda: _share_describe(at, group).error_code == 0, 30, "the group loaded")
+    after = _share_describe(at, group)
+    assert (after.group_epoch, after.assignment_epoch) == (5, 5)
+    assert sorted((m.member_id, m.member_epoch) for m in after.members) == [("m1", 5), ("m2", 5)]
+    assert {(m.member_id, tuple(p for t in m.assignment.topic_partitions for p in t.partitions))
+            for m in after.members} == {("m1", (0,)), ("m2", (1,))}
+    r = _share_heartbeat(at, group, "m1", 5, None)
+    assert (r.error_code, r.member_epoch) == (0, 5)  # carries on at its epoch
+    assert _share_heartbeat(at, group, "m4", 0, ("sq",)).member_epoch == 6

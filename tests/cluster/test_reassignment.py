@@ -92,3 +92,34 @@ def test_reassignment_moves_a_replica_under_a_throttle(cluster: Cluster) -> None
     assert _alter(c, "mv", 0, None) == (0, 85)  # nothing to cancel: NO_REASSIGNMENT_IN_PROGRESS
     got = drain(c.bootstrap, "mv", 1)[0]
     assert [int(v.rstrip(b".")) for v in got] == list(range(5000))
+
+
+def test_reassignment_v1_may_forbid_a_change_of_replication_factor(cluster: Cluster) -> None:
+    """AlterPartitionReassignments v1 (KIP-860): with allow_replication_factor_change false a target of
+    another size is INVALID_REPLICATION_FACTOR (Kafka's message), one of the same size is carried out;
+    with the flag on (v0's behaviour) the factor may change. The response repeats the flag."""
+    from kio.schema.alter_partition_reassignments.v1 import request as r
+
+    c = cluster
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("rf", 1, replica_assignment=[[1, 2]])])["rf"].result(30)
+
+    def alter(replicas: list[int], allow: bool) -> tuple[bool, int, str | None]:
+        controller = c.controller()
+        assert controller is not None
+        with WireClient(c.brokers[controller].bootstrap) as w:
+            resp = w.request(45, 1, timeout=datetime.timedelta(seconds=30), allow_replication_factor_change=allow,
+                             topics=(r.ReassignableTopic(name="rf", partitions=(
+                                 r.ReassignablePartition(partition_index=0, replicas=tuple(replicas)),)),))
+        assert int(resp.error_code) == 0
+        p = resp.responses[0].partitions[0]
+        return resp.allow_replication_factor_change, int(p.error_code), p.error_message
+
+    assert alter([1, 2, 3], False) == (False, 38, "The replication factor is changed from 2 to 3")
+    assert alter([3], False) == (False, 38, "The replication factor is changed from 2 to 1")
+    assert alter([2, 3], False) == (False, 0, None)
+    wait_until(lambda: not _ongoing(c), 60, "the reassignment to [2, 3]")
+    assert alter([1, 2, 3], True) == (True, 0, None)
+    wait_until(lambda: not _ongoing(c), 60, "the reassignment to [1, 2, 3]")
+    meta = admin.list_topics("rf", timeout=10).topics["rf"].partitions[0]
+    assert sorted(meta.replicas) == [1, 2, 3]

@@ -315,3 +315,43 @@ def test_tv2_leaders_add_partitions_on_a_coordinator_elsewhere(cluster: Cluster)
         assert cons.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 1
     finally:
         cons.close()
+
+
+STARTING_TOGETHER = 200
+
+
+@pytest.mark.timeout(300)
+def test_many_transactional_producers_start_before_the_topic_exists(cluster: Cluster) -> None:
+    """200 transactional producers start at once on a fresh cluster: their FindCoordinator and
+    InitProducerId requests all arrive before __transaction_state exists. Each broker keeps one
+    request to create it in flight (coordinator/runtime.py TopicCreationGate, Kafka's
+    AutoTopicCreationManager), not one per request, and every producer gets its id and commits."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = cluster
+    topic = "tx-start"
+    create(c, topic, PARTITIONS, 1)
+    start = threading.Barrier(STARTING_TOGETHER)
+
+    def run(n: int) -> float:
+        p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": f"starting-{n}", "linger.ms": 5})
+        start.wait(60)
+        t0 = time.monotonic()
+        p.init_transactions(120)
+        took = time.monotonic() - t0
+        p.begin_transaction()
+        p.produce(topic, value=f"s-{n}".encode(), partition=n % PARTITIONS)
+        p.commit_transaction(120)
+        return took
+
+    with ThreadPoolExecutor(STARTING_TOGETHER) as pool:
+        took = sorted(pool.map(run, range(STARTING_TOGETHER)))
+    asked = {b: broker.log_text().count("asking for the creation of __transaction_state")
+             for b, broker in c.brokers.items()}
+    print(f"{STARTING_TOGETHER} producers: init_transactions median {took[len(took) // 2]:.2f} s, "
+          f"max {took[-1]:.2f} s; creation requests per broker {asked}")
+    # one in flight per broker, asked again at most every 2 s until the controller has made it known
+    assert sum(asked.values()) >= 1 and all(n <= 1 + took[-1] / 2 for n in asked.values()), asked
+    expected = sorted(f"s-{n}" for n in range(STARTING_TOGETHER))
+    assert _read(c, topic, "read_committed", STARTING_TOGETHER) == expected

@@ -173,9 +173,9 @@ def test_metrics_listen_before_the_first_kafka_request_is_answered(monkeypatch: 
     import asyncio
 
     from odradek.devcluster.zookeeper import free_port
-    from odradek.metrics import broker_metrics
+    from odradek.server import http_listeners
 
-    real = broker_metrics.start_http
+    real = http_listeners.start_http
     port = free_port()
     answered_during: list[bool] = []
 
@@ -184,7 +184,7 @@ def test_metrics_listen_before_the_first_kafka_request_is_answered(monkeypatch: 
         answered_during.append(await loop.run_in_executor(None, api_versions_ok, "127.0.0.1", port, 1.0))
         return await real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(broker_metrics, "start_http", watched)
+    monkeypatch.setattr(http_listeners, "start_http", watched)
     with odradek.EmbeddedBroker(port=port) as b:
         assert answered_during == [False]
         assert b.http_port

@@ -160,6 +160,21 @@ def _arrow_records_seeds() -> dict[str, bytes]:
             "zstd": bytes([0x03]) + _batch(records.COMPRESSION_ZSTD)}
 
 
+def _speedups_module_seeds() -> dict[str, bytes]:
+    """Inputs of the ``speedups_module`` target: a flags byte (see ``targets.speedups_module_target``), then
+    a record set or a records section, with records at the integer fields' extremes."""
+    c = speedups_seeds()
+    rs, one, section = c["batches-crc"][6:], c["one-batch"][6:], c["section"][6:]
+    extremes = b"".join([
+        records.encode_record(0, -(2**63), b"k", b"v"), records.encode_record(1, 2**63 - 1, None, None),
+        records.encode_record(2**31 - 1, 0, b"", b"", [("h", None)]),
+        b"\x1e\x00\x00\x82\x80\x80\x80\x10\x82\x80\x80\x80\x10k\x00\x00",  # 5-byte varints, high bits set
+    ])
+    return {"record-set": bytes([0x02]) + rs, "record-set-fixed": bytes([0x03 | (3 << 3)]) + rs,
+            "one-batch": bytes([0x06]) + one, "section": bytes([0x00]) + section,
+            "section-log-append": bytes([0x04]) + section, "extremes": bytes([0x00]) + extremes}
+
+
 def main() -> None:
     batches = {f"codec{c}": _batch(c) for c in range(5)}
     batches["keyless"] = _batch(0, key=False)
@@ -190,6 +205,7 @@ def main() -> None:
         },
         "kio_request": _kio_seeds(),
         "arrow_records": _arrow_records_seeds(),
+        "speedups_module": _speedups_module_seeds(),
     }
     assert set(seeds) == set(targets.TARGETS), set(targets.TARGETS) ^ set(seeds)
     for target, items in seeds.items():

@@ -1,6 +1,8 @@
 /*
- * libFuzzer harness for the decoding core of src/odradek/_speedups.c (built without Python), run under
- * AddressSanitizer and UndefinedBehaviorSanitizer by tests/fuzz/test_sanitizers.py:
+ * libFuzzer harness for the decoding core of src/odradek/_speedups.c (built without Python): the record
+ * walks of count_records and scan_records, the two passes of batches_to_columns and records_to_columns,
+ * and the CRC-32C, run under AddressSanitizer and UndefinedBehaviorSanitizer by
+ * tests/fuzz/test_sanitizers.py:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       tests/fuzz/speedups_fuzzer.c -o speedups_fuzzer
@@ -16,6 +18,7 @@
  *   bytes 3-5: with bit 2, the byte at position (byte 3 << 8 | byte 4) % length is xored with byte 5
  *           between the passes
  *
+ * count_records' walk (lengths alone) must count every section the field-by-field scan accepts alike.
  * Columns are allocated at exactly the sizes the count pass asks for (ASan reports a byte past any of
  * them). Without a change between the passes the fill pass must succeed and fill every slot; with one it
  * may fail, but never write outside. The hardware and software CRC-32C must agree.
@@ -85,7 +88,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     long long count, keyless;
     int64_t tlo, thi;
-    (void)scan(buf, 0, n, (flags & 32) != 0, &count, &tlo, &thi, &keyless);
+    long long counted = count_lengths(buf, 0, n);
+    CHECK(counted >= -1 && counted <= n);
+    if (scan(buf, 0, n, (flags & 32) != 0, &count, &tlo, &thi, &keyless) == 0)
+        CHECK(counted == count); /* a section the field-by-field walk accepts has the lengths count_records counts */
 
     Cols c;
     Err e;

@@ -19,8 +19,12 @@ Targets and what they check:
 - ``arrow_records``: the Spark source's Fetch-reader decoder (``odradek.pipeline.arrow_records``: the C
   walk of ``_speedups`` and the Python paths for compressed batches and read_committed) on a fetched
   record set: it raises ``MalformedRecords`` (a CRC mismatch: ``CorruptRecordException``) or returns
-  Arrow batches that are valid and inside the range asked for. ``test_sanitizers.py`` runs this target
-  against the extension built with AddressSanitizer and UBSan.
+  Arrow batches that are valid and inside the range asked for.
+- ``speedups_module``: every function of the C extension ``odradek._speedups`` called directly, the record
+  walks checked against their pure-Python twins (``records._walk_uncompressed``, ``_scan_uncompressed``).
+
+``test_sanitizers.py`` runs ``arrow_records`` and ``speedups_module`` against the extension built with
+AddressSanitizer and UBSan.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ import contextlib
 import struct
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
+from odradek import _speedups
 from odradek.coordinator.group import consumer_protocol
 from odradek.log.config import MAX_LONG
 from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
@@ -304,6 +310,65 @@ def arrow_records_target(data: bytes) -> None:
         assert all(o >= lo for o in offsets), f"an offset below {lo}: {offsets[:10]}"
 
 
+_SPEEDUPS_ERRORS = (_speedups.CorruptRecordError, _speedups.MalformedRecordError)
+
+
+def _check_columns(n: int, cols: tuple[Any, ...], lo: int, hi: int) -> None:
+    """The Arrow buffers stand for n rows: sizes, monotonic offsets ending at the data's length, offsets in range."""
+    kv, ko, kd, vv, vo, vd, offs, ts, tt = cols
+    assert n >= 0 and len(ko) == len(vo) == 4 * (n + 1) and len(offs) == len(ts) == 8 * n and len(tt) == 4 * n, n
+    for valid, off, data in ((kv, ko, kd), (vv, vo, vd)):
+        assert valid is None or len(valid) == (n + 7) // 8
+        o = struct.unpack(f"<{n + 1}i", off)
+        assert o[0] == 0 and o[-1] == len(data) and all(a <= b for a, b in zip(o, o[1:], strict=False)), o[:10]
+    assert all(lo <= o < hi for o in struct.unpack(f"<{n}q", offs))
+    assert set(struct.unpack(f"<{n}i", tt)) <= {0, 1}
+
+
+def speedups_module_target(data: bytes) -> None:
+    """Every function ``odradek._speedups`` exports, on the bytes after the first (bit 0: make batch CRCs right
+    first, bit 1: check CRCs, bit 2: LogAppendTime, top 5 bits: the lowest offset kept), read as a records
+    section and as a record set: ``count_records`` and ``scan_records`` return what the pure-Python walks
+    return; ``records_to_columns`` accepts exactly the sections ``scan_records`` accepts (a timestamp out of
+    range aside); the column functions return buffers that stand for their rows, or raise their documented
+    errors at a byte inside the input; both CRC-32C paths agree with the crc32c package."""
+    if not data:
+        return
+    flags = data[0]
+    buf = bytearray(data[1:])
+    if flags & 1:
+        _fix_crcs(buf)
+    rs = bytes(buf)
+    n = len(rs)
+    count = _speedups.count_records(rs, 0, n)
+    assert count == records._walk_uncompressed(rs, 0, n), count
+    scans = [_speedups.scan_records(rs, 0, n, check) for check in (True, False)]
+    assert scans == [records._scan_uncompressed(rs, 0, n, check) for check in (True, False)], scans
+    if isinstance(scans[1], tuple):
+        assert count == scans[1][0]
+    assert _speedups.crc32c(rs) == _speedups.crc32c(rs, True) == records.crc32c(rs)
+    assert len(_speedups.uninitialized_bytearray(n)) == n
+    lo, hi = flags >> 3, 1 << 62
+    try:
+        rows, cols = _speedups.records_to_columns(rs, 0, n, 0, 1_700_000_000_000, 1_700_000_000_500, bool(flags & 4),
+                                                  lo, hi)
+    except _SPEEDUPS_ERRORS as e:
+        assert 0 <= e.args[2] <= n, e.args
+        assert scans[1] == records.SCAN_MALFORMED or "timestamp" in e.args[0], (e.args, scans)
+    else:
+        _check_columns(rows, cols, lo, hi)
+        assert isinstance(scans[1], tuple) and rows <= scans[1][0], (rows, scans)
+    try:
+        rows, stop, _nxt, cols = _speedups.batches_to_columns(rs, 0, n, lo, hi, bool(flags & 2))
+    except _SPEEDUPS_ERRORS as e:
+        assert 0 <= e.args[2] <= n, e.args
+    else:
+        _check_columns(rows, cols, lo, hi)
+        assert 0 <= stop <= n and (stop == n or n - stop < records.BATCH_HEADER_SIZE
+                                   or struct.unpack_from(">i", rs, stop + 8)[0] > n - stop - records.LOG_OVERHEAD
+                                   or rs[stop + 22] & records.COMPRESSION_MASK), stop
+
+
 _IB_APIS = (interbroker.LEADER_AND_ISR, interbroker.STOP_REPLICA, interbroker.UPDATE_METADATA,
             interbroker.CONTROLLED_SHUTDOWN)
 
@@ -332,4 +397,5 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "interbroker": interbroker_target,
     "consumer_protocol": consumer_protocol_target,
     "arrow_records": arrow_records_target,
+    "speedups_module": speedups_module_target,
 }

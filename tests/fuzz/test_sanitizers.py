@@ -1,13 +1,17 @@
 """The C extension's record decoders (src/odradek/_speedups.c) under AddressSanitizer and UBSan, bounded
-in time (about a minute on the CI machine):
+in time (about two minutes in all, one test after another, on a 2-core machine: the libFuzzer run 40 s,
+the two mutation runs 17 s and 31 s, the unit tests 45 s):
 
 1. ``speedups_fuzzer.c``, a libFuzzer harness of the decoding core (varints, records, batches, CRC-32C,
    the two passes of the Arrow decode with the buffer changed between them), built with clang
    ``-fsanitize=fuzzer,address,undefined``: coverage-guided from ``corpus/speedups`` for
    ``ODRADEK_SANITIZER_FUZZ_SECONDS`` (default 35) or ``ODRADEK_SANITIZER_FUZZ_RUNS`` inputs.
 2. The extension itself built with gcc ``-fsanitize=address,undefined`` into a temporary directory, driven
-   through its Python entry points by the ``arrow_records`` target (``mutate.py``: the kept corpus, then
-   ``ODRADEK_SANITIZER_MUTATIONS`` (default 20,000) seeded mutations), the sanitizer runtime preloaded.
+   through its Python entry points, the sanitizer runtime preloaded: by the ``arrow_records`` target (the
+   Spark source's reader) and the ``speedups_module`` target (every exported function called directly),
+   each with ``mutate.py`` (the kept corpus, then ``ODRADEK_SANITIZER_MUTATIONS`` (default 20,000) seeded
+   mutations); and by the extension's unit tests (``UNIT_TESTS``: hand-made, truncated, lying and extreme
+   inputs), run again by pytest against that build.
 
 Any sanitizer report, crash or broken invariant fails the test with the input (base64). The compilers
 are the machine's (scripts/setup.sh installs clang and libclang-rt-14-dev; gcc 12 brings libasan8 and
@@ -90,12 +94,20 @@ def test_decoding_core_under_libfuzzer_asan_ubsan(tmp_path: Path) -> None:
     assert runs >= len(seeds), proc.stderr[-3000:]
 
 
-@pytest.mark.timeout(600)
-def test_extension_under_asan_ubsan(tmp_path: Path) -> None:
+# the unit tests of the extension's functions (hand-made, truncated, lying and extreme inputs), run again
+# against the sanitized build
+UNIT_TESTS = ["tests/unit/protocol/test_speedups_edges.py", "tests/unit/protocol/test_speedups.py",
+              "tests/unit/protocol/test_inflate.py", "tests/unit/pipeline/test_corrupt_batches.py"]
+
+
+@pytest.fixture(scope="module")
+def sanitized_extension(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The extension built with gcc -fsanitize=address,undefined, and the environment of a Python process
+    that imports it (the sanitizer runtime preloaded, ``preload.py`` making it ``odradek._speedups``)."""
     gcc = _tool("gcc")
     libasan = subprocess.run([gcc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     assert os.path.isabs(libasan) and Path(libasan).exists(), f"gcc has no libasan ({libasan!r}): install libasan8"
-    so = tmp_path / "_speedups.so"
+    so = tmp_path_factory.mktemp("asan") / "_speedups.so"
     include = sysconfig.get_paths()["include"]
     build = subprocess.run([gcc, *SANITIZE, "-fsanitize=address,undefined", "-shared", "-fPIC", f"-I{include}",
                             str(ROOT / "src" / "odradek" / "_speedups.c"), "-o", str(so)],
@@ -104,10 +116,22 @@ def test_extension_under_asan_ubsan(tmp_path: Path) -> None:
     env = _env()
     env["LD_PRELOAD"] = libasan  # the sanitizer runtime must come first; Python itself is not built with it
     env["ASAN_OPTIONS"] += ":detect_leaks=0"  # the interpreter's own allocations live until exit
+    # every Python object from malloc, not from pymalloc's arenas, which the sanitizer cannot see into: a read
+    # past a small bytes object is then a read past its allocation (bytes keep one NUL byte past the end)
+    env["PYTHONMALLOC"] = "malloc"
     env["ODRADEK_SPEEDUPS_SO"] = str(so)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, str(HERE / "mutate.py"), "arrow_records", str(MUTATIONS), "1",
-           str(CORPUS / "arrow_records")]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(HERE), env.get("PYTHONPATH", "")])
+    return so, env
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("target", ["arrow_records", "speedups_module"])
+def test_extension_under_asan_ubsan(target: str, sanitized_extension: tuple[Path, dict[str, str]],
+                                    tmp_path: Path) -> None:
+    """A bounded, seeded mutation run of the decoders through their Python entry points: ``arrow_records``
+    (the Spark source's reader) and ``speedups_module`` (every exported function, called directly)."""
+    so, env = sanitized_extension
+    cmd = [sys.executable, str(HERE / "mutate.py"), target, str(MUTATIONS), "1", str(CORPUS / target)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=540)
     report = _findings(tmp_path)
     assert proc.returncode == 0 and not report, (
@@ -115,3 +139,30 @@ def test_extension_under_asan_ubsan(tmp_path: Path) -> None:
     )
     _no_sanitizer_report(proc.stderr)
     assert f"speedups: {so}" in proc.stdout, proc.stdout  # the sanitized build was the one imported
+
+
+# runs pytest with the sanitized build imported first, and says which build the tests saw
+_PYTEST_WITH_PRELOAD = (
+    "import sys, preload, pytest; from odradek import _speedups; print('speedups:', _speedups.__file__, flush=True); "
+    "sys.exit(pytest.main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.timeout(600)
+def test_unit_tests_under_asan_ubsan(sanitized_extension: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """The unit tests of the extension (``UNIT_TESTS``) pass against the sanitized build, with no report."""
+    so, env = sanitized_extension
+    env = dict(env)
+    # a test asks for an impossible bytearray and expects MemoryError, as from Python's own allocator: the
+    # sanitizer's allocator must return NULL instead of reporting the size
+    env["ASAN_OPTIONS"] += ":allocator_may_return_null=1"
+    # --capture=sys: a sanitizer report goes to the real stderr (fd 2), not into a capture file lost on abort;
+    # odradek is imported before pytest starts (preload), so its pytest plugin is not assertion-rewritten
+    cmd = [sys.executable, "-c", _PYTEST_WITH_PRELOAD, "-q", "--capture=sys", "-p", "no:cacheprovider", "-p", "no:xdist",
+           "-W", "ignore::pytest.PytestAssertRewriteWarning", "--rootdir", str(ROOT), *(str(ROOT / t) for t in UNIT_TESTS)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=540)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"the unit tests failed against the sanitized extension (rc {proc.returncode}):\n{out[-8000:]}"
+    _no_sanitizer_report(out)
+    assert f"speedups: {so}" in proc.stdout, proc.stdout[-3000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout, proc.stdout[-3000:]

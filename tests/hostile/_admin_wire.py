@@ -59,13 +59,15 @@ def rss_mb(pid: int) -> float:
 
 
 class Bystander(threading.Thread):
-    """Another client: ApiVersions on its own connection every 20 ms, timing each round trip; also samples
-    the broker's RSS. A broker that stops answering shows as a round trip as long as it stays silent."""
+    """Another client: ApiVersions (or, with ``metadata``, Metadata v1 for every topic) on its own connection
+    every 20 ms, timing each round trip; also samples the broker's RSS. A broker that stops answering shows
+    as a round trip as long as it stays silent."""
 
-    def __init__(self, bootstrap: str, pid: int) -> None:
+    def __init__(self, bootstrap: str, pid: int, metadata: bool = False) -> None:
         super().__init__(daemon=True, name="bystander")
         self.bootstrap = bootstrap
         self.pid = pid
+        self.metadata = metadata
         self.round_trips: list[float] = []
         self.max_rss_mb = 0.0
         self.error: BaseException | None = None
@@ -76,7 +78,10 @@ class Bystander(threading.Thread):
             with wire.Conn(self.bootstrap, timeout=30) as c:
                 while not self._halt.is_set():
                     t0 = time.monotonic()
-                    wire.api_versions(c)
+                    if self.metadata:
+                        c.request(wire.METADATA, 1, wire.Writer().int32(-1).done())  # every topic
+                    else:
+                        wire.api_versions(c)
                     self.round_trips.append(time.monotonic() - t0)
                     self.max_rss_mb = max(self.max_rss_mb, rss_mb(self.pid))
                     self._halt.wait(0.02)
@@ -93,9 +98,9 @@ class Bystander(threading.Thread):
 
 
 @contextmanager
-def bystander(bootstrap: str, pid: int | None) -> Iterator[Bystander]:
+def bystander(bootstrap: str, pid: int | None, metadata: bool = False) -> Iterator[Bystander]:
     assert pid is not None
-    b = Bystander(bootstrap, pid)
+    b = Bystander(bootstrap, pid, metadata)
     b.start()
     time.sleep(0.2)
     try:

@@ -1,13 +1,16 @@
 """A CreateTopics whose metadata cannot be written must leave no phantom topic behind (issue 12, item 9).
 
-The embedded broker keeps its metadata in ``<log.dir>/odradek-metadata.json``, written through
-``odradek-metadata.tmp`` then renamed. A directory put at the temporary file's path makes every write
-fail (whatever the user's privileges, root included) until it is removed. The CreateTopics made during
-the fault must fail with an error; once the fault is cleared, the same CreateTopics must succeed (not
-answer TOPIC_ALREADY_EXISTS for a topic Metadata does not know), and the topic must survive a restart.
+The embedded broker keeps its metadata in ``<log.dir>/odradek-metadata.json`` (a snapshot, written through
+``odradek-metadata.tmp`` then renamed) and ``odradek-metadata.journal`` (each change appended). With the
+journal moved aside and a directory put at its path and at the temporary snapshot's, every write fails
+(whatever the user's privileges, root included) until they are removed. The CreateTopics made during the
+fault must fail with an error; once the fault is cleared, the same CreateTopics must succeed (not answer
+TOPIC_ALREADY_EXISTS for a topic Metadata does not know), and the topic must survive a restart.
 """
 
 from __future__ import annotations
+
+import os
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,9 +30,12 @@ def test_failed_metadata_write_leaves_no_phantom_topic(broker: Broker) -> None:
     _create(admin, before)
     wait_for_topic(broker.bootstrap, before, 2)
 
-    blocker = broker.logdir / "odradek-metadata.tmp"
+    blockers = [broker.logdir / "odradek-metadata.tmp", broker.logdir / "odradek-metadata.journal"]
+    aside = broker.logdir / "journal-aside"
     topic = unique("phantom")
-    blocker.mkdir()
+    os.replace(blockers[1], aside)
+    for b in blockers:
+        b.mkdir()
     try:
         try:
             _create(admin, topic)
@@ -41,7 +47,9 @@ def test_failed_metadata_write_leaves_no_phantom_topic(broker: Broker) -> None:
         assert failed.code() == KafkaError.REQUEST_TIMED_OUT, failed
         assert "could not be written" in failed.str(), failed
     finally:
-        blocker.rmdir()
+        for b in blockers:
+            b.rmdir()
+        os.replace(aside, blockers[1])
     broker.assert_alive()
     assert topic not in admin.list_topics(timeout=5).topics
 

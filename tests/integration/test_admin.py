@@ -165,6 +165,15 @@ def test_cli_topics_and_configs(broker: Broker) -> None:
     assert r.returncode == 0, r.stderr
     r = _cli("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", t, "--describe", "--all")
     assert "retention.ms=1000000" in r.stdout
+    # a consumer group's own configs (the GROUP config resource of KIP-848)
+    r = _cli("configs", "--bootstrap-server", b, "--entity-type", "groups", "--entity-name", "cli-g", "--alter",
+             "--add-config", "consumer.session.timeout.ms=50000")
+    assert r.returncode == 0 and "Completed updating config for Group:cli-g." in r.stdout, r.stderr
+    r = _cli("configs", "--bootstrap-server", b, "--entity-type", "groups", "--entity-name", "cli-g", "--describe")
+    assert r.stdout.splitlines()[1:] == ["  consumer.session.timeout.ms=50000 sensitive=false source=GROUP_CONFIG"], r.stdout
+    r = _cli("configs", "--bootstrap-server", b, "--entity-type", "groups", "--entity-name", "cli-g", "--alter",
+             "--add-config", "consumer.session.timeout.ms=1")
+    assert r.returncode == 1 and "consumer.session.timeout.ms" in r.stderr
     r = _cli("topics", "--bootstrap-server", b, "--create", "--topic", "bad/name")
     assert r.returncode == 1 and "illegal" in r.stderr
     r = _cli("topics", "--bootstrap-server", b, "--delete", "--topic", t)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from waiting import wait_until
 
 from .broker import Broker, BrokerFactory
@@ -239,3 +240,30 @@ def test_cleaner_removes_aborted_transactions_then_markers(make_broker: BrokerFa
 
     wait_until(abort_marker_gone, 90, "the ABORT marker to be removed", interval=1.0)
     assert read_values("read_uncommitted") == want
+
+
+@pytest.mark.timeout(120)
+def test_a_dynamic_cleaner_backoff_applies_at_once(make_broker: BrokerFactory) -> None:
+    """log.cleaner.backoff.ms is a dynamic cluster-wide config in Kafka (its LogCleaner is Reconfigurable); here
+    it was read once at start-up and a change was refused (found by the Java authorization judge, whose broker
+    config call Kafka 4.4 served). A broker whose cleaner sleeps 10 minutes compacts within seconds once an
+    IncrementalAlterConfigs sets 100 ms."""
+    b = make_broker(log_cleaner_backoff_ms=600_000, log_segment_delete_delay_ms=500)
+    topic = unique("compact-dyn")
+    create_topic(b.bootstrap, topic, 1, {"cleanup.policy": "compact", "segment.bytes": 4096,
+                                         "min.cleanable.dirty.ratio": 0.01})
+    ts = now_ms()
+    produce("confluent", b.bootstrap, topic,
+            [Out(i, f"k{i % 10}".encode(), f"v{i}".encode() + b"x" * 50, (), ts) for i in range(2000)], partition=0,
+            conf={"batch.size": 2048, "linger.ms": 1})
+    time.sleep(1.5)  # well past the start-up backoff a broker of the old code also used for its first run
+    assert cleaner_checkpoint(b, topic) is None and len(b.segment_files(topic)) > 5
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    broker_id = str(next(iter(admin.list_topics(timeout=15).brokers)))
+    res = ConfigResource(ResourceType.BROKER, broker_id, incremental_configs=[
+        ConfigEntry("log.cleaner.backoff.ms", "100", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+    wait_until(lambda: fully_cleaned(b, topic), 30, "the cleaner to run after the new backoff", interval=0.2)
+    latest = {m.key: m.value for m in read_all(b, topic, 10)}
+    assert latest == {f"k{k}".encode(): f"v{1990 + k}".encode() + b"x" * 50 for k in range(10)}

@@ -54,6 +54,7 @@ def test_describe_and_update_features(broker: Broker) -> None:
         f = a.describe_features()
         assert f == {
             "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
+            "share.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
             "transaction.version": {"supported": (0, 2), "finalized": (1, 1), "finalized_epoch": 0},
         }
         for update, why in [
@@ -122,6 +123,7 @@ def test_features_cli(broker: Broker) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0",
+        "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0",
         "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 1"
         "\tEpoch: 0",
     ]
@@ -134,7 +136,7 @@ def test_features_cli(broker: Broker) -> None:
     r = features_cli(broker, "disable", "--feature", "transaction.version", "--unsafe")
     assert (r.returncode, r.stdout) == (0, "transaction.version was disabled.\n")
     r = features_cli(broker, "describe")
-    assert "FinalizedVersionLevel: -\tEpoch: 1" in r.stdout.splitlines()[1]
+    assert "FinalizedVersionLevel: -\tEpoch: 1" in r.stdout.splitlines()[2]
     r = features_cli(broker, "upgrade", "--feature", "transaction.version=1", "--feature", "group.version=1")
     assert (r.returncode, r.stdout) == (0, "transaction.version was upgraded to 1.\ngroup.version was upgraded to 1.\n")
     r = features_cli(broker, "upgrade", "--feature", "group.version")

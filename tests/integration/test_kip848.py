@@ -390,3 +390,90 @@ def test_list_describe_and_delete_a_consumer_group(kip848_broker: Broker) -> Non
         deleted = w.request(42, 2, groups_names=(GroupId(group),))
         assert int(deleted.results[0].error_code) == 0
         assert not [g for g in w.request(16, 5, states_filter=(), types_filter=()).groups if g.group_id == group]
+
+
+def group_type(bootstrap: str, group: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).type
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_classic_group_upgrades_and_downgrades_online(kip848_broker: Broker, strategy: str) -> None:
+    """KIP-848's online migration (group.consumer.migration.policy=bidirectional): a classic
+    consumer keeps its group while a consumer-protocol member joins (the group becomes a consumer
+    group and the two share the partitions) and leaves (a classic group again)."""
+    b = kip848_broker
+    topic, group = unique("kip848m"), unique("g848m")
+    create_topic(b.bootstrap, topic, 10)
+    classic = Member(b.bootstrap, group, topic, "classic", **{
+        "group.protocol": "classic", "partition.assignment.strategy": strategy,
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+    })
+    with members(classic):
+        wait_until(lambda: classic.snapshot()[0] == set(range(10)), 30, "the classic member owns everything",
+                   detail=lambda: classic.snapshot()[:2])
+        assert group_type(b.bootstrap, group) == ConsumerGroupType.CLASSIC
+        modern = Member(b.bootstrap, group, topic, "modern")
+        with members(modern):
+            def split() -> bool:
+                a, m = classic.snapshot()[0], modern.snapshot()[0]
+                return len(a) == 5 and len(m) == 5 and not a & m
+            wait_until(split, 40, "five partitions each", detail=lambda: (classic.snapshot()[:2], modern.snapshot()[:2]))
+            assert group_type(b.bootstrap, group) == ConsumerGroupType.CONSUMER
+            sent = produce(b.bootstrap, topic, 10, 10, f"up-{strategy}")
+            wait_until(lambda: {v for _, _, v in all_read([classic, modern])} >= sent, 30, "every record read",
+                       detail=lambda: len(all_read([classic, modern])))
+            # each partition was read by the member that owns it
+            mine = classic.snapshot()[0]
+            assert {p for p, _, v in classic.snapshot()[2] if v in sent} <= mine
+            assert {p for p, _, v in modern.snapshot()[2] if v in sent} <= set(range(10)) - mine
+        # the consumer-protocol member left: a classic group again, the classic member owns all
+        wait_until(lambda: classic.snapshot()[0] == set(range(10)), 40, "the classic member owns everything again",
+                   detail=lambda: classic.snapshot()[:2])
+        assert group_type(b.bootstrap, group) == ConsumerGroupType.CLASSIC
+        assert not classic.snapshot()[2] or not classic.errors, classic.errors
+
+
+def test_group_configs_set_described_and_applied(kip848_broker: Broker) -> None:
+    """KIP-848's GROUP config resource (type 32): IncrementalAlterConfigs sets a group's own session
+    timeout and heartbeat interval, DescribeConfigs shows them (GROUP_CONFIG) beside the broker's defaults
+    (DEFAULT_CONFIG), bad values get Kafka's INVALID_CONFIG, and the group's members get its interval."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from odradek.client.wire import WireClient
+
+    b = kip848_broker
+    topic, group = unique("kip848c"), unique("g848c")
+    create_topic(b.bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def alter(**values: str) -> None:
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()])
+        admin.incremental_alter_configs([res])[res].result(15)
+
+    def described() -> dict[str, tuple[str | None, int]]:
+        res = ConfigResource(ResourceType.GROUP, group)
+        return {k: (e.value, int(e.source)) for k, e in admin.describe_configs([res])[res].result(15).items()}
+
+    before = described()
+    assert before["consumer.session.timeout.ms"] == ("6000", 5)  # the broker's (DEFAULT_CONFIG)
+    assert set(before) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+                           "share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
+                           "share.auto.offset.reset", "share.isolation.level", "share.delivery.count.limit",
+                           "share.partition.max.record.locks"}
+    alter(consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
+    after = described()
+    assert after["consumer.session.timeout.ms"] == ("50000", 8)  # GROUP_CONFIG
+    assert after["consumer.heartbeat.interval.ms"] == ("6000", 8)
+    for bad in ({"consumer_session_timeout_ms": "1000"}, {"consumer_heartbeat_interval_ms": "x"},
+                {"no_such_config": "1"}):
+        with pytest.raises(Exception) as e:
+            alter(**bad)
+        assert "INVALID_CONFIG" in str(e.value) or "Unknown group config" in str(e.value), e.value
+    assert described()["consumer.session.timeout.ms"] == ("50000", 8), "a refused change changes nothing"
+    with WireClient(b.bootstrap, timeout=15) as w:
+        r = heartbeat(w, group, "m1", 0, topics=[topic], owned=[])
+        assert int(r.error_code) == 0 and r.heartbeat_interval == timedelta(milliseconds=6000)  # the group's own
+        other = heartbeat(w, unique("g848o"), "m1", 0, topics=[topic], owned=[])
+        assert other.heartbeat_interval == timedelta(milliseconds=HEARTBEAT_MS)  # other groups keep the broker's

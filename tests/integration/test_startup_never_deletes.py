@@ -13,6 +13,9 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import struct
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -26,6 +29,7 @@ from .clients import (
     make_messages,
     produce,
     unique,
+    wait_for_topic,
 )
 
 METADATA = "odradek-metadata.json"
@@ -110,6 +114,36 @@ def test_damaged_metadata_file_falls_back_to_its_previous_copy(make_broker: Brok
         assert [p for p in os.listdir(b.logdir) if ".corrupt-" in p], "the damaged file is kept aside"
 
 
+@pytest.mark.timeout(240)
+def test_kill9_replays_the_metadata_journal_and_drops_a_torn_last_entry(make_broker: BrokerFactory) -> None:
+    """The changes since the last snapshot live only in the journal when the broker is killed; a write the
+    kill interrupted (a last entry cut short) is dropped with a warning, everything acknowledged is back."""
+    b = make_broker()
+    topic = unique("journal")
+    per = _load(b, topic)
+    later = unique("later")
+    create_topic(b.bootstrap, later, 3)
+    b.kill()
+    journal = b.logdir / "odradek-metadata.journal"
+    raw = journal.read_bytes()
+    assert len(raw) > 40, "the topics' changes are in the journal, not yet in a snapshot"
+    journal.write_bytes(raw + struct.pack(">II", 500, 0) + b"\x00\x00\x00\x01\x01")  # 500 bytes announced, 5 there
+
+    b.start()
+    text = _last_start_log(b)
+    assert "a change the crash interrupted (never acknowledged): dropped" in text, text
+    _check_all_readable(b, topic, per)
+    wait_for_topic(b.bootstrap, later, 3)
+    # the journal was cut back: the changes after the restart survive another kill
+    again = unique("again")
+    create_topic(b.bootstrap, again, 1)
+    b.kill()
+    b.start()
+    assert "dropped" not in _last_start_log(b)
+    wait_for_topic(b.bootstrap, again, 1)
+    _check_all_readable(b, topic, per)
+
+
 @pytest.mark.timeout(300)
 def test_metadata_file_and_copy_lost_refuses_start_then_the_operator_adopts_the_strays(
     make_broker: BrokerFactory,
@@ -137,15 +171,28 @@ def test_metadata_file_and_copy_lost_refuses_start_then_the_operator_adopts_the_
     assert f"{topic}-0" not in after
     assert "Found stray log" in _last_start_log(b)
 
-    # adopting them: re-create the topic, stop, put each stray in place of the new empty log without
-    # its partition.metadata (the log then takes the new topic's id), start
+    # adopting them: re-create the topic, stop, and `odradek log-dirs adopt-strays` puts each stray in
+    # place of the new empty log (moved aside, not deleted) without its old topic id; start
     create_topic(b.bootstrap, topic, 2)
     b.stop()
+
+    def adopt(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "odradek", "log-dirs", "adopt-strays", "--log-dirs",
+                               str(b.logdir), "--topic", topic, *extra], capture_output=True, text=True, timeout=60)
+
+    dry = adopt("--dry-run")
+    assert dry.returncode == 0 and dry.stdout.count("would adopt") == 2, dry.stdout + dry.stderr
+    assert set(strays) <= set(_partition_dirs(b)), "a dry run changes nothing"
+    done = adopt()
+    assert done.returncode == 0, done.stdout + done.stderr
+    after_adopt = _partition_dirs(b)
+    assert not set(strays) & set(after_adopt), "every stray was renamed back"
     for p in (0, 1):
-        [name] = [n for n in strays if n.startswith(f"{topic}-{p}.")]
-        shutil.rmtree(b.logdir / f"{topic}-{p}")
-        os.rename(b.logdir / name, b.logdir / f"{topic}-{p}")
-        (b.logdir / f"{topic}-{p}" / "partition.metadata").unlink()
+        assert after_adopt[f"{topic}-{p}"] == before[f"{topic}-{p}"]
+        kept = os.listdir(b.logdir / f"{topic}-{p}")
+        assert [n for n in kept if n.startswith("partition.metadata.adopted-")] and "partition.metadata" not in kept
+    again = adopt()  # the empty logs moved aside are strays now, and the live logs hold records
+    assert again.returncode == 1 and "holds records" in again.stdout, again.stdout
     b.start()
     _check_all_readable(b, topic, per)
 

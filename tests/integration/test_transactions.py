@@ -8,12 +8,16 @@ the transaction."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import struct
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from waiting import wait_until
 
+from odradek.client.wire import WireClient
 from odradek.protocol.records import build_batch
 
 from . import wire
@@ -143,6 +147,74 @@ def test_read_committed_stops_at_open_transaction(shared_broker: Broker) -> None
     finally:
         c.close()
     assert _latest(b, topic, "read_committed") == 7
+
+
+def _wire_fetch(w: WireClient, topic: str, replica_id: int, isolation: int) -> tuple[list[int], int, Any]:
+    """Fetch v12 of partition 0 from offset 0 with the given replica id and isolation level: the base offsets of
+    the batches returned, the response's last stable offset and its aborted transactions."""
+    from kio.schema.fetch.v12 import request as fr
+
+    resp = w.request(1, 12, cluster_id=None, replica_id=replica_id, max_wait=datetime.timedelta(0), min_bytes=0,
+                     max_bytes=1 << 20, isolation_level=isolation, session_id=0, session_epoch=-1,
+                     topics=(fr.FetchTopic(topic=topic, partitions=(fr.FetchPartition(
+                         partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                         log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                     forgotten_topics_data=(), rack_id="")
+    (part,) = resp.responses[0].partitions
+    assert int(part.error_code) == 0, part
+    raw = bytes(part.records or b"")
+    bases: list[int] = []
+    pos = 0
+    while pos < len(raw):
+        base, length = struct.unpack_from(">qi", raw, pos)
+        bases.append(base)
+        pos += length + 12
+    return bases, int(part.last_stable_offset), part.aborted_transactions
+
+
+def _wire_latest(w: WireClient, topic: str, replica_id: int, isolation: int) -> int:
+    """ListOffsets v5 latest (-1) of partition 0 with the given replica id and isolation level."""
+    from kio.schema.list_offsets.v5 import request as lo
+
+    r = w.request(2, 5, replica_id=replica_id, isolation_level=isolation, topics=(lo.ListOffsetsTopic(
+        name=topic, partitions=(lo.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    part = r.topics[0].partitions[0]
+    assert int(part.error_code) == 0, part
+    return int(part.offset)
+
+
+@pytest.mark.timeout(90)
+def test_replica_id_and_isolation_level_bound_reads_on_the_wire(shared_broker: Broker) -> None:
+    """How far a request reads, by its replica id and isolation level (Kafka's FetchIsolation): a client's
+    Fetch (any negative replica id here) at read_committed stops at the last stable offset with an aborted
+    transactions list, at read_uncommitted at the high watermark; a ListOffsets from a client is bound the same
+    way, one from a debugging tool (-2) sees the log end whatever its level (Kafka's ReplicaManager.fetchOffset).
+    Kafka reads a Fetch naming -3 (its own log-dir mover's id) to the log end; here it is a client's."""
+    b = shared_broker
+    topic = unique("txn-iso")
+    create_topic(b.bootstrap, topic, 1)
+    tx = _producer(b, unique("tid"))
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    tx.produce(topic, value=b"first")
+    tx.commit_transaction(30)  # offsets 0 (data), 1 (marker)
+    tx.begin_transaction()
+    tx.produce(topic, value=b"open-0")
+    tx.flush(30)  # offset 2: an open transaction
+    plain = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    plain.produce(topic, value=b"after-0")
+    assert plain.flush(30) == 0  # offset 3
+    try:
+        with WireClient(b.bootstrap) as w:
+            assert _wire_latest(w, topic, -1, 1) == 2 and _wire_latest(w, topic, -1, 0) == 4
+            assert _wire_latest(w, topic, -2, 1) == _wire_latest(w, topic, -2, 0) == 4  # a debugging tool
+            for replica_id in (-1, -2, -3):
+                bases, lso, aborted = _wire_fetch(w, topic, replica_id, 1)
+                assert (bases, lso, list(aborted)) == ([0, 1], 2, []), replica_id
+                bases, lso, aborted = _wire_fetch(w, topic, replica_id, 0)
+                assert (bases, lso, aborted) == ([0, 1, 2, 3], 2, None), replica_id
+    finally:
+        tx.abort_transaction(30)
 
 
 @pytest.mark.timeout(90)

@@ -1,17 +1,19 @@
 """Kafka 4.4's kafka-dump-log (DumpLogSegments) reads Odradek's own files after a clean stop: segments of plain,
 compressed and transactional batches (with their COMMIT and ABORT markers), offset and time indexes (Kafka's
 sanity check and index verification), transaction indexes, producer snapshots, and the records of
-__consumer_offsets and __transaction_state through Kafka's own decoders. Byte compatibility is what lets a
+__consumer_offsets (a classic group's offsets and a share group's ShareGroup* records) and __transaction_state
+through Kafka's own decoders. Byte compatibility is what lets a
 user's tools and an operator's habits carry over."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from integration.broker import Broker, BrokerFactory
 from integration.clients import create_topic
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.timeout(240)
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """A broker that took plain, compressed, keyed and transactional records and a group's commit, then
-    stopped cleanly (indexes and snapshots written)."""
+    stopped cleanly (indexes and snapshots written); a share consumer joined a share group and left."""
     factory = BrokerFactory(tmp_path_factory.mktemp("dump"))
     b = factory({"log.index.interval.bytes": "256", "transaction.state.log.num.partitions": "1",
                  "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"})
@@ -46,6 +48,12 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "dump-group", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("plain", 0, 42)], asynchronous=False)
     c.close()
+    share = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": "dump-share", "client.id": "dump-client"})
+    share.subscribe(["plain"])  # a share group (KIP-932): joins, gets its assignment, leaves
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        share.poll(0.2)
+    share.close()
     b.stop()
     yield b
 
@@ -124,3 +132,37 @@ def test_internal_topics_through_kafkas_decoders(kafka: Tool, stopped: Broker) -
     assert 'key: {"type":"0","data":{"transactionalId":"dump-tid"}}' in tout, tout
     assert re.findall(r'"transactionStatus":"(\w+)"', tout) == [
         "Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort", "CompleteAbort"]
+
+
+
+def test_share_group_records_through_kafkas_decoder(kafka: Tool, stopped: Broker) -> None:
+    """The share group's records (KIP-932) as Kafka 4.4's GroupCoordinatorRecordSerde reads them: the member's
+    subscription, the group epoch, the share-state topics, the target assignment and its epoch, the member's
+    current assignment, then its tombstones and the next epochs when it left."""
+    offsets = segment(stopped, "__consumer_offsets", ".log")
+    out = kafka("kafka-dump-log", "--files", str(offsets), "--offsets-decoder").stdout
+    lines = [line for line in out.splitlines() if '"groupId":"dump-share"' in line]
+    member = r'"groupId":"dump-share","memberId":"([^"]+)"'
+    topic = r'\{"topicId":"[^"]{22}","partitions":\[0\]\}'
+    expected = [
+        rf'"type":"10","data":\{{{member}\}}\}} payload: \{{"version":"0","data":\{{"rackId":null,'
+        r'"clientId":"dump-client","clientHost":"/127.0.0.1","subscribedTopicNames":\["plain"\]\}\}',
+        r'"type":"11","data":\{"groupId":"dump-share"\}\} payload: \{"version":"0","data":\{"epoch":2,'
+        r'"metadataHash":-?\d+\}\}',
+        r'"type":"15","data":\{"groupId":"dump-share"\}\} payload: \{"version":"0","data":\{"initializingTopics":\[\],'
+        r'"initializedTopics":\[\{"topicId":"[^"]{22}","topicName":"plain","partitions":\[0\]\}\],'
+        r'"deletingTopics":\[\]\}\}',
+        rf'"type":"13","data":\{{{member}\}}\}} payload: \{{"version":"0","data":\{{"topicPartitions":\[{topic}\]\}}\}}',
+        r'"type":"12","data":\{"groupId":"dump-share"\}\} payload: \{"version":"0","data":\{"assignmentEpoch":2,'
+        r'"assignmentTimestamp":\d+\}\}',
+        rf'"type":"14","data":\{{{member}\}}\}} payload: \{{"version":"0","data":\{{"memberEpoch":2,'
+        rf'"previousMemberEpoch":0,"state":0,"assignedPartitions":\[{topic}\]\}}\}}',
+        rf'"type":"14","data":\{{{member}\}}\}} payload: <DELETE>',
+        rf'"type":"13","data":\{{{member}\}}\}} payload: <DELETE>',
+        rf'"type":"10","data":\{{{member}\}}\}} payload: <DELETE>',
+        r'"type":"11","data":\{"groupId":"dump-share"\}\} payload: \{"version":"0","data":\{"epoch":3,',
+        r'"type":"12","data":\{"groupId":"dump-share"\}\} payload: \{"version":"0","data":\{"assignmentEpoch":3,',
+    ]
+    assert len(lines) == len(expected), "\n".join(lines)
+    for line, pattern in zip(lines, expected, strict=True):
+        assert re.search(r'key: \{' + pattern, line), (pattern, line)

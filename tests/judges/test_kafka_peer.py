@@ -114,3 +114,45 @@ def test_cluster_ids_never_start_with_a_dash() -> None:
     ids = [kafka_peer.new_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
     assert len(set(ids)) == 2000
+
+
+def test_the_default_node_is_plaintext_without_an_authorizer(tmp_path: Path) -> None:
+    node = kafka_peer.KafkaCluster(tmp_path / "k", 1, ports=[29992], controller_ports=[30992]).nodes[0]
+    props = node.properties()
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:29992,CONTROLLER://127.0.0.1:30992"
+    assert "authorizer.class.name" not in props and "super.users" not in props
+
+
+def test_sasl_plain_users_make_a_sasl_listener_with_kafkas_authorizer(tmp_path: Path) -> None:
+    node = kafka_peer.KafkaCluster(tmp_path / "k", 1, ports=[29992], controller_ports=[30992],
+                                   plain_users={"admin": "a-pw", "bob": "b-pw"}).nodes[0]
+    props = node.properties()
+    assert props["listeners"] == "SASL_PLAINTEXT://127.0.0.1:29992,CONTROLLER://127.0.0.1:30992"
+    assert props["advertised.listeners"] == "SASL_PLAINTEXT://127.0.0.1:29992"
+    assert props["listener.security.protocol.map"] == "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["super.users"] == "User:admin;User:ANONYMOUS"  # the controller listener's principal too
+    assert props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a-pw" '
+        'user_admin="a-pw" user_bob="b-pw";')
+    with pytest.raises(kafka_peer.PeerError, match="no quotes"):
+        kafka_peer.sasl_plain_properties({"bo b": "x"}, 1, 2)
+    one_line_error(peer("start", "--sasl-plain-user", "bob"), "is not NAME:PASSWORD")
+
+
+@pytest.mark.timeout(300)
+def test_a_sasl_node_refuses_a_user_without_acls(kafka_jars: Path, tmp_path: Path) -> None:
+    cluster = kafka_peer.KafkaCluster(tmp_path / "ks", 1, ports=[free_port()], controller_ports=[free_port()],
+                                      heap=("-Xmx512M", "-Xms512M"), plain_users={"admin": "a-pw", "bob": "b-pw"})
+
+    def admin_as(user: str, password: str) -> AdminClient:
+        return AdminClient({"bootstrap.servers": cluster.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password})
+
+    with cluster:
+        admin, bob = admin_as("admin", "a-pw"), admin_as("bob", "b-pw")  # held: a dropped client fails its futures
+        for f in admin.create_topics([NewTopic("sasl-peer", 1, 1)]).values():
+            f.result(60)
+        assert "sasl-peer" not in bob.list_topics(timeout=30).topics  # filtered: bob may not DESCRIBE it
+        assert "sasl-peer" in admin.list_topics(timeout=30).topics
+        del admin, bob

@@ -77,6 +77,8 @@ def test_sdist_and_wheel_metadata(dist: Path) -> None:
     # the web console: its pages, stylesheet and script are modules of the package (no CDN, no build)
     assert {"odradek/console/app.py", "odradek/console/assets.py", "odradek/console/pages.py"} <= set(files)
     assert not any(f.endswith(".c") for f in files)
+    assert "odradek/py.typed" in files  # PEP 561: type checkers read the package's annotations
+    assert f"odradek-{VERSION}/src/odradek/py.typed" in names
 
 
 @pytest.mark.timeout(900)  # pip install from the index, then a project with a cluster

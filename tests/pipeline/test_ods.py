@@ -38,8 +38,10 @@ def cols(d: dict[str, str]) -> str:
     return "\n".join(f'{k} = "{v}"' for k, v in d.items())
 
 
-def job_section(bootstrap: str, max_per_trigger: int) -> str:
-    """The broker, warehouse and Spark settings every job of these tests shares."""
+def job_section(bootstrap: str, max_per_trigger: int, warm_up: bool = False) -> str:
+    """The broker, warehouse and Spark settings every job of these tests shares. The warm-up (up to 20 s of
+    synthetic micro-batches per start, odradek.pipeline.warm_up) only makes the first batches faster: it is
+    left out but where a test is about it (tests/pipeline/test_warm_up.py, and the standalone cluster's)."""
     return f"""
 [broker]
 bootstrap_servers = "{bootstrap}"
@@ -49,12 +51,13 @@ checkpoint_dir = "./checkpoints"
 [spark]
 master = "local[2]"
 max_offsets_per_trigger = {max_per_trigger}
+warm_up = {str(warm_up).lower()}
 conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 """
 
 
-def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int) -> str:
-    return job_section(bootstrap, max_per_trigger) + f"""
+def config_text(bootstrap: str, customers: str, orders: str, max_per_trigger: int, warm_up: bool = False) -> str:
+    return job_section(bootstrap, max_per_trigger, warm_up) + f"""
 [[ods]]
 table = "customers"
 topics = ["{customers}"]
@@ -339,6 +342,44 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     assert "batch " in out.stdout
 
+    check_against_truth(cfg, sent_c, sent_o, feed)
+    assert batches_before_kill >= 2
+
+
+def normalise(row: dict[str, Any], columns: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c, t in columns.items():
+        v = row.get(c)
+        if v is None:
+            out[c] = None
+        elif "Decimal" in t:
+            out[c] = Decimal(str(v)).quantize(Decimal("0.01"))
+        elif "Int" in t:
+            out[c] = int(v)
+        elif "Float" in t:
+            out[c] = round(float(v), 6)
+        else:
+            out[c] = str(v)
+    return out
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """The killed driver's JVM exits when its stdin closes; wait for the session, then clean up."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+
+
+def check_against_truth(cfg: Path, sent_c: list[Event], sent_o: list[Event], feed: Feed) -> None:
+    """The warehouse a job left under ``cfg`` against the truth computed from what was sent."""
     # 3. the ODS equals the truth
     for table, key, columns, sent in (("customers", "id", CUSTOMER_COLUMNS, sent_c),
                                       ("orders", "order_id", ORDER_COLUMNS, sent_o)):
@@ -379,36 +420,3 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
     assert set(got_bad) == set(feed.bad), (len(got_bad), len(feed.bad))
     for where, reason in feed.bad.items():
         assert got_bad[where].startswith(reason), (where, got_bad[where], reason)
-    assert batches_before_kill >= 2
-
-
-def normalise(row: dict[str, Any], columns: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for c, t in columns.items():
-        v = row.get(c)
-        if v is None:
-            out[c] = None
-        elif "Decimal" in t:
-            out[c] = Decimal(str(v)).quantize(Decimal("0.01"))
-        elif "Int" in t:
-            out[c] = int(v)
-        elif "Float" in t:
-            out[c] = round(float(v), 6)
-        else:
-            out[c] = str(v)
-    return out
-
-
-def _reap(proc: subprocess.Popen[str]) -> None:
-    """The killed driver's JVM exits when its stdin closes; wait for the session, then clean up."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)

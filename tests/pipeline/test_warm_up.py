@@ -14,7 +14,8 @@ from confluent_kafka import Producer
 from integration.broker import Broker
 
 from odradek.pipeline import etl, warm_up
-from odradek.pipeline.config import ColumnType, OdsTable
+from odradek.pipeline.column_type import ColumnType
+from odradek.pipeline.config import OdsTable
 from odradek.pipeline.job import table_rows
 
 TYPES = ("Int64", "UInt8", "Int32", "String", "Nullable(String)", "LowCardinality(String)", "Float64",

@@ -1,4 +1,4 @@
-"""A fake clock for delayed operations (server.purgatory.Scheduler): timers fire only when a test
+"""A fake clock for delayed operations (purgatory.Scheduler): timers fire only when a test
 advances time, ``call_soon`` callbacks only when it runs them."""
 
 from __future__ import annotations

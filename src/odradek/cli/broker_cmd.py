@@ -17,7 +17,7 @@ from odradek.config import BrokerConfig, ConfigError, read_properties
 from odradek.controller.store_file import MetadataFileError
 from odradek.log.errors import LogError
 from odradek.server.allocator import tune_malloc
-from odradek.server.gc_tuning import freeze_startup_objects
+from odradek.server.gc_tuning import enable_refreeze, freeze_startup_objects
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -142,7 +142,9 @@ def raise_fd_limit() -> None:
 
 
 def _freeze(_broker: object) -> None:
+    """Once the broker serves (on its event loop): freeze what start-up left, and what grows later."""
     freeze_startup_objects()
+    enable_refreeze(asyncio.get_running_loop().call_soon_threadsafe)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args)
     except (ConfigError, OSError) as e:
         log.error("invalid configuration: %s", e)
+        return 2
+    from odradek.server import fault_injection
+
+    try:
+        fault_injection.check_at_start()
+    except ValueError as e:
+        log.error("%s", e)
         return 2
     try:
         import uvloop

@@ -18,13 +18,18 @@ import argparse
 import sys
 from typing import Any
 
+from odradek.cli.add_config import parse_add_config
+
 _SOURCES = {
     1: "DYNAMIC_TOPIC_CONFIG",
     2: "DYNAMIC_BROKER_CONFIG",
     3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
     4: "STATIC_BROKER_CONFIG",
     5: "DEFAULT_CONFIG",
+    8: "GROUP_CONFIG",
 }
+# the source of an entity's own (dynamic) configs: what --describe shows without --all
+_DYNAMIC_SOURCE = {"topics": 1, "brokers": 2, "groups": 8}
 
 
 class _Entity(argparse.Action):
@@ -55,8 +60,9 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--log-dir", metavar="DIR",
                        help="users' SCRAM credentials written in a stopped embedded broker's store (its log.dirs)")
     p.add_argument("--command-config", metavar="FILE", help="a client properties file (security settings)")
-    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users", "clients", "ips"], action=_Entity)
-    p.add_argument("--entity-name", help="topic name, broker id, user principal or client id", action=_Entity)
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "groups", "users", "clients", "ips"], action=_Entity)
+    p.add_argument("--entity-name", help="topic name, broker id, group id (KIP-848 group configs), user principal or client id",
+                   action=_Entity)
     p.add_argument("--entity-default", nargs=0, action=_Entity,
                    help="the cluster-wide broker default, or the default user / client id")
     action = p.add_mutually_exclusive_group(required=True)
@@ -67,35 +73,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="with --describe: all configs, not only overrides")
     p.add_argument("--command-timeout", type=float, default=30.0)
     p.set_defaults(func=run)
-
-
-def parse_add_config(raw: str) -> dict[str, str]:
-    """k=v pairs split on commas outside [brackets]; [a,b] becomes a,b."""
-    out: dict[str, str] = {}
-    depth = 0
-    cur = ""
-    items = []
-    for ch in raw:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            items.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        items.append(cur)
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--add-config expects k=v pairs, got {item!r}")
-        k, v = item.split("=", 1)
-        v = v.strip()
-        if v.startswith("[") and v.endswith("]"):
-            v = v[1:-1]
-        out[k.strip()] = v
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,12 +103,16 @@ def run(args: argparse.Namespace) -> int:
         except OSError as refused:  # cannot connect, TLS refused, SASL refused (SaslClientError)
             print(f"Error: {refused}", file=sys.stderr)
             return 1
-    if args.entity_type == "topics":
+    if args.entity_type in ("topics", "groups"):
         if not args.entity_name:
-            print("Error: --entity-name is required for topics", file=sys.stderr)
+            print(f"Error: --entity-name is required for {args.entity_type}", file=sys.stderr)
             return 1
-        res = ConfigResource(ConfigResource.Type.TOPIC, args.entity_name)
-        label = f"Topic:{args.entity_name}"
+        if args.entity_type == "topics":
+            res = ConfigResource(ConfigResource.Type.TOPIC, args.entity_name)
+            label = f"Topic:{args.entity_name}"
+        else:  # the GROUP config resource (type 32 on the wire), KIP-848
+            res = ConfigResource(ConfigResource.Type.GROUP, args.entity_name)
+            label = f"Group:{args.entity_name}"
     else:
         if not args.entity_name:
             print("Error: --entity-name or --entity-default is required for brokers", file=sys.stderr)
@@ -143,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
             cfg = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout)
             shown = sorted(cfg.values(), key=lambda e: e.name)
             if not args.all:
-                keep = {1} if args.entity_type == "topics" else {2}
-                shown = [e for e in shown if int(e.source) in keep]
+                shown = [e for e in shown if int(e.source) == _DYNAMIC_SOURCE[args.entity_type]]
             print(f"Dynamic configs for {label} are:" if not args.all else f"All configs for {label} are:")
             for e in shown:
                 value = "null" if e.is_sensitive else e.value

@@ -22,15 +22,19 @@ def main(argv: list[str] | None = None) -> int:
         acls_cmd,
         broker_cmd,
         configs_cmd,
+        controller_cmd,
         dev_cluster_cmd,
         elect_leaders_cmd,
         features_cmd,
         groups_cmd,
+        log_dirs_cmd,
         perf_cmd,
         pipeline_cmd,
         reassign_cmd,
+        storage_cmd,
         topics_cmd,
         transactions_cmd,
+        verify_cmd,
         zk_migration_cmd,
     )
 
@@ -47,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     transactions_cmd.add_parser(sub)
     features_cmd.add_parser(sub)
     zk_migration_cmd.add_parser(sub)
+    verify_cmd.add_parser(sub)
+    log_dirs_cmd.add_parser(sub)
+    storage_cmd.add_parser(sub)
+    controller_cmd.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

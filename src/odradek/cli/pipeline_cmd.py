@@ -1,6 +1,7 @@
 """``odradek pipeline``: the Spark CDC → ODS → warehouse job and SQL on its ClickHouse (chDB) warehouse.
 
     odradek pipeline run --config pipeline.toml [--available-now] [--master local[4]]
+        [--source debezium --topic-prefix pg --tables shop.customers,shop.orders]
     odradek pipeline query --config pipeline.toml [--format table|jsonl|csv] "SELECT * FROM ods.customers"
     odradek pipeline demo [--dir odradek-demo] [--bootstrap-server HOST:PORT]
 
@@ -75,6 +76,12 @@ def add_parser(sub: Any) -> None:
                      help="process what is in the topics now, then exit 0 (Trigger.AvailableNow)")
     run.add_argument("--master", help="Spark master (default: the config's [spark] master, else local[*])")
     run.add_argument("--spark-log-level", default="ERROR", help="Spark's log level (default ERROR)")
+    run.add_argument("--source", choices=("config", "debezium"), default="config",
+                     help="config: the [[ods]] tables' topics; debezium: Debezium's topics of --tables "
+                          "(<topic-prefix>.<schema>.<table>) into the [[ods]] tables of the same names")
+    run.add_argument("--topic-prefix", default="", help="with --source debezium: the connector's topic.prefix")
+    run.add_argument("--tables", default="", metavar="SCHEMA.TABLE,...",
+                     help="with --source debezium: the captured tables (the connector's table.include.list)")
     run.set_defaults(func=_run)
 
     query = psub.add_parser("query", help="run SQL on the warehouse")
@@ -103,6 +110,10 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         cfg = load(args.config)
+        if args.source == "debezium":
+            from odradek.pipeline.debezium import debezium_mode
+
+            cfg = debezium_mode(cfg, args.topic_prefix, [t.strip() for t in args.tables.split(",") if t.strip()])
     except ConfigError as e:
         return _fail(str(e))
     from odradek.pipeline.job import Job

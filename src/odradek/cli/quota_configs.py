@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from odradek.cli.configs_cmd import parse_add_config
+from odradek.cli.add_config import parse_add_config
 from odradek.client.wire import WireClient
 
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}

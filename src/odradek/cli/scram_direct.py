@@ -76,7 +76,7 @@ def open_store(args: argparse.Namespace) -> Iterator[MetadataStore]:
 
 
 def _alterations(args: argparse.Namespace) -> tuple[dict[str, tuple[str, int]], list[str]]:
-    from odradek.cli.configs_cmd import parse_add_config
+    from odradek.cli.add_config import parse_add_config
 
     add: dict[str, tuple[str, int]] = {}
     for mech, value in (parse_add_config(args.add_config) if args.add_config else {}).items():

@@ -104,7 +104,8 @@ class AsyncWireClient:
             flexible_header=req_cls.__header_schema__.__version__ >= 2,
         )
 
-    async def request(self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float | None = None) -> Any:
+    async def request(self, api_key: int, version: int, fields: dict[str, Any] | bytes,
+                      timeout_s: float | None = None) -> Any:
         raw, offset = await self.request_frame(api_key, version, fields, timeout_s)
         try:
             return self._decode(raw, offset, api_key, version)

@@ -61,7 +61,10 @@ def librdkafka_settings(props: dict[str, str]) -> dict[str, str]:
 
 
 def admin_config(bootstrap: str, command_config: str | None) -> dict[str, str]:
-    conf = {"bootstrap.servers": bootstrap}
+    # librdkafka logs at level 6 (info) by default; a command-line tool, like Kafka's (log4j WARN),
+    # prints warnings and errors only, so its own output on stderr is not interleaved with
+    # messages such as "Purging 1 unserved events from background queue"
+    conf = {"bootstrap.servers": bootstrap, "log_level": "4"}
     if command_config:
         conf.update(librdkafka_settings(read_properties(command_config)))
     return conf

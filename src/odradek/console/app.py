@@ -15,6 +15,13 @@ page, action and asset needs HTTP Basic credentials of one of its SASL users: ``
 401, as a Kafka client that does not authenticate on a SASL listener gets nothing. Without security,
 anonymous users are served as a PLAINTEXT listener serves them.
 
+With ``http.auth.token`` (odradek.console.login) nobody is served without logging in, security or
+not: ``Authorization: Bearer <token>``, or the login form (``GET /login``, ``POST /login`` with the
+token, or a SASL user's name and password), which opens a session kept in an HttpOnly,
+SameSite=Strict cookie (``POST /logout`` ends it). A token login acts as
+``http.auth.token.principal``. The login page and its stylesheet are the only things served before.
+Failed logins of any kind are delayed and limited per address (429 past the limit).
+
 Cross-site requests (the HTTP server refuses a foreign ``Host`` first, odradek.http.host_check): an
 action is POST only and is refused (403) unless all of these hold:
 
@@ -23,6 +30,10 @@ action is POST only and is refused (403) unless all of these hold:
 * its ``Origin``, or without one its ``Referer``, names this very host (same scheme-less host:port as
   the ``Host`` header); a request with neither, or ``Origin: null``, is refused;
 * its ``Sec-Fetch-Site``, when the browser sends one, is ``same-origin`` (or ``none``: typed by the user).
+
+A request authenticated with a Bearer token is exempt: a browser never adds that header by itself, and
+a page of another site can only send it through a CORS preflight this server does not grant. The login
+form's POST and ``/logout`` need the same origin (they have no token yet).
 """
 
 from __future__ import annotations
@@ -31,10 +42,12 @@ import asyncio
 import datetime
 import hashlib
 import hmac
+import inspect
 import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -54,8 +67,18 @@ from odradek.console.dispatch import (
     KafkaDispatch,
     ns,
 )
+from odradek.console.login import (
+    SESSION_COOKIE,
+    LoginThrottle,
+    Sessions,
+    cookie,
+    expired_cookie,
+    parse_bearer,
+    session_cookie,
+    token_matches,
+)
 from odradek.console.records import BrowseError, RecordSource
-from odradek.http.server import HttpRequest, HttpResponse
+from odradek.http.server import Handler, HttpRequest, HttpResponse
 
 HTML = "text/html; charset=utf-8"
 RESOURCE_TOPIC = 2
@@ -80,30 +103,71 @@ class _Unauthenticated(Exception):
     pass
 
 
+class _Throttled(Exception):
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed logins: retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+# how a request proved who it is
+NONE, BASIC, BEARER, SESSION = "none", "basic", "bearer", "session"
+PUBLIC_WITH_TOKEN = frozenset({"/login", "/logout", "/static/console.css"})  # served before a login
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    principal: str
+    via: str  # NONE, BASIC, BEARER or SESSION
+    session: str | None = None
+
+
+def peer_address(request: HttpRequest) -> str:
+    return request.peer.rsplit(":", 1)[0]
+
+
 class ConsoleApp:
     def __init__(self, kafka: KafkaDispatch, records: RecordSource, credentials: CredentialCheck,
-                 stats: Stats, *, secret: bytes | None = None, anonymous_allowed: bool = True) -> None:
+                 stats: Stats, *, secret: bytes | None = None, anonymous_allowed: bool = True,
+                 token: str | None = None, token_principal: str = ANONYMOUS,
+                 failure_delay_s: float = FAILED_AUTHENTICATION_DELAY_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 remote_sizes: Callable[[], Mapping[tuple[str, int], int]] = dict) -> None:
         self.kafka = kafka
+        self.remote_sizes = remote_sizes  # tiered storage: (topic, partition) -> bytes in the remote tier
         self.records = records
         self.credentials = credentials
         self.stats = stats
         self._secret = secret or secrets.token_bytes(32)
-        self.anonymous_allowed = anonymous_allowed  # False when the broker has security configured
+        self.login_token = token or None  # http.auth.token; empty is unset
+        self.token_principal = token_principal
+        # False when the broker has security configured, or a token to log in with
+        self.anonymous_allowed = anonymous_allowed and self.login_token is None
+        self.failure_delay_s = failure_delay_s
+        self.clock = clock
+        self.sessions = Sessions(clock)
+        self.throttle = LoginThrottle(clock)
         self._verified: dict[bytes, tuple[bool, float]] = {}  # digest -> (ok, until)
 
     # -- entry point
     async def __call__(self, request: HttpRequest) -> HttpResponse:
-        try:
-            principal = await self._principal(request)
-        except _Unauthenticated:
-            return self._respond(401, b"authentication failed\n", "text/plain; charset=utf-8",
-                                 {"WWW-Authenticate": 'Basic realm="odradek", charset="UTF-8"'})
-        host = request.peer.rsplit(":", 1)[0]
+        host = peer_address(request)
         path = request.path
+        try:
+            login = await self._login(request, host)
+        except _Throttled as e:
+            return self._throttled(e)
+        except _Unauthenticated:
+            return self._unauthorized(b"authentication failed\n")
+        public = self.login_token is not None and path in PUBLIC_WITH_TOKEN
+        if login.via == NONE and not self.anonymous_allowed and not public:
+            return self._unauthorized(b"log in first\n")
+        principal = login.principal
+        if self.login_token is not None and path in ("/login", "/logout"):
+            return await self._login_route(request, login, host)
         if request.method == "POST":
             if not path.startswith("/actions/"):
                 return self._respond(405, b"method not allowed\n", "text/plain; charset=utf-8", {"Allow": "GET"})
-            return await self._action(request, principal, host)
+            return await self._action(request, login, host)
         if request.method not in ("GET", "HEAD"):
             return self._respond(405, b"method not allowed\n", "text/plain; charset=utf-8", {"Allow": "GET, POST"})
         if path == "/static/console.css":
@@ -113,7 +177,7 @@ class ConsoleApp:
         if path == "/api/stats":
             return self._respond(200, json.dumps(dict(self.stats())).encode(), "application/json")
         if path == "/login":
-            if principal == ANONYMOUS:
+            if login.via == NONE:
                 raise_login = {"WWW-Authenticate": 'Basic realm="odradek", charset="UTF-8"'}
                 return self._respond(401, b"log in with a SASL user's name and password\n",
                                      "text/plain; charset=utf-8", raise_login)
@@ -124,29 +188,125 @@ class ConsoleApp:
             return self._respond(404, b"not found\n", "text/plain; charset=utf-8")
         query = {k: v[-1] for k, v in request.query.items()}
         title, body, script = await page(principal, host, query)
-        return self._respond(200, pages.layout(title, body, principal, script=script), HTML)
+        return self._respond(200, self._layout(title, body, login, script=script), HTML)
+
+    def _layout(self, title: str, body: str, login: Login, *, script: bool = False) -> bytes:
+        return pages.layout(title, body, login.principal, script=script, logout=login.via == SESSION)
 
     def _respond(self, status: int, body: bytes, content_type: str,
                  headers: Mapping[str, str] | None = None) -> HttpResponse:
         return HttpResponse(status, body, content_type, {**_SECURITY_HEADERS, **(headers or {})})
 
-    async def _principal(self, request: HttpRequest) -> str:
+    def _unauthorized(self, message: bytes) -> HttpResponse:
+        if self.login_token is None:
+            return self._respond(401, message, "text/plain; charset=utf-8",
+                                 {"WWW-Authenticate": 'Basic realm="odradek", charset="UTF-8"'})
+        return self._respond(401, pages.login_page(None), HTML, {"WWW-Authenticate": 'Bearer realm="odradek"'})
+
+    def _throttled(self, e: _Throttled) -> HttpResponse:
+        return self._respond(429, f"{e}\n".encode(), "text/plain; charset=utf-8",
+                             {"Retry-After": str(e.retry_after_s)})
+
+    async def _failed(self, host: str) -> None:
+        """A failed login: counted against the address, answered after the delay (as Kafka answers a
+        failed SASL authentication after connection.failed.authentication.delay.ms)."""
+        self.throttle.failed(host)
+        if self.failure_delay_s > 0:
+            await asyncio.sleep(self.failure_delay_s)
+
+    def _check_throttle(self, host: str) -> None:
+        wait = self.throttle.retry_after(host)
+        if wait:
+            raise _Throttled(wait)
+
+    async def _login(self, request: HttpRequest, host: str) -> Login:
+        """Who the request is: its Authorization header (Basic or Bearer), else its session cookie,
+        else nobody (``User:ANONYMOUS`` via NONE). Credentials that are sent and wrong raise
+        _Unauthenticated; a stale or unknown session cookie counts as none."""
         header = request.headers.get("authorization")
         if header is None:
-            if not self.anonymous_allowed:
-                raise _Unauthenticated()
-            return ANONYMOUS
+            sid = cookie(request.headers.get("cookie"), SESSION_COOKIE) if self.login_token is not None else None
+            if sid:
+                principal = self.sessions.principal(sid)
+                if principal is not None:
+                    return Login(principal, SESSION, sid)
+            return Login(ANONYMOUS, NONE)
+        self._check_throttle(host)
+        bearer = parse_bearer(header)
+        if bearer is not None:
+            if self.login_token is not None and token_matches(self.login_token, bearer):
+                return Login(self.token_principal, BEARER)
+            await self._failed(host)
+            raise _Unauthenticated()
         creds = parse_basic(header)
         if creds is None or not await self._verify(*creds):
-            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)  # as connection.failed.authentication.delay.ms
+            await self._failed(host)
             raise _Unauthenticated()
-        return f"User:{creds[0]}"
+        return Login(f"User:{creds[0]}", BASIC)
+
+    def guard(self, handler: Handler) -> Handler:
+        """``handler`` (``/metrics``) served only to a request that logged in (Bearer token, console
+        session or HTTP Basic): http.metrics.auth.required."""
+
+        async def guarded(request: HttpRequest) -> HttpResponse:
+            host = peer_address(request)
+            try:
+                login = await self._login(request, host)
+            except _Throttled as e:
+                return self._throttled(e)
+            except _Unauthenticated:
+                login = Login(ANONYMOUS, NONE)
+            if login.via == NONE:
+                challenge = 'Bearer realm="odradek"' if self.login_token is not None else 'Basic realm="odradek"'
+                return HttpResponse(401, b"log in first\n", headers={"WWW-Authenticate": challenge})
+            out = handler(request)
+            if inspect.isawaitable(out):
+                out = await out
+            assert isinstance(out, HttpResponse)
+            return out
+
+        return guarded
+
+    # -- the login form (with http.auth.token)
+    async def _login_route(self, request: HttpRequest, login: Login, host: str) -> HttpResponse:
+        if request.method in ("GET", "HEAD"):
+            if request.path == "/login" and login.via != NONE:
+                return self._respond(303, b"", HTML, {"Location": "/"})
+            if request.path == "/login":
+                return self._respond(200, pages.login_page(None), HTML)
+        if request.method != "POST":
+            return self._respond(405, b"method not allowed\n", "text/plain; charset=utf-8", {"Allow": "GET, POST"})
+        refusal = self._origin_refusal(request)
+        if refusal is not None:
+            return self._respond(403, pages.login_page(refusal), HTML)
+        if request.path == "/logout":
+            if login.session is not None:
+                self.sessions.close(login.session)
+            return self._respond(303, b"", HTML, {"Location": "/login", "Set-Cookie": expired_cookie()})
+        try:
+            self._check_throttle(host)
+        except _Throttled as e:
+            return self._throttled(e)
+        form = _form(request)
+        user, secret = form.get("user", "").strip(), form.get("secret", "")
+        principal: str | None = None
+        if not user and self.login_token is not None and token_matches(self.login_token, secret):
+            principal = self.token_principal
+        elif user and await self._verify(user, secret):
+            principal = f"User:{user}"
+        if principal is None:
+            await self._failed(host)
+            return self._respond(401, pages.login_page("wrong token, or user name and password"), HTML,
+                                 {"WWW-Authenticate": 'Bearer realm="odradek"'})
+        sid = self.sessions.open(principal)
+        return self._respond(303, b"", HTML, {"Location": "/",
+                                              "Set-Cookie": session_cookie(sid, self.sessions.ttl_s)})
 
     async def _verify(self, user: str, password: str) -> bool:
         """The password check (PBKDF2 for SCRAM: costly), remembered for ``VERIFIED_TTL_S`` under a
         keyed digest of the pair (no password kept), so a changed or deleted credential applies soon."""
         key = hmac.new(self._secret, f"{user}\0{password}".encode(), hashlib.sha256).digest()
-        now = time.monotonic()
+        now = self.clock()
         hit = self._verified.get(key)
         if hit is not None and hit[1] > now:
             return hit[0]
@@ -171,7 +331,7 @@ class ConsoleApp:
             topics=None if topics is None else [ns(topic=t, partitions=[p.partition_index for p in tt.partitions])
                                                 for t in topics for tt in md.topics if tt.name == t]))
         sizes = model.log_sizes(dirs) if int(getattr(dirs, "error_code", 0)) == 0 else {}
-        return model.cluster_view(md, sizes)
+        return model.cluster_view(md, sizes, self.remote_sizes())
 
     async def _brokers(self, principal: str, host: str, query: dict[str, str]) -> tuple[str, str, bool]:
         return "Brokers", pages.brokers_page(await self._cluster(principal, host)), False
@@ -271,6 +431,15 @@ class ConsoleApp:
 
     # -- actions
     def _csrf_refusal(self, request: HttpRequest, form: Mapping[str, str], principal: str) -> str | None:
+        refusal = self._origin_refusal(request)
+        if refusal is not None:
+            return refusal
+        if not hmac.compare_digest(form.get("csrf", ""), self.token(principal)):
+            return "missing or wrong CSRF token: reload the page and submit again"
+        return None
+
+    @staticmethod
+    def _origin_refusal(request: HttpRequest) -> str | None:
         host = request.headers.get("host", "").strip().lower()
         site = request.headers.get("sec-fetch-site")
         if site is not None and site.strip().lower() not in ("same-origin", "none"):
@@ -285,18 +454,14 @@ class ConsoleApp:
                 return "cross-origin request refused (Referer of another site)"
         else:
             return "request refused: neither Origin nor Referer says it comes from this console"
-        if not hmac.compare_digest(form.get("csrf", ""), self.token(principal)):
-            return "missing or wrong CSRF token: reload the page and submit again"
         return None
 
-    async def _action(self, request: HttpRequest, principal: str, host: str) -> HttpResponse:
-        try:
-            form = {k: v[-1] for k, v in parse_qs(request.body.decode("utf-8"), keep_blank_values=True).items()}
-        except UnicodeDecodeError:
-            form = {}
-        refusal = self._csrf_refusal(request, form, principal)
+    async def _action(self, request: HttpRequest, login: Login, host: str) -> HttpResponse:
+        principal = login.principal
+        form = _form(request)
+        refusal = None if login.via == BEARER else self._csrf_refusal(request, form, principal)
         if refusal is not None:
-            return self._respond(403, pages.layout("Refused", pages.error_box(refusal, "result"), principal), HTML)
+            return self._respond(403, self._layout("Refused", pages.error_box(refusal, "result"), login), HTML)
         action = {"/actions/create-topic": self._create_topic, "/actions/alter-config": self._alter_config,
                   "/actions/reset-offsets": self._reset_offsets}.get(request.path)
         if action is None:
@@ -308,7 +473,7 @@ class ConsoleApp:
         status = 200 if ok else 400
         if error and "AUTHORIZATION_FAILED" in error:
             status = 403
-        return self._respond(status, pages.layout(title, pages.result_page(ok, error, back), principal), HTML)
+        return self._respond(status, self._layout(title, pages.result_page(ok, error, back), login), HTML)
 
     async def _create_topic(self, principal: str, host: str,
                             form: Mapping[str, str]) -> tuple[str, str | None, str | None, str]:
@@ -393,6 +558,13 @@ class ConsoleApp:
             return title, None, "; ".join(failed), back
         done = ", ".join(f"{topic}-{p} to {offsets[(topic, p)]}" for p in partitions)
         return title, f"Reset {done}.", None, back
+
+
+def _form(request: HttpRequest) -> dict[str, str]:
+    try:
+        return {k: v[-1] for k, v in parse_qs(request.body.decode("utf-8"), keep_blank_values=True).items()}
+    except UnicodeDecodeError:
+        return {}
 
 
 def parse_timestamp(text: str) -> int:

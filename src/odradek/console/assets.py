@@ -17,6 +17,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .b64{color:#6a1b9a;font-family:monospace}.null{color:#999;font-style:italic}
 pre{margin:0;white-space:pre-wrap;word-break:break-all;max-width:40em}
 form.inline{display:inline-block;margin:.3em 1em .3em 0;padding:.5em;border:1px solid #ddd;background:#fff}
+header form.inline{margin:0;padding:0;border:0;background:none}
 .chart{background:#fff;border:1px solid #ddd;margin:.5em 1em 1em 0;display:inline-block}
 .legend span{margin-right:1em}
 """

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, Protocol
 
+from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.sasl import SaslServer
 from odradek.server.handlers import NO_RESPONSE, RawResponse, registry
-from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import BrokerServices, RequestContext
 
 # the versions the console speaks (each handler's response module follows the version)

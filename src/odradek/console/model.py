@@ -34,6 +34,9 @@ class PartitionRow:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     size: int | None = None  # bytes of this broker's replica, None when it holds none
+    # tiered storage (KIP-405): bytes of its remote segments (Kafka's RemoteLogSizeBytes), where the broker
+    # serving the console leads it; None otherwise
+    remote_size: int | None = None
 
     @property
     def under_replicated(self) -> bool:
@@ -51,6 +54,12 @@ class TopicRow:
     def size(self) -> int:
         return sum(p.size or 0 for p in self.partitions)
 
+    @property
+    def remote_size(self) -> int | None:
+        """Bytes in the remote tier (the partitions with a known remote size); None when none has one."""
+        known = [p.remote_size for p in self.partitions if p.remote_size is not None]
+        return sum(known) if known else None
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -60,9 +69,12 @@ class Cluster:
     topics: tuple[TopicRow, ...]
 
 
-def cluster_view(metadata: Any, sizes: Mapping[tuple[str, int], int] | None = None) -> Cluster:
-    """A Metadata response (and DescribeLogDirs sizes) as brokers and topics, sorted by id and name."""
+def cluster_view(metadata: Any, sizes: Mapping[tuple[str, int], int] | None = None,
+                 remote_sizes: Mapping[tuple[str, int], int] | None = None) -> Cluster:
+    """A Metadata response (and DescribeLogDirs sizes, and the remote tier's sizes of tiered partitions) as
+    brokers and topics, sorted by id and name."""
     sizes = sizes or {}
+    remote_sizes = remote_sizes or {}
     controller = int(metadata.controller_id)
     brokers = tuple(sorted(
         (BrokerRow(int(b.node_id), str(b.host), int(b.port), b.rack, int(b.node_id) == controller)
@@ -72,7 +84,8 @@ def cluster_view(metadata: Any, sizes: Mapping[tuple[str, int], int] | None = No
         code = int(t.error_code)
         parts = tuple(sorted(
             (PartitionRow(int(p.partition_index), int(p.leader_id), tuple(int(r) for r in p.replica_nodes),
-                          tuple(int(r) for r in p.isr_nodes), sizes.get((str(t.name), int(p.partition_index))))
+                          tuple(int(r) for r in p.isr_nodes), sizes.get((str(t.name), int(p.partition_index))),
+                          remote_sizes.get((str(t.name), int(p.partition_index))))
              for p in t.partitions), key=lambda p: p.partition))
         topics.append(TopicRow(str(t.name), bool(t.is_internal), error_name(code) if code else None, parts))
     return Cluster(getattr(metadata, "cluster_id", None), controller, brokers,

@@ -31,15 +31,32 @@ def q(x: object) -> str:
     return quote(str(x), safe="")
 
 
-def layout(title: str, body: str, principal: str, *, script: bool = False) -> bytes:
+def layout(title: str, body: str, principal: str, *, script: bool = False, logout: bool = False) -> bytes:
+    """A page; ``logout``: the user has a console session (http.auth.token's login form) to end."""
     nav = "".join(f'<a href="{href}">{label}</a>' for href, label in (
         ("/", "Brokers"), ("/topics", "Topics"), ("/groups", "Consumer groups"), ("/charts", "Charts")))
     js = '<script src="/static/console.js"></script>' if script else ""
+    account = ('<form class="inline" method="post" action="/logout"><button id="logout">log out</button></form>'
+               if logout else '<a href="/login">log in</a>')
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{esc(title)} · Odradek</title>"
             f'<link rel="stylesheet" href="/static/console.css"></head><body>'
             f"<header><strong>Odradek</strong>{nav}<span class=\"who\"><span id=\"principal\">{esc(principal)}"
-            f'</span> · <a href="/login">log in</a></span></header>'
+            f"</span> · {account}</span></header>"
             f"<main><h1>{esc(title)}</h1>{body}</main>{js}</body></html>").encode()
+
+
+def login_page(error: str | None) -> bytes:
+    """The form of http.auth.token's login: the token, or a SASL user's name and password."""
+    box = error_box(error) if error else ""
+    form = ('<form method="post" action="/login" id="login">'
+            '<label>Token <input type="password" name="secret" autocomplete="current-password" autofocus></label>'
+            '<details><summary>or a SASL user</summary>'
+            '<label>User <input name="user" autocomplete="username"></label> '
+            "(the token field is then the user's password)</details>"
+            "<button>Log in</button></form>")
+    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>Log in · Odradek</title>"
+            f'<link rel="stylesheet" href="/static/console.css"></head><body>'
+            f"<header><strong>Odradek</strong></header><main><h1>Log in</h1>{box}{form}</main></body></html>").encode()
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], table_id: str = "") -> str:
@@ -95,31 +112,38 @@ def brokers_page(c: Cluster) -> str:
 
 
 def topics_page(topics: Sequence[TopicRow], token: str) -> str:
+    # tiered storage (KIP-405): a "Remote size" column beside the local one when a topic has remote segments
+    tiered = any(t.remote_size is not None for t in topics)
     rows = []
     for t in topics:
         under = sum(1 for p in t.partitions if p.under_replicated)
         rf = len(t.partitions[0].replicas) if t.partitions else 0
+        sizes = [num(human_bytes(t.size))] + ([num(human_bytes(t.remote_size))] if tiered else [])
         rows.append([f'<a href="/topic?name={q(t.name)}">{esc(t.name)}</a>', num(len(t.partitions)), num(rf),
-                     num(under), num(human_bytes(t.size)), "internal" if t.internal else "", esc(t.error or "")])
+                     num(under), *sizes, "internal" if t.internal else "", esc(t.error or "")])
     form = ('<form class="inline" method="post" action="/actions/create-topic" id="create-topic">'
             + csrf_field(token)
             + '<b>Create topic</b><br>Name <input name="name" required> Partitions <input name="partitions" '
               'value="1" size="3"> Replication factor <input name="replication_factor" value="-1" size="3"><br>'
               'Configs (name=value, comma-separated) <input name="configs" size="40"> '
               '<button type="submit">Create</button></form>')
-    return table(["Topic", "Partitions", "Replication factor", "Under-replicated", "Size", "", "Error"], rows,
+    size_heads = ["Local size", "Remote size"] if tiered else ["Size"]
+    return table(["Topic", "Partitions", "Replication factor", "Under-replicated", *size_heads, "", "Error"], rows,
                  "topics") + form
 
 
 def topic_page(t: TopicRow, configs_error: str | None, configs: Sequence[ConfigRow],
                ends: dict[int, tuple[int, int]], token: str) -> str:
+    tiered = t.remote_size is not None
     prow = []
     for p in t.partitions:
         start, end = ends.get(p.partition, (None, None))
+        sizes = [num(human_bytes(p.size))] + ([num(human_bytes(p.remote_size))] if tiered else [])
         prow.append([num(p.partition), num(p.leader), esc(sequence_str(p.replicas)), esc(sequence_str(p.isr)),
-                     num(human_bytes(p.size)), num("–" if start is None else start), num("–" if end is None else end),
+                     *sizes, num("–" if start is None else start), num("–" if end is None else end),
                      f'<a href="/records?topic={q(t.name)}&amp;partition={p.partition}">browse</a>'])
-    parts = table(["Partition", "Leader", "Replicas", "ISR", "Size", "Start offset", "End offset", "Records"],
+    size_heads = ["Local size", "Remote size"] if tiered else ["Size"]
+    parts = table(["Partition", "Leader", "Replicas", "ISR", *size_heads, "Start offset", "End offset", "Records"],
                   prow, "partitions")
     cfg = error_box(configs_error, "configs-error") if configs_error else table(
         ["Config", "Value", "Source", "Read-only"],

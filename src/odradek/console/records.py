@@ -1,6 +1,7 @@
 """Reading a partition's records for the console (what a Fetch would return, decoded).
 
-:class:`LogRecordSource` reads this broker's replica of a partition up to its high watermark,
+:class:`LogRecordSource` reads this broker's replica of a partition up to its high watermark (a tiered partition
+from its local log start offset: what the remote tier holds only is not browsed here),
 after checking READ on the topic with the authorizer as Fetch does (Kafka's KafkaApis.handleFetchRequest).
 Batches are decoded with odradek.protocol.records (any codec, inflated to a bounded size).
 """
@@ -53,12 +54,12 @@ class LogRecordSource:
 
     def bounds(self, principal: str, host: str, topic: str, partition: int) -> tuple[int, int]:
         log = self._log(principal, host, topic, partition)
-        return int(log.log_start_offset), int(log.high_watermark)
+        return int(log.local_log_start_offset), int(log.high_watermark)  # a tiered log: its local part
 
     def read(self, principal: str, host: str, topic: str, partition: int, offset: int,
              max_records: int) -> list[Record]:
         log = self._log(principal, host, topic, partition)
-        start, hw = int(log.log_start_offset), int(log.high_watermark)
+        start, hw = int(log.local_log_start_offset), int(log.high_watermark)
         offset = min(max(offset, start), hw)
         out: list[Record] = []
         while offset < hw and len(out) < max_records:

@@ -4,6 +4,7 @@ check and a counter snapshot."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,9 @@ from odradek.security.services import SecurityServices
 from odradek.server.request_context import BrokerServices
 
 PRODUCE = 0
+MIN_TOKEN_CHARS = 16
+
+log = logging.getLogger("odradek.console")
 
 
 def plain_users_of(config: BrokerConfig) -> dict[str, str]:
@@ -62,17 +66,54 @@ def stats_snapshot(topics: BrokerTopicStats, requests: RequestStats | None) -> C
     return snapshot
 
 
+def remote_sizes(topics: BrokerTopicStats) -> Callable[[], dict[tuple[str, int], int]]:
+    """(topic, partition) -> bytes in the remote tier (RemoteLogSizeBytes) of the tiered partitions this broker
+    leads, as the remote log manager last recorded them (empty on a broker that does not tier)."""
+
+    def sizes() -> dict[tuple[str, int], int]:
+        return {(name, p): g.log_size_bytes for name, parts in list(topics.remote.items())
+                for p, g in list(parts.items())}
+
+    return sizes
+
+
 def build_console(config: BrokerConfig, services: Callable[[], BrokerServices | None], listener: str,
                   logs: LogManager, security: SecurityServices, topics: BrokerTopicStats,
                   requests: RequestStats | None) -> ConsoleApp:
     creds = security.credentials
+    token = login_token(config)
     return ConsoleApp(
         InProcessDispatch(services, listener),
         LogRecordSource(logs, security.authorize),
         CredentialCheck(plain_users_of(config), creds.lookup if creds is not None else None),
         stats_snapshot(topics, requests),
         anonymous_allowed=not has_security(config),
+        token=token,
+        token_principal=str(config.get("http.auth.token.principal")).strip(),
+        failure_delay_s=int(config.get("connection.failed.authentication.delay.ms")) / 1000,
+        remote_sizes=remote_sizes(topics),
     )
+
+
+def login_token(config: BrokerConfig) -> str | None:
+    """``http.auth.token`` (None when unset or empty); a short one is warned about, never logged."""
+    token = (config.raw("http.auth.token")[0] or "").strip()
+    if not token:
+        return None
+    if len(token) < MIN_TOKEN_CHARS:
+        log.warning("http.auth.token is shorter than %d characters: a guessable token opens the console to "
+                    "anyone who reaches http.listeners; use a long random one", MIN_TOKEN_CHARS)
+    return token
+
+
+def metrics_need_login(config: BrokerConfig) -> bool:
+    """``http.metrics.auth.required``; a ConfigError when nothing could log in to /metrics."""
+    if not config.get("http.metrics.auth.required"):
+        return False
+    if not (config.raw("http.auth.token")[0] or "").strip() and not has_security(config):
+        raise ConfigError("http.metrics.auth.required needs a way to log in: set http.auth.token (or give the "
+                          "broker SASL users)")
+    return True
 
 
 def has_security(config: BrokerConfig) -> bool:

@@ -11,7 +11,9 @@ Events (processed strictly one at a time, in order)::
                                  ISR shrinks, metadata to everyone, roles to the new ones
     TopicChange                  new topics: initial leaders and ISRs, then roles + metadata,
                                  NEW_PARTITION_BATCH partitions at a time (ElectNewPartitions
-                                 continues with the rest as an event of its own)
+                                 continues with the rest as an event of its own); deleted ones
+    PartitionModifications       one topic's assignment changed: its added partitions, as above
+    UncleanLeaderElectionEnable  configs changed: leaderless partitions tried again
     IsrChangeNotification        leaders changed ISRs in the store: metadata to everyone
     PreferredReplicaElection     move leadership back to preferred replicas
     AutoLeaderBalance            the same, where a broker's imbalance > the configured %
@@ -60,6 +62,10 @@ NEW_PARTITION_BATCH = 250
 # channel(broker_id, api_key, body) queues a request to that broker (fire and forget;
 # the response handler, if any, is the channel's business)
 Channel = Callable[[int, int, dict[str, Any]], None]
+
+
+# the leader epoch of StopReplica for a deleted topic's replicas (Kafka's LeaderAndIsr.EpochDuringDelete)
+EPOCH_DURING_DELETE = -2
 
 
 @dataclass
@@ -409,6 +415,9 @@ class Controller:
             self._maybe_complete_reassignment(tp)
 
     def _on_TopicChange(self) -> None:
+        """Topics created or deleted (Kafka's TopicChange): only those topics are read. Partitions
+        added to an existing topic come through that topic's own watch (PartitionModifications):
+        re-reading every topic here made creating n topics cost O(n^2) reads and parses."""
         try:
             topics = set(self.store.children("/brokers/topics"))
         except NoNodeError:
@@ -420,21 +429,43 @@ class Controller:
         added = sorted(topics - set(ctx.assignments))
         for t in added:
             self._load_topic(t)
-        # partitions added to existing topics
-        for t in topics - set(added):
-            try:
-                data, _ = self.store.get(f"/brokers/topics/{t}")
-            except NoNodeError:
-                continue
-            assignment = {int(p): [int(b) for b in r] for p, r in json.loads(data)["partitions"].items()}
-            for p in set(assignment) - set(ctx.assignments.get(t, {})):
-                self._set_partition_state((t, p), PartitionState.NEW)
-                self._set_replica_states((t, p), assignment[p], ReplicaState.NEW)
-            ctx.assignments[t] = assignment
+        self._queue_first_elections([(t, p) for t in added for p in sorted(ctx.assignments.get(t, {}))])
+
+    def _on_PartitionModifications(self, topic: str) -> None:
+        """The assignment of one existing topic changed (Kafka's PartitionModifications): partitions
+        added by CreatePartitions get their first leaders; a topic not known yet is TopicChange's."""
+        ctx = self.ctx
+        if topic not in ctx.assignments:
+            return
+        try:
+            data, _ = self.store.get(f"/brokers/topics/{topic}")
+        except NoNodeError:
+            return  # deleted: TopicChange forgets it
+        assignment = {int(p): [int(b) for b in r] for p, r in json.loads(data)["partitions"].items()}
+        added = sorted(set(assignment) - set(ctx.assignments[topic]))
+        for p in added:
+            self._set_partition_state((topic, p), PartitionState.NEW)
+            self._set_replica_states((topic, p), assignment[p], ReplicaState.NEW)
+        ctx.assignments[topic] = assignment
+        self._queue_first_elections([(topic, p) for p in added])
+
+    def _on_UncleanLeaderElectionEnable(self) -> None:
+        """Configs changed (Kafka's UncleanLeaderElectionEnable / TopicUncleanLeaderElectionEnable):
+        partitions without a leader are tried again, now that an unclean election may be allowed."""
+        changed = self._elect_for(self._partitions_needing_leaders())
+        if changed:
+            self._send_metadata_to(set(self.ctx.brokers))
+            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+
+    def _queue_first_elections(self, tps: list[TP]) -> None:
+        """Queue new partitions for their first election, NEW_PARTITION_BATCH per event."""
+        ctx = self.ctx
         waiting = not self._new_partitions
         queued = set(self._new_partitions)
-        self._new_partitions.extend(tp for tp in self._partitions_needing_leaders() if tp not in queued)
-        if waiting:
+        self._new_partitions.extend(
+            tp for tp in tps
+            if tp not in queued and ctx.partition_states.get(tp) in (PartitionState.NEW, PartitionState.OFFLINE))
+        if waiting and self._new_partitions:
             self._on_ElectNewPartitions()
 
     def _on_ElectNewPartitions(self) -> None:
@@ -460,7 +491,8 @@ class Controller:
         parts = [tp for tp in ctx.states if tp[0] == topic]
         for b in replicas & set(ctx.brokers):
             self._send(b, ib.STOP_REPLICA, {
-                "partitions": [{"topic": t, "partition": p, "leader_epoch": ctx.states[(t, p)].leader_epoch, "delete": True}
+                # Kafka's EpochDuringDelete: the replica is deleted because its topic is
+                "partitions": [{"topic": t, "partition": p, "leader_epoch": EPOCH_DURING_DELETE, "delete": True}
                                for t, p in parts],
             })
         for tp in parts:
@@ -649,9 +681,14 @@ class Controller:
 
     # ------------------------------------------------------------------ reassignment (KIP-455)
     def _on_AlterReassignments(
-        self, requests: dict[TP, list[int] | None], reply: Callable[[dict[TP, tuple[int, str | None]]], None]
+        self, requests: dict[TP, list[int] | None], reply: Callable[[dict[TP, tuple[int, str | None]]], None],
+        allow_replication_factor_change: bool = True,
     ) -> None:
-        """AlterPartitionReassignments: a target per partition, None to cancel."""
+        """AlterPartitionReassignments: a target per partition, None to cancel. Without
+        ``allow_replication_factor_change`` (v1, KIP-860) a target of another size than the
+        partition's replication factor (its original replicas' while a reassignment runs) is
+        INVALID_REPLICATION_FACTOR, as Kafka's ReplicationControlManager.changePartitionReassignment;
+        a cancellation is not checked."""
         from odradek.protocol import errors
 
         ctx = self.ctx
@@ -671,6 +708,12 @@ class Controller:
             if problem is not None:
                 results[tp] = (errors.INVALID_REPLICA_ASSIGNMENT, problem)
                 continue
+            if not allow_replication_factor_change and requests[tp] is not None:
+                factor = len(ongoing.original) if ongoing is not None else len(current)
+                if len(target) != factor:
+                    results[tp] = (errors.INVALID_REPLICATION_FACTOR,
+                                   f"The replication factor is changed from {factor} to {len(target)}")
+                    continue
             if ongoing is None and target == current:
                 results[tp] = (errors.NONE, None)
                 continue

@@ -7,6 +7,10 @@ Features and what their levels gate here (Kafka's names and level meanings):
   0: only the classic group protocol; ConsumerGroupHeartbeat and ConsumerGroupDescribe
   (KIP-848) are answered UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis does.
   1 (GV_1): the consumer rebalance protocol of KIP-848 is served.
+* ``share.version`` (Kafka's ShareVersion), supported 0-1.
+  0: share groups (KIP-932) are off: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and ShareAcknowledge
+  are answered UNSUPPORTED_VERSION. 1 (SV_1, Kafka 4.2+): share groups are served. Kafka 4.4's SV_2 (the
+  share groups' dead letter queue, KIP-1191) is not supported here.
 * ``transaction.version`` (Kafka's TransactionVersion), supported 0-2.
   0 (TV_0): the transaction coordinator writes TransactionLogValue version 0.
   1 (TV_1): it writes the flexible TransactionLogValue version 1 (KIP-890's tagged fields).
@@ -50,11 +54,13 @@ STATUS_DISABLED = 0
 
 GROUP_VERSION = "group.version"
 TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"
 
 # name -> (min supported, max supported)
 SUPPORTED: dict[str, tuple[int, int]] = {
     GROUP_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),
+    SHARE_VERSION: (0, 1),
 }
 
 # name -> the level a cluster without a finalized set starts at (else the highest supported)

@@ -1,13 +1,17 @@
 """MetadataStore: the znode-tree interface the controller is written against.
 
 Two implementations: :class:`LocalStore` (embedded single-node default: the tree held
-in memory and persisted to one JSON file, replaced atomically on every change) and,
+in memory, each change appended to a journal beside a snapshot of the whole tree) and,
 for clusters, a ZooKeeper store over kazoo. Paths and payloads are Kafka's
 ZooKeeper-mode ones (``/brokers/topics/<t>``, ``/config/topics/<t>``, ...).
 
-File of LocalStore: ``<log.dir>/odradek-metadata.json``, with a checksum, replaced through a
-temporary file and renames, the copy it replaced kept as ``odradek-metadata.json.prev`` and read
-when the current one is damaged or missing (layout and rules in :mod:`odradek.controller.store_file`).
+Files of LocalStore: the snapshot ``<log.dir>/odradek-metadata.json`` and the journal
+``<log.dir>/odradek-metadata.journal`` of the changes since (one checksummed entry per mutation, so a
+change costs what it changed), each with the previous one kept as ``.prev`` and read when the current
+snapshot is damaged or missing (layout and rules in :mod:`odradek.controller.store_file`).
+
+The tree is a dict of paths with an index of each node's children: a create, set or delete costs
+what it touches, a listing what it returns.
 
 Ephemeral nodes are not persisted (they belong to a session that ends with the process).
 Creation times (``ctime_ms``, for purging change notifications) are kept in memory only: a
@@ -20,6 +24,7 @@ are back to what they were before the call and no watcher fires.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +34,9 @@ from typing import Protocol
 
 from odradek.controller import store_file
 from odradek.controller.store_file import MetadataFileError
+
+_log = logging.getLogger("odradek.store")
+_ABSENT = object()  # in the undo record: the node, its ctime or its ephemeral mark was not there
 
 __all__ = ["MetadataFileError"]  # re-exported: what opening a LocalStore on a damaged file raises
 
@@ -91,7 +99,7 @@ def _parent(path: str) -> str:
 
 
 class LocalStore:
-    """In-process znode tree persisted to a JSON file."""
+    """In-process znode tree persisted to a snapshot and a journal of changes."""
 
     def __init__(
         self, file: Path | None, clock: Callable[[], float] = time.time, *, must_exist: str = ""
@@ -105,36 +113,102 @@ class LocalStore:
         self._ephemeral: set[str] = set()
         self._watchers: dict[str, list[Watcher]] = {}
         self._sequence = 0
+        # the undo record of the mutation under way: each touched path's node, ctime and ephemeral mark
+        # before it (what a failed mutation restores, and what a successful one journals)
+        self._undo: dict[str, tuple[object, object, bool]] | None = None
+        self._files: store_file.MetadataFiles | None = None
         if file is not None:
-            stored = store_file.read(file, must_exist=bool(must_exist), why_must_exist=must_exist)
+            self._files = store_file.MetadataFiles(file)
+            stored = self._files.load(must_exist=bool(must_exist), why_must_exist=must_exist)
             if stored is not None:
                 self._nodes.update(stored)
         opened = int(clock() * 1000)
         self._ctimes = dict.fromkeys(self._nodes, opened)
+        # each node's children's names, so that listing and recursive deletes cost what they return
+        self._kids: dict[str, set[str]] = {}
+        for path in self._nodes:
+            self._link(path)
+
+    def _link(self, path: str) -> None:
+        if path != "/":
+            parent, name = path.rsplit("/", 1)
+            self._kids.setdefault(parent or "/", set()).add(name)
+
+    def _unlink(self, path: str) -> None:
+        if path != "/":
+            parent, name = path.rsplit("/", 1)
+            siblings = self._kids.get(parent or "/")
+            if siblings is not None:
+                siblings.discard(name)
+                if not siblings:
+                    del self._kids[parent or "/"]
 
     # -- persistence
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """Undo every in-memory change made inside the block if it raises (a failed check
         or a failed write of the file): nodes, versions, ephemeral set and sequence."""
-        saved = (dict(self._nodes), set(self._ephemeral), self._sequence, dict(self._ctimes))
+        assert self._undo is None, "mutations do not nest"
+        self._undo = {}
+        sequence = self._sequence
         try:
             yield
         except BaseException:
-            self._nodes, self._ephemeral, self._sequence, self._ctimes = saved
+            for path, (node, ctime, ephemeral) in self._undo.items():
+                if node is _ABSENT:
+                    if self._nodes.pop(path, None) is not None:
+                        self._unlink(path)
+                else:
+                    if path not in self._nodes:
+                        self._link(path)
+                    self._nodes[path] = node  # type: ignore[assignment]
+                if ctime is _ABSENT:
+                    self._ctimes.pop(path, None)
+                else:
+                    self._ctimes[path] = ctime  # type: ignore[assignment]
+                if ephemeral:
+                    self._ephemeral.add(path)
+                else:
+                    self._ephemeral.discard(path)
+            self._sequence = sequence
             raise
+        finally:
+            self._undo = None
+
+    def _touch(self, path: str) -> None:
+        """Remember ``path`` as it is before the mutation under way changes it."""
+        assert self._undo is not None
+        if path not in self._undo:
+            self._undo[path] = (self._nodes.get(path, _ABSENT), self._ctimes.get(path, _ABSENT),
+                                path in self._ephemeral)
 
     def _persist(self) -> None:
-        if self.file is None:
+        """Make the persistent nodes the mutation under way changed durable (none: nothing is written)."""
+        if self._files is None:
+            return
+        assert self._undo is not None
+        changes: dict[str, tuple[bytes, int] | None] = {}
+        for path, (before, _ctime, was_ephemeral) in self._undo.items():
+            old = None if before is _ABSENT or was_ephemeral else before
+            new = None if path in self._ephemeral else self._nodes.get(path)
+            if old != new:
+                changes[path] = new
+        if not changes:
             return
         try:
-            self._write_file()
+            self._files.commit(changes, self._persistent_nodes)
         except OSError as e:
             raise PersistError(f"could not write {self.file}: {e}") from e
 
+    def _persistent_nodes(self) -> dict[str, tuple[bytes, int]]:
+        return {p: n for p, n in self._nodes.items() if p not in self._ephemeral}
+
     def _write_file(self) -> None:
-        assert self.file is not None
-        store_file.write(self.file, {p: n for p, n in self._nodes.items() if p not in self._ephemeral})
+        """Write the whole tree as a new snapshot (what a compaction does)."""
+        if self._files is None:
+            assert self.file is not None
+            self._files = store_file.MetadataFiles(self.file)
+        self._files.compact(self._persistent_nodes())
 
     def _fire(self, paths: set[str]) -> None:
         for p in sorted(paths):
@@ -151,7 +225,9 @@ class LocalStore:
             if not makepath:
                 raise NoNodeError(parent)
             touched |= self._create(parent, b"", False, True)
+        self._touch(path)
         self._nodes[path] = (bytes(data), 0)
+        self._link(path)
         self._ctimes[path] = int(self._clock() * 1000)
         if ephemeral:
             self._ephemeral.add(path)
@@ -163,6 +239,7 @@ class LocalStore:
         cur = self._nodes[path][1]
         if version != -1 and version != cur:
             raise BadVersionError(path)
+        self._touch(path)
         self._nodes[path] = (bytes(data), cur + 1)
         return {path}
 
@@ -171,12 +248,20 @@ class LocalStore:
             raise NoNodeError(path)
         if version != -1 and version != self._nodes[path][1]:
             raise BadVersionError(path)
-        prefix = path.rstrip("/") + "/"
-        kids = [p for p in self._nodes if p.startswith(prefix)]
-        if kids and not recursive:
+        if path in self._kids and not recursive:
             raise NotEmptyError(path)
+        kids: list[str] = []
+        stack = [path]
+        while stack:
+            parent = stack.pop()
+            prefix = parent.rstrip("/") + "/"
+            for name in self._kids.get(parent, ()):
+                kids.append(prefix + name)
+                stack.append(prefix + name)
         for p in [*kids, path]:
+            self._touch(p)
             del self._nodes[p]
+            self._unlink(p)
             self._ctimes.pop(p, None)
             self._ephemeral.discard(p)
         return {path, _parent(path), *kids}
@@ -189,11 +274,10 @@ class LocalStore:
             if sequential:
                 self._sequence += 1
                 path = f"{path}{self._sequence:010d}"
-            count = len(self._nodes)
             touched = self._create(path, data, ephemeral, makepath)
-            # parents made by makepath are persistent, even those of an ephemeral node
-            if not ephemeral or len(self._nodes) - count > 1:
-                self._persist()
+            # parents made by makepath are persistent, even those of an ephemeral node (an ephemeral node
+            # alone changes nothing on disk, and _persist writes nothing)
+            self._persist()
         self._fire(touched)
         return path
 
@@ -228,8 +312,7 @@ class LocalStore:
     def children(self, path: str) -> list[str]:
         if path not in self._nodes:
             raise NoNodeError(path)
-        prefix = path.rstrip("/") + "/"
-        return sorted(p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
+        return sorted(self._kids.get(path, ()))
 
     def multi(self, ops: list[Op]) -> None:
         """Apply all operations or none (atomic, like ZooKeeper's multi): a failed check or a
@@ -255,6 +338,15 @@ class LocalStore:
         self._watchers.setdefault(path, []).append(callback)
 
     def close(self) -> None:
+        """End the session: its ephemeral nodes go; changes in the journal are folded into a new
+        snapshot, so the next start reads one file (a failure is logged: the journal still holds them)."""
         for p in list(self._ephemeral):
-            self._nodes.pop(p, None)
+            if self._nodes.pop(p, None) is not None:
+                self._unlink(p)
         self._ephemeral.clear()
+        files = self._files
+        if files is not None and files.journal_entries and not files.needs_compaction and self._undo is None:
+            try:
+                files.compact(self._persistent_nodes(), (files.generation, files.journal_size))
+            except OSError as e:
+                _log.warning("could not write the metadata snapshot %s at close: %s", self.file, e)

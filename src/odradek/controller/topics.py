@@ -365,43 +365,44 @@ class TopicRegistry:
             raise TopicError(errors.INVALID_CONFIG, "min.insync.replicas is larger than the replication factor")
         if validate_only:
             return
-        doc = _j({"version": 1, "config": dict(configs)})
-        path = f"/config/topics/{name}"
-        if self.store.exists(path) is None:
-            self.store.create(path, doc, makepath=True)
-        else:
-            self.store.set(path, doc)
+        self._write_entity_config(f"/config/topics/{name}", configs)
         meta.configs = dict(configs)
         if self.controller_managed:
             self.config_changed(f"topics/{name}")
         self._notify("config", meta)
 
-    def broker_configs(self, entity: str) -> dict[str, str]:
-        """Dynamic broker configs of ``entity`` ("" = cluster default, else a broker id)."""
-        path = f"/config/brokers/{entity or '<default>'}"
+    def _read_entity_config(self, path: str) -> dict[str, str]:
+        """The ``config`` of an entity config node (``{"version":1,"config":{...}}``), empty when absent."""
         try:
             data, _ = self.store.get(path)
         except NoNodeError:
             return {}
         return dict(json.loads(data).get("config", {}))
 
-    def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
-        path = f"/config/brokers/{entity or '<default>'}"
+    def _write_entity_config(self, path: str, configs: Mapping[str, str], *, delete_if_empty: bool = False) -> None:
+        """Create or replace an entity config node; with ``delete_if_empty``, no configs remove it."""
+        if not configs and delete_if_empty:
+            if self.store.exists(path) is not None:
+                self.store.delete(path)
+            return
         doc = _j({"version": 1, "config": dict(configs)})
         if self.store.exists(path) is None:
             self.store.create(path, doc, makepath=True)
         else:
             self.store.set(path, doc)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """Dynamic broker configs of ``entity`` ("" = cluster default, else a broker id)."""
+        return self._read_entity_config(f"/config/brokers/{entity or '<default>'}")
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        self._write_entity_config(f"/config/brokers/{entity or '<default>'}", configs)
         if self.controller_managed:
             self.config_changed(f"brokers/{entity or '<default>'}")
 
     def client_metrics_configs(self, name: str) -> dict[str, str]:
         """The configs of client metrics subscription ``name`` (KIP-714; empty when there is none)."""
-        try:
-            data, _ = self.store.get(f"/config/client-metrics/{name}")
-        except NoNodeError:
-            return {}
-        return dict(json.loads(data).get("config", {}))
+        return self._read_entity_config(f"/config/client-metrics/{name}")
 
     def client_metrics_names(self) -> list[str]:
         try:
@@ -411,16 +412,17 @@ class TopicRegistry:
 
     def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Install a subscription's configs; none left deletes it, as Kafka forgets an empty subscription."""
-        path = f"/config/client-metrics/{name}"
-        if not configs:
-            if self.store.exists(path) is not None:
-                self.store.delete(path)
-            return
-        doc = _j({"version": 1, "config": dict(configs)})
-        if self.store.exists(path) is None:
-            self.store.create(path, doc, makepath=True)
-        else:
-            self.store.set(path, doc)
+        self._write_entity_config(f"/config/client-metrics/{name}", configs, delete_if_empty=True)
+
+    def group_configs(self, store_name: str) -> dict[str, str]:
+        """The config overrides of one group (odradek.server.group_configs names the node)."""
+        return self._read_entity_config(f"/config/groups/{store_name}")
+
+    def set_group_configs(self, store_name: str, configs: Mapping[str, str]) -> None:
+        """Install a group's config overrides (none left deletes the node) and tell the other brokers."""
+        self._write_entity_config(f"/config/groups/{store_name}", configs, delete_if_empty=True)
+        if self.controller_managed:
+            self.config_changed(f"groups/{store_name}")
 
     # -- cluster mode: the metadata cache
     def apply_partition_states(

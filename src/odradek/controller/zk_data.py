@@ -98,6 +98,25 @@ class ControllerClaim:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def live_broker_endpoints(live_brokers: dict[int, dict[str, Any]], listener: str
+                          ) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of each live broker on ``listener``, by id: what Metadata and DescribeCluster
+    list in cluster mode (Kafka's MetadataCache.getAliveBrokerNodes)."""
+    return [(b, *endpoint_for(n, listener), n.get("rack")) for b, n in sorted(live_brokers.items())]
+
+
+def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:
+    """A broker's address on ``listener`` (its registration lists every advertised listener as
+    ``NAME://host:port``, as /brokers/ids/<id> does), else its inter-broker address."""
+    prefix = f"{listener}://"
+    for ep in node.get("endpoints") or ():
+        if isinstance(ep, str) and ep.startswith(prefix):
+            host, _, port = ep[len(prefix):].rpartition(":")
+            with contextlib.suppress(ValueError):
+                return host.strip("[]"), int(port)
+    return str(node["host"]), int(node["port"])
+
+
 def ensure_paths(store: MetadataStore) -> None:
     for p in PERSISTENT_PATHS:
         if store.exists(p) is None:

@@ -35,7 +35,8 @@ from odradek.controller.store import StoreError
 from odradek.controller.topics import TopicError, TopicMeta
 from odradek.coordinator import records as offsets_records
 from odradek.coordinator.group.classic import ClassicGroup, OffsetAndMetadata
-from odradek.coordinator.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
+from odradek.coordinator.group.consumer_group import ConsumerGroupCoordinator
+from odradek.coordinator.group.consumer_model import ConsumerGroupConfig
 from odradek.coordinator.group.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -43,14 +44,16 @@ from odradek.coordinator.group.coordinator import (
     WriteError,
     make_scheduler,
 )
+from odradek.coordinator.group.migration import GroupMigration, MigrationPolicy
 from odradek.coordinator.group.txn_offsets import PendingTxnOffsets, validate_txn_commit
 from odradek.coordinator.loader import decode_or_skip, load_batches
+from odradek.coordinator.share import share_group_records as share_groups_records
 from odradek.log.errors import ProducerStateError
 from odradek.log.txn_marker import parse_marker
 from odradek.protocol import errors
-from odradek.protocol.records import build_batch, read_inflate_limit
+from odradek.protocol.records import InvalidRecordError, build_batch, read_inflate_limit
+from odradek.purgatory import future_of
 from odradek.replication.delayed_produce import DelayedProduce
-from odradek.server.purgatory import future_of
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -75,6 +78,15 @@ class CoordinatorPartitions(Protocol):
     ) -> dict[tuple[str, int], int] | DelayedProduce: ...
 
 
+class ShareGroupRecords(Protocol):
+    """The share groups' side of ``__consumer_offsets`` (KIP-932; server.share_services): their records
+    (types 10-15) replayed at load, their groups forgotten when a partition moves away."""
+
+    def replay(self, key: bytes, value: bytes | None) -> None: ...
+
+    def unload(self, owned_elsewhere: Callable[[str], bool]) -> list[str]: ...
+
+
 class LogLookup(Protocol):
     def get_log(self, topic: str, partition: int) -> Log | None: ...
 
@@ -88,8 +100,38 @@ class TopicCreator(Protocol):
     ) -> Any: ...
 
 
-# how long a request to create __consumer_offsets counts as in flight before it is made again
+# how long a request to create an internal topic counts as in flight before it is made again
 TOPIC_CREATION_RETRY_MS = 2000
+
+
+class TopicCreationGate:
+    """One request to create the internal topic ``name`` (``__consumer_offsets``,
+    ``__transaction_state``) in flight at a time, as Kafka's AutoTopicCreationManager keeps its
+    inflight topics: :meth:`ensure` asks for the creation, and until the topic shows up in the
+    metadata cache, or ``retry_ms`` passes, further callers are answered False without asking the
+    metadata store again (10,000 JoinGroups arriving before __consumer_offsets existed each made a
+    synchronous creation call, and the event loop stalled for half a minute). A failed request
+    is made again after ``retry_ms`` too, not by the next caller."""
+
+    def __init__(
+        self, topics: TopicRegistry, name: str, now_ms: Callable[[], int], retry_ms: int = TOPIC_CREATION_RETRY_MS,
+    ) -> None:
+        self.topics = topics
+        self.name = name
+        self.now_ms = now_ms
+        self.retry_ms = retry_ms
+        self.requested_ms: int | None = None  # when this broker last asked for the creation
+
+    def ensure(self, create: Callable[[], bool]) -> bool:
+        """True when the topic exists; else ``create()`` (True when the topic exists afterwards)
+        unless a request is already in flight, then False."""
+        if self.topics.get(self.name) is not None:
+            return True
+        now = self.now_ms()
+        if self.requested_ms is not None and now - self.requested_ms < self.retry_ms:
+            return False
+        self.requested_ms = now
+        return create()
 
 
 class GroupCoordinatorRuntime:
@@ -144,6 +186,15 @@ class GroupCoordinatorRuntime:
             on_empty=self._consumer_group_emptied,
         )
         classic.modern = self.consumer
+        # KIP-848's online upgrade and downgrade between the two kinds of group
+        self.consumer.migration = GroupMigration(
+            MigrationPolicy.parse(str(cfg.get("group.consumer.migration.policy"))),
+            classic,
+            self.consumer,
+            classic_max_size=int(cfg.get("group.max.size")),
+            consumer_max_size=int(cfg.get("group.consumer.max.size")),
+            now_ms=now_ms,
+        )
         topics.listeners.append(self._on_topic_event)
         # the __consumer_offsets partitions this broker leads, and so coordinates
         self.owned: set[int] = set()
@@ -151,8 +202,10 @@ class GroupCoordinatorRuntime:
         self.last_written: dict[int, int] = {}
         # offsets committed by transactions that have not ended (TxnOffsetCommit)
         self.txn_offsets = PendingTxnOffsets()
-        # when this broker last asked for __consumer_offsets to be created (an in-flight creation)
-        self._topic_requested_ms: int | None = None
+        # __consumer_offsets is created on first use, one request in flight at a time
+        self.topic_creation = TopicCreationGate(topics, OFFSETS_TOPIC, now_ms)
+        # share groups (KIP-932): their records are replayed there (attach_share_groups)
+        self.share_groups: ShareGroupRecords | None = None
 
     def _consumer_group_emptied(self, group_id: str, now_ms: int) -> None:
         holder = self.coordinator.groups.get(group_id)  # the offsets of the group; expiry counts from now
@@ -180,21 +233,13 @@ class GroupCoordinatorRuntime:
     # -- topic
     def ensure_topic(self) -> bool:
         """Create __consumer_offsets if missing; True when it exists afterwards (in cluster
-        mode: once the controller has made it known).
+        mode: once the controller has made it known). One request is in flight at a time
+        (:class:`TopicCreationGate`)."""
+        return self.topic_creation.ensure(self._create_topic)
 
-        One request is in flight at a time, as Kafka's AutoTopicCreationManager keeps its
-        inflight topics: until the topic shows up, or TOPIC_CREATION_RETRY_MS passes, further
-        callers are answered False without asking the metadata store again (10,000 JoinGroups
-        arriving before the topic existed each made a synchronous creation call, and the event
-        loop stalled for half a minute)."""
-        if self.topics.get(OFFSETS_TOPIC) is not None:
-            return True
-        now = self.now_ms()
-        if self._topic_requested_ms is not None and now - self._topic_requested_ms < TOPIC_CREATION_RETRY_MS:
-            return False
-        self._topic_requested_ms = now
+    def _create_topic(self) -> bool:
         cfg = self.config
-        return ensure_internal_topic(
+        return create_internal_topic(
             self.topics, self.admin, OFFSETS_TOPIC, self.num_partitions, "offsets.topic.replication.factor",
             int(cfg.get("offsets.topic.replication.factor")),
             lambda _rf: {
@@ -208,7 +253,27 @@ class GroupCoordinatorRuntime:
         meta = self.topics.get(topic)
         return meta is not None and 0 <= partition < len(meta.partitions)
 
+    def attach_share_groups(self, share_groups: ShareGroupRecords) -> None:
+        """Route the share groups' records to ``share_groups``; the partitions loaded already are read again
+        for them."""
+        self.share_groups = share_groups
+        for p in sorted(self.owned):
+            plog = self.logs.get_log(OFFSETS_TOPIC, p)
+            if plog is not None:
+                share_groups.unload(self._in_partition(p))
+                self._replay(plog, share_only=True)
+
+    def _in_partition(self, partition: int) -> Callable[[str], bool]:
+        return lambda group_id: self.coordinator.partition_for(group_id) == partition
+
     # -- writes
+    def write_records(self, group_id: str, records: Records) -> int:
+        """Append ``records`` to the group's partition (share groups' records); the partition, for
+        :meth:`after_write`. Raises WriteError when this broker cannot."""
+        partition = self.coordinator.partition_for(group_id)
+        self._write(partition, records)
+        return partition
+
     def _write(self, partition: int, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> None:
         """Append ``records`` to a partition this broker coordinates; with a producer id, as a
         transactional batch of that producer (TxnOffsetCommit, Kafka's storeOffsets with a
@@ -230,6 +295,12 @@ class GroupCoordinatorRuntime:
         except ProducerStateError as e:  # a transactional commit from a fenced producer epoch
             code = errors.PRODUCER_FENCED if e.error_code == errors.INVALID_PRODUCER_EPOCH else e.error_code
             raise WriteError(code) from e
+        except InvalidRecordError as e:
+            # a record over the partition's max.message.bytes (a group record naming thousands of
+            # members): Kafka's CoordinatorRuntime throws RecordTooLargeException, which the
+            # coordinator answers as it answers any failed append (UNKNOWN_SERVER_ERROR)
+            log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
+            raise WriteError(append_error(e.error_code)) from e
         self.last_written[partition] = max(self.last_written.get(partition, 0), info.last_offset + 1)
 
     def unreplicated(self, partitions: Iterable[int]) -> dict[tuple[str, int], int]:
@@ -363,6 +434,8 @@ class GroupCoordinatorRuntime:
             return
         if leader and partition not in self.owned:
             plog = self.logs.get_log(OFFSETS_TOPIC, partition)
+            if self.share_groups is not None:
+                self.share_groups.unload(self._in_partition(partition))
             t0 = time.monotonic()
             count = self._replay(plog) if plog is not None else 0
             self.coordinator.finish_loading(partition)
@@ -375,13 +448,18 @@ class GroupCoordinatorRuntime:
             self.txn_offsets.drop(lambda g: self.coordinator.partition_for(g) == partition)
             gone = self.coordinator.unload_partition(partition)
             self.consumer.unload_partition(partition, self.coordinator.partition_for)
+            if self.share_groups is not None:
+                gone += self.share_groups.unload(self._in_partition(partition))
             log.info("no longer coordinating the %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
 
-    def _replay(self, plog: Log) -> int:
-        """Apply every record of one __consumer_offsets partition; returns how many."""
+    def _replay(self, plog: Log, share_only: bool = False) -> int:
+        """Apply every record of one __consumer_offsets partition (``share_only``: only the share groups'
+        records); returns how many."""
         count = 0
         limit = read_inflate_limit(plog.config.max_message_bytes)
         for h, batch, first in load_batches(plog):
+            if h.is_control and share_only:
+                continue
             if h.is_control:
                 try:
                     marker = parse_marker(batch, h)
@@ -394,12 +472,24 @@ class GroupCoordinatorRuntime:
                 continue
             for r in decode_or_skip(batch, h, limit, plog, "groups"):
                 if r.offset >= first:
-                    if h.is_transactional:
+                    if share_groups_records.is_share_group_key(r.key):
+                        self._replay_share_group(r.key, r.value)
+                    elif share_only:
+                        continue
+                    elif h.is_transactional:
                         self._replay_txn_offset(h.producer_id, r.key, r.value)
                     else:
                         self.coordinator.replay(r.key, r.value)
                     count += 1
         return count
+
+    def _replay_share_group(self, key: bytes | None, value: bytes | None) -> None:
+        if self.share_groups is None or key is None:
+            return
+        try:
+            self.share_groups.replay(key, value)
+        except share_groups_records.ShareGroupRecordError as e:
+            log.warning("skipping an unreadable share group record: %s", e)
 
     def shutdown(self) -> None:
         self.coordinator.unload()
@@ -407,11 +497,12 @@ class GroupCoordinatorRuntime:
 
 
 
-def ensure_internal_topic(
+def create_internal_topic(
     topics: TopicRegistry, admin: TopicCreator, name: str, num_partitions: int, rf_config: str, rf: int,
     configs: Callable[[int], Mapping[str, str | None]],
 ) -> bool:
-    """Create the internal topic ``name`` if missing; True when it exists afterwards. Its replication factor
+    """Create the internal topic ``name`` if missing; True when it exists afterwards (callers go through
+    a :class:`TopicCreationGate`, which keeps one such request in flight). Its replication factor
     (the setting ``rf_config``) is capped at the live brokers, with a warning (Kafka would refuse; a
     one-broker deployment is expected to set it to 1); ``configs(rf)`` gives its topic configs."""
     if topics.get(name) is not None:
@@ -425,6 +516,7 @@ def ensure_internal_topic(
         log.warning("%s=%d exceeds the %d live broker(s); creating %s with replication factor %d",
                     rf_config, rf, live, name, live)
         rf = live
+    log.info("asking for the creation of %s (%d partitions, replication factor %d)", name, num_partitions, rf)
     try:
         admin.create_topic(name, num_partitions, rf, configs=configs(rf))
     except TopicError as e:

@@ -4,17 +4,17 @@ gives the pure core (:mod:`odradek.coordinator.transaction.coordinator`) its edg
 and unloads transactional ids as leadership of the topic's partitions moves.
 
 - ``__transaction_state`` is created on first use (FindCoordinator key type 1, InitProducerId
-  with a transactional id) with transaction.state.log.num.partitions partitions, the
+  with a transactional id), one creation request in flight at a time, with transaction.state.log.num.partitions partitions, the
   replication factor transaction.state.log.replication.factor (capped at the live brokers,
   as for __consumer_offsets in coordinator.runtime), min.insync.replicas
   transaction.state.log.min.isr (capped at the replication factor), segment size
   transaction.state.log.segment.bytes, compacted.
 - The core's ``write`` edge appends the records to the partition (a plain batch) and calls
   back once the high watermark passes them (acks=-1), or with the append / replication error.
-- Its ``send_markers`` edge writes the markers through :mod:`odradek.server.txn_markers` to
+- Its ``send_markers`` edge writes the markers through :mod:`odradek.coordinator.txn_markers` to
   the partitions this broker leads and waits for them to be replicated; in cluster mode the
   partitions other brokers lead get WriteTxnMarkers over the inter-broker listener
-  (:mod:`odradek.server.txn_channel`). A partition whose topic is gone counts as done
+  (:mod:`odradek.coordinator.txn_channel`). A partition whose topic is gone counts as done
   (Kafka drops markers of deleted partitions); any other failure makes the core retry after its
   backoff, with the leaders of that moment; INVALID_PRODUCER_EPOCH or
   TRANSACTION_COORDINATOR_FENCED from a leader stop the sending (Kafka's
@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.async_wire import Connect
 from odradek.controller.store import StoreError
+from odradek.controller.zk_data import endpoint_for
 from odradek.coordinator.group.coordinator import make_scheduler
 from odradek.coordinator.loader import decode_or_skip, load_batches
-from odradek.coordinator.runtime import ensure_internal_topic
+from odradek.coordinator.runtime import TopicCreationGate, create_internal_topic
 from odradek.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
     ProducerIdUnavailable,
@@ -49,11 +50,10 @@ from odradek.coordinator.transaction.coordinator import (
     transaction_topic_configs,
 )
 from odradek.coordinator.transaction.state import TopicPartition, TransactionResult
+from odradek.coordinator.txn_channel import TxnChannel
+from odradek.coordinator.txn_markers import write_markers
 from odradek.protocol import errors
 from odradek.protocol.records import build_batch, read_inflate_limit
-from odradek.server.cluster_access import endpoint_for
-from odradek.server.txn_channel import TxnChannel
-from odradek.server.txn_markers import write_markers
 
 if TYPE_CHECKING:
     from odradek.config import BrokerConfig
@@ -147,6 +147,8 @@ class TransactionCoordinatorRuntime:
             self._next_producer_id,
             group_partition_for=groups.partition_of,
         )
+        # __transaction_state is created on first use, one request in flight at a time
+        self.topic_creation = TopicCreationGate(topics, TRANSACTION_STATE_TOPIC, now_ms)
         self.verification_enabled = bool(cfg.get("transaction.partition.verification.enable"))
         # requests to other brokers: markers, verification (cluster mode only)
         self.channel = None if cluster.embedded else TxnChannel(node_id, self._endpoint_of, cluster.ib_connect)
@@ -171,9 +173,16 @@ class TransactionCoordinatorRuntime:
 
     # -- topic
     def ensure_topic(self) -> bool:
-        """Create __transaction_state if missing; True when it exists afterwards."""
+        """Create __transaction_state if missing; True when it exists afterwards (in cluster
+        mode: once the controller has made it known). One request is in flight at a time
+        (:class:`~odradek.coordinator.runtime.TopicCreationGate`, as for __consumer_offsets):
+        every FindCoordinator and InitProducerId of a transactional id asks, and 200 producers
+        starting together must not make 200 creation calls."""
+        return self.topic_creation.ensure(self._create_topic)
+
+    def _create_topic(self) -> bool:
         cfg = self.config
-        return ensure_internal_topic(
+        return create_internal_topic(
             self.topics, self.admin, TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions,
             "transaction.state.log.replication.factor", int(cfg.get("transaction.state.log.replication.factor")),
             lambda rf: transaction_topic_configs(min(int(cfg.get("transaction.state.log.min.isr")), rf),

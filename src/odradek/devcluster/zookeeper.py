@@ -44,7 +44,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -151,6 +151,19 @@ def find_java() -> str:
     return java
 
 
+def tied_to_parent(cmd: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """``(command, preexec_fn)`` for a child that gets SIGTERM when the process that started it dies
+    (Linux's PR_SET_PDEATHSIG). util-linux's ``setpriv --pdeathsig`` sets it and execs the command, so
+    no Python runs between fork and exec: a ``preexec_fn`` does, and in a process with other threads
+    (client libraries, a test's fixtures) its import and dlopen could deadlock the child before it ever
+    ran (seen: a broker restarted from the verification runner's nemesis thread hung silently). The
+    ``preexec_fn`` is the fallback where setpriv is missing."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv is not None:
+        return [setpriv, "--pdeathsig", "TERM", "--", *cmd], None
+    return cmd, die_with_parent
+
+
 def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """``preexec_fn``: on Linux, the child gets SIGTERM when the process that started it dies."""
     if not sys.platform.startswith("linux"):
@@ -171,6 +184,8 @@ class ZooKeeperServer:
         self.sasl_users = dict(sasl_users or {})
         self.require_sasl = require_sasl
         self.proc: subprocess.Popen[bytes] | None = None
+        # the address clients connect to: loopback, or 0.0.0.0 for brokers in network namespaces
+        self.client_address = "127.0.0.1"
 
     def _write_config(self) -> Path:
         conf = self.dir / "conf"
@@ -179,7 +194,7 @@ class ZooKeeperServer:
         data.mkdir(parents=True, exist_ok=True)
         lines = [
             "tickTime=500", "initLimit=10", "syncLimit=5", f"dataDir={data}", f"clientPort={self.port}",
-            "clientPortAddress=127.0.0.1", "admin.enableServer=false", "forceSync=no", "preAllocSize=4096",
+            f"clientPortAddress={self.client_address}", "admin.enableServer=false", "forceSync=no", "preAllocSize=4096",
             "4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons", "maxSessionTimeout=20000",
         ]
         if self.sasl_users:
@@ -217,10 +232,13 @@ class ZooKeeperServer:
             *([f"-Djava.security.auth.login.config={conf}/jaas.conf"] if self.sasl_users else []), "-cp", ":".join([str(conf), *JARS]),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg"),
         ]
+        preexec = None
+        if tie_to_parent:
+            cmd, preexec = tied_to_parent(cmd)
         with open(self.dir / "stderr.log", "wb") as err:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                start_new_session=new_session, preexec_fn=die_with_parent if tie_to_parent else None,
+                start_new_session=new_session, preexec_fn=preexec,
             )
         if wait:
             self.wait_serving(timeout)

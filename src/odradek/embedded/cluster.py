@@ -10,7 +10,7 @@ failover tests::
 
 Broker ``i`` (1..N) has ``broker.id=i``, a free loopback port and ``<data_dir>/broker<i>``; the
 cluster lives under its own ZooKeeper chroot. Each broker gets ``odradek dev-cluster``'s settings
-(:func:`odradek.cli.dev_cluster_cmd.broker_overrides`) and :data:`CLUSTER_DEFAULTS`, which make
+(:func:`odradek.devcluster.cluster.broker_overrides`) and :data:`CLUSTER_DEFAULTS`, which make
 failure detection take seconds rather than Kafka's 18 s session timeout; ``config`` overrides both.
 ZooKeeper missing is an error (:class:`~odradek.devcluster.zookeeper.ZooKeeperError`), never a skip.
 """
@@ -47,7 +47,7 @@ class EmbeddedCluster:
     def __init__(self, n: int = 3, config: Mapping[str, object] | None = None, *,
                  data_dir: str | Path | None = None, zookeeper: str | None = None,
                  start_timeout: float = 120.0, stop_timeout: float = 60.0) -> None:
-        from odradek.cli.dev_cluster_cmd import broker_overrides
+        from odradek.devcluster.cluster import broker_overrides
         from odradek.devcluster.zookeeper import ZooKeeperServer, find_java, free_port
 
         if n < 1:

@@ -40,7 +40,9 @@ class ProcessRunner:
         return args
 
     def start(self) -> None:
-        from odradek.devcluster.zookeeper import die_with_parent
+        from odradek.devcluster.zookeeper import tied_to_parent
+
+        cmd, preexec = tied_to_parent(self.command())
 
         assert not self.running, "broker already running"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -48,8 +50,8 @@ class ProcessRunner:
             err.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(self.command())}\n".encode())
             err.flush()
             self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.workdir,
-                start_new_session=True, preexec_fn=die_with_parent,
+                cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.workdir,
+                start_new_session=True, preexec_fn=preexec,
             )
 
     def exited(self) -> str | None:

@@ -19,6 +19,12 @@ What a request may be (refused cheaply, as the Kafka listener refuses oversized 
   churns its own connections); when every slot is busy the newcomer is closed. A new connection sends
   its first request within ``header_timeout_s``; between requests a keep-alive connection is closed
   after ``IDLE_TIMEOUT_S``;
+* at most ``per_ip``'s limit of them from one address (``http.max.connections.per.ip``, counted by
+  the same ConnectionQuotas class the Kafka listeners use for ``max.connections.per.ip``): a
+  connection from an address at its limit takes the place of that address's connection that has
+  waited longest for its client, or is closed at once when all of the address's connections are
+  busy, so one address cannot hold every slot and the others keep being served. These closes are
+  logged, one line per ``LOG_INTERVAL_S`` at most (with how many there were);
 * a ``Host`` the server's :class:`~odradek.http.host_check.HostPolicy` does not accept (DNS
   rebinding) is answered 421 before any route sees the request, one without ``Host`` 400.
 
@@ -33,8 +39,10 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from odradek.connection_quotas import normalise_ip
 from odradek.http.host_check import HostPolicy
 
 log = logging.getLogger("odradek.http")
@@ -49,10 +57,11 @@ DEFAULT_MAX_CONNECTIONS = 64
 # listen queue: a burst of connections waits here for accept() instead of having its SYNs dropped
 # (each dropped SYN costs its client a one-second retransmission); the kernel caps it at somaxconn
 BACKLOG = 1024
+LOG_INTERVAL_S = 10.0  # at most one line per this long about connections closed over the per-address limit
 
 _REASONS = {
-    200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    408: "Request Timeout", 421: "Misdirected Request", 411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
+    200: "OK", 204: "No Content", 303: "See Other", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 421: "Misdirected Request", 411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
 }
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
@@ -80,6 +89,34 @@ class HttpResponse:
 Handler = Callable[[HttpRequest], "HttpResponse | Awaitable[HttpResponse]"]
 
 
+class PerIpLimit(Protocol):
+    """Connections counted per address (odradek.connection_quotas.ConnectionQuotas)."""
+
+    def inc(self, ip: str) -> int | None:
+        """Count one more from ``ip``; its limit when that is one too many, else None."""
+        ...
+
+    def dec(self, ip: str) -> None: ...
+
+
+class RateLimitedLog:
+    """At most one log line per ``interval_s`` for a kind of event that may come in floods: :meth:`note`
+    counts one and returns how many to report now (0: stay quiet, it is counted for the next line)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._next = float("-inf")
+        self._pending = 0
+
+    def note(self, now: float) -> int:
+        self._pending += 1
+        if now < self._next:
+            return 0
+        n, self._pending = self._pending, 0
+        self._next = now + self.interval_s
+        return n
+
+
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -104,8 +141,9 @@ def parse_listener(url: str) -> tuple[str, int]:
 class HttpServer:
     def __init__(self, host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  header_timeout_s: float = HEADER_TIMEOUT_S, idle_timeout_s: float = IDLE_TIMEOUT_S,
-                 host_policy: HostPolicy | None = None) -> None:
+                 host_policy: HostPolicy | None = None, per_ip: PerIpLimit | None = None) -> None:
         self.host = host
+        self.per_ip = per_ip
         self.host_policy = host_policy
         self.header_timeout_s = header_timeout_s
         self.idle_timeout_s = idle_timeout_s
@@ -121,6 +159,9 @@ class HttpServer:
         # the connections waiting for their client's bytes, and since when (loop time); the others are busy
         self._waiting: dict[asyncio.Task[None], float] = {}
         self.evicted = 0  # waiting connections closed to make room for a new one
+        self._ips: dict[asyncio.Task[None], str] = {}  # the address each counted connection is counted under
+        self.over_ip_limit = 0  # connections closed because their address had per_ip's limit
+        self._ip_log = RateLimitedLog(LOG_INTERVAL_S)
 
     def register(self, prefix: str, handler: Handler) -> None:
         """Serve paths starting with ``prefix`` (``/metrics``, ``/``) with ``handler``."""
@@ -159,15 +200,30 @@ class HttpServer:
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        loop = asyncio.get_running_loop()
+        peer = writer.get_extra_info("peername")
+        peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        ip = normalise_ip(str(peer[0])) if isinstance(peer, tuple) and peer else peer_s
+        if self.per_ip is not None:
+            limit = self.per_ip.inc(ip)
+            if limit is not None:  # one too many from this address: its own longest-waiting one goes
+                made_room = self._evict_longest_waiting(ip)
+                self._over_ip_limit(loop.time(), ip, limit, made_room)
+                if not made_room:
+                    self.per_ip.dec(ip)
+                    self.refused += 1
+                    writer.close()
+                    return
         if len(self._conns) >= self.max_connections and not self._evict_longest_waiting():
+            if self.per_ip is not None:
+                self.per_ip.dec(ip)
             self.refused += 1
             writer.close()
             return
-        loop = asyncio.get_running_loop()
+        if self.per_ip is not None:
+            self._ips[task] = ip
         self._conns[task] = writer
         self._waiting[task] = loop.time()
-        peer = writer.get_extra_info("peername")
-        peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         try:
             first_wait = self.header_timeout_s  # a new connection owes its first request promptly
             while True:
@@ -204,20 +260,39 @@ class HttpServer:
         finally:
             self._conns.pop(task, None)
             self._waiting.pop(task, None)
+            self._uncount(task)
             writer.close()
 
-    def _evict_longest_waiting(self) -> bool:
-        """Close the connection that has waited longest for its client; False when all are busy."""
-        if not self._waiting:
+    def _uncount(self, task: asyncio.Task[None]) -> None:
+        ip = self._ips.pop(task, None)
+        if ip is not None and self.per_ip is not None:
+            self.per_ip.dec(ip)
+
+    def _evict_longest_waiting(self, ip: str | None = None) -> bool:
+        """Close the connection (of address ``ip`` when given) that has waited longest for its client;
+        False when there is none waiting (all are busy)."""
+        candidates = self._waiting if ip is None else {t: w for t, w in self._waiting.items() if self._ips.get(t) == ip}
+        if not candidates:
             return False
-        task = min(self._waiting, key=self._waiting.__getitem__)
+        task = min(candidates, key=candidates.__getitem__)
         del self._waiting[task]
         writer = self._conns.pop(task, None)
         if writer is not None:
             writer.transport.abort()
+        self._uncount(task)  # counted off now: a burst from one address evicts one connection per newcomer
         task.cancel()
         self.evicted += 1
         return True
+
+    def _over_ip_limit(self, now: float, ip: str, limit: int, made_room: bool) -> None:
+        self.over_ip_limit += 1
+        n = self._ip_log.note(now)
+        if n:
+            what = ("its connection that had waited longest for its client was closed to make room" if made_room
+                    else "all of them were being answered, so the new one was closed")
+            log.warning("closed %d HTTP connection(s) over http.max.connections.per.ip since the last such line "
+                        "(%d in all); the latest from %s, which had its maximum of %d: %s", n, self.over_ip_limit,
+                        ip, limit, what)
 
     async def _read_request(self, first: bytes, reader: asyncio.StreamReader, peer: str) -> HttpRequest:
         try:

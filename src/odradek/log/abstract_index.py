@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from odradek.fsutil import fsync_file
 from odradek.log.errors import CorruptIndexError
 
 # what lookups read entries from: the read-only map of an inactive index, or the
@@ -153,11 +154,7 @@ class AbstractIndex:
             self._persist(sync=True)
             return
         with contextlib.suppress(FileNotFoundError):
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(self.path)
 
     def close(self) -> None:
         """Write out and release."""

@@ -13,19 +13,19 @@ item per line::
     version: 0
     topic_id: <topic id, 16 bytes as base64url without padding>
 
-Both are written atomically: ``<file>.tmp``, fsync, rename over the file, fsync
-the directory.
+Both are written atomically and durably by :func:`odradek.fsutil.write_atomic` (``<file>.tmp``,
+fsync, rename over the file, fsync the directory; what a crash leaves is said there).
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from odradek.fsutil import write_atomic, write_file
 from odradek.log.errors import LogError
 
 log = logging.getLogger("odradek.log")
@@ -37,32 +37,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA_FILE = "partition.metadata"
 
 TopicPartition = tuple[str, int]
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Write ``data`` to ``path`` via ``path.tmp`` + fsync + rename (+ dir fsync)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
 
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
@@ -111,11 +85,7 @@ def write_partition_metadata(
     body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}\n".encode()
     path = partition_dir / PARTITION_METADATA_FILE
     if new and not sync:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, body)
-        finally:
-            os.close(fd)
+        write_file(path, body, sync=False)
         return
     write_atomic(path, body, sync=sync)
 

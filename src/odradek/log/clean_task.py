@@ -85,7 +85,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c as _crc32c
 
-from odradek.log.checkpoint import TopicPartition, fsync_dir
+from odradek.fsutil import fsync_dir, write_all, write_file
+from odradek.log.checkpoint import TopicPartition
 from odradek.log.errors import LogError
 from odradek.log.file_records import FileRecords
 from odradek.log.offset_index import ENTRY as OFFSET_INDEX_ENTRY
@@ -543,10 +544,10 @@ class CleanTask:
                     pos += len(out)
                     since += len(out)
                     if len(pending) >= _WRITE_CHUNK:
-                        _write_all(fd, pending)
+                        write_all(fd, pending)
                         pending.clear()
             if pending:
-                _write_all(fd, pending)
+                write_all(fd, pending)
             if pos > 2**31 - 1:
                 raise RuntimeError(f"cleaned segment {base} of {self.log_name} would exceed 2 GiB")
             os.fsync(fd)
@@ -556,7 +557,7 @@ class CleanTask:
             ti += TIME_INDEX_ENTRY.pack(max_ts, off_of_max - base)
         txi = encode_entries(txn_entries)
         for suffix, data in ((INDEX_SUFFIX, oi), (TIME_INDEX_SUFFIX, ti), (TXN_INDEX_SUFFIX, txi)):
-            _write_file(Path(f"{prefix}{suffix}{CLEANED_SUFFIX}"), bytes(data))
+            write_file(Path(f"{prefix}{suffix}{CLEANED_SUFFIX}"), bytes(data))
         if mtime:
             os.utime(log_path, ns=(mtime, mtime))
         self.outputs[-1] = _Output(base, first, count, pos)
@@ -714,22 +715,6 @@ class CleanTask:
 
 class CleanAborted(Exception):
     pass
-
-
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------- recovery

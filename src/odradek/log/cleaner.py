@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from odradek.log.checkpoint import TopicPartition, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from odradek.fsutil import fsync_dir
+from odradek.log.checkpoint import TopicPartition, read_offset_checkpoint, write_offset_checkpoint
 from odradek.log.clean_task import (
     CLEANED_SUFFIX,
     SEGMENT_SUFFIXES,

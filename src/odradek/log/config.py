@@ -36,6 +36,11 @@ KAFKA_NAMES: dict[str, str] = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "delete.retention.ms": "delete_retention_ms",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
+    "remote.log.copy.disable": "remote_log_copy_disable",
+    "remote.log.delete.on.disable": "remote_log_delete_on_disable",
 }
 
 
@@ -63,6 +68,20 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = MAX_LONG
     delete_retention_ms: int = 86400000
+    # tiered storage (KIP-405): true only when the broker's remote.log.storage.system.enable is on too and the
+    # topic is not internal (Kafka's UnifiedLog.remoteLogEnabled); -2: retention.ms / retention.bytes
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    # KIP-950: the remote tier read-only, nothing more copied; local segments go by retention.* again
+    remote_log_copy_disable: bool = False
+    # KIP-950: turning remote.storage.enable off deletes the remote tier (the broker refuses it without this)
+    remote_log_delete_on_disable: bool = False
+
+    @property
+    def remote_copy_enabled(self) -> bool:
+        """Kafka's UnifiedLog.remoteLogEnabledAndRemoteCopyEnabled."""
+        return self.remote_storage_enable and not self.remote_log_copy_disable
 
     @property
     def delete_enabled(self) -> bool:
@@ -72,6 +91,16 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in _policies(self.cleanup_policy)
+
+    @property
+    def local_retention_ms_effective(self) -> int:
+        """Kafka's LogConfig.localRetentionMs: local.retention.ms, or retention.ms when it is -2."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_effective(self) -> int:
+        """Kafka's LogConfig.localRetentionBytes: local.retention.bytes, or retention.bytes when it is -2."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def log_append_time(self) -> bool:

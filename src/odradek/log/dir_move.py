@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.log.checkpoint import fsync_dir
+from odradek.fsutil import fsync_dir, fsync_file
 
 log = logging.getLogger("odradek.log")
 
@@ -174,11 +174,7 @@ def copy_metadata(source_dir: Path, future_dir: Path) -> None:
     for n in wanted:
         with contextlib.suppress(FileNotFoundError):
             shutil.copyfile(source_dir / n, future_dir / n)
-            fd = os.open(future_dir / n, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(future_dir / n)
 
 
 def copied_end_offset(fut: FutureLog, source_dir: Path, log_end_offset: int) -> int:

@@ -13,6 +13,7 @@ INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
+INCONSISTENT_TOPIC_ID = 103
 
 
 class LogError(Exception):
@@ -42,3 +43,10 @@ class CorruptIndexError(LogError):
     """An index file failed its sanity check; the caller rebuilds it."""
 
     error_code = CORRUPT_MESSAGE
+
+
+class InconsistentTopicIdError(LogError):
+    """A log on disk belongs to another topic of the same name (Kafka's InconsistentTopicIdException:
+    its partition.metadata names a different topic id than the one asked for)."""
+
+    error_code = INCONSISTENT_TOPIC_ID

@@ -17,16 +17,19 @@ touches no file; the log's flush writes the file with fsync (``sync``) before it
 recovery point, and after a crash the log's recovery re-assigns the epochs of the batches
 it recovered (those past the recovery point). An epoch that never got a batch before a
 crash is simply forgotten: nothing was written under it. Truncations rewrite the file at
-once (fsync). An unreadable file is reported and ignored.
+once, fsynced but without the fsync of the directory that would make the rename durable (Kafka
+writes them in full, but on its scheduler, off the request path): a crash may then leave the file
+from before the truncation. An unreadable file is reported and ignored.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import os
 from pathlib import Path
 from typing import NamedTuple
+
+from odradek.fsutil import write_atomic
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -117,7 +120,7 @@ class LeaderEpochCache:
 
     def flush(self) -> None:
         if self.path is not None:
-            write_checkpoint(self.path, self.entries)
+            write_checkpoint(self.path, self.entries, sync_dir=False)
             self._unsynced = False
 
     def sync(self, *, fsync: bool = True) -> None:
@@ -125,24 +128,13 @@ class LeaderEpochCache:
         only recorded in memory."""
         if self._unsynced and self.path is not None:
             write_checkpoint(self.path, self.entries, fsync=fsync)
-            if fsync:
-                fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
         self._unsynced = False
 
 
-def write_checkpoint(path: Path, entries: list[EpochEntry], *, fsync: bool = True) -> None:
+def write_checkpoint(path: Path, entries: list[EpochEntry], *, fsync: bool = True, sync_dir: bool = True) -> None:
+    """Replace the file (:func:`odradek.fsutil.write_atomic`; ``fsync=False``: the caller syncs the file system)."""
     text = "0\n" + f"{len(entries)}\n" + "".join(f"{e.epoch} {e.start_offset}\n" for e in entries)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(text)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("ascii"), sync=fsync, sync_dir=sync_dir)
 
 
 def read_checkpoint(path: Path) -> list[EpochEntry]:

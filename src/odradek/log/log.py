@@ -19,19 +19,20 @@ The API the server side calls:
   epoch, commit or abort, leader epoch) -> :class:`AppendInfo` of the control batch.
   Raises ``ProducerStateError`` 47 (older producer epoch) or 52
   (TRANSACTION_COORDINATOR_FENCED: older coordinator epoch than the last marker's).
-  :meth:`append_as_leader` with ``from_client=False`` accepts marker batches as well.
+  :meth:`append_as_leader` with ``origin=AppendOrigin.COORDINATOR`` accepts marker batches as well.
 - Replication: :meth:`append_as_follower` parses the markers it is given; producer state,
   ongoing transactions and transaction indexes follow.
-- Fetch with isolation_level=1 (read_committed): :meth:`read_committed` -> (data up to the
-  last stable offset, aborted transactions overlapping it, as
-  :class:`odradek.log.txn_index.AbortedTxn` with ``producer_id`` and ``first_offset``, the
-  two fields of the response). Or, step by step: :meth:`read` with ``max_offset=``
-  :attr:`last_stable_offset`, then :meth:`collect_aborted_transactions` over [fetch offset,
-  :meth:`fetch_upper_bound` of the data). The response's ``last_stable_offset`` field is
-  :attr:`last_stable_offset` (for any isolation level).
-- ListOffsets: :meth:`latest_offset` (isolation 0: high watermark; 1: last stable offset).
-  A timestamp lookup (:meth:`fetch_offset_by_timestamp`) with isolation 1 must treat a
-  found offset >= :attr:`last_stable_offset` as not found yet, as Kafka does.
+- Fetch: how far a read goes is its :class:`~odradek.log.fetch_isolation.FetchIsolation` (Kafka's), made
+  once from the request by the protocol handler: :meth:`latest_offset` is the offset it stops before (log end
+  for a follower, high watermark for read_uncommitted, last stable offset for read_committed), given to
+  :meth:`read` as ``max_offset``. :meth:`read_isolated` does both (Kafka's UnifiedLog.read) -> (data, the
+  aborted transactions overlapping it for ``TXN_COMMITTED``, as :class:`odradek.log.txn_index.AbortedTxn`
+  with ``producer_id`` and ``first_offset``, the two fields of the response). Or, step by step:
+  :meth:`read`, then :meth:`collect_aborted_transactions` over [fetch offset, :meth:`fetch_upper_bound` of
+  the data). The response's ``last_stable_offset`` field is :attr:`last_stable_offset` (for any isolation).
+- ListOffsets: :meth:`latest_offset` of the request's isolation (``FetchIsolation.for_list_offsets``). A
+  timestamp lookup (:meth:`fetch_offset_by_timestamp`) must treat a found offset at or past it as not found
+  yet, as Kafka's Partition.fetchOffsetForTimestamp does.
 - :attr:`last_stable_offset`: min(first unstable offset, high watermark) (Kafka's
   UnifiedLog.lastStableOffset), computed from the producer state on each call, so it
   moves with appends, markers and :meth:`update_high_watermark`. The first unstable
@@ -60,18 +61,26 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from odradek.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from odradek.fsutil import fsync_dir
+from odradek.log.checkpoint import read_partition_metadata, write_partition_metadata
 from odradek.log.config import LogConfig
-from odradek.log.errors import LogError, OffsetOutOfRangeError
+from odradek.log.errors import InconsistentTopicIdError, LogError, OffsetOutOfRangeError
+from odradek.log.fetch_isolation import FetchIsolation
 from odradek.log.file_records import FetchData, FileRecords
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.log_loader import load_segments
-from odradek.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
+from odradek.log.producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateEntry,
+    ProducerStateManager,
+    snapshot_path,
+)
 from odradek.log.segment import LogSegment
 from odradek.log.segment import now_ms as _clock
 from odradek.log.txn_index import AbortedTxn
 from odradek.log.txn_marker import ControlRecordType, EndTxnMarker, build_marker_batch, parse_marker
-from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
+from odradek.log.validator import AppendOrigin, ValidationPolicy, validate_and_assign_offsets
 from odradek.names import is_legal_topic_name
 from odradek.protocol.records import LOG_OVERHEAD, BatchHeader, read_inflate_limit
 
@@ -81,6 +90,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+_HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 # a flush that moves the recovery point this far into the active segment past its last producer snapshot
 # takes one at the log end (Log._snapshot_for_recovery)
@@ -137,7 +148,15 @@ class Log:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_end_offset = log_end_offset
-        self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+        # tiered storage (KIP-405, Kafka's UnifiedLog): the log starts in the remote tier, below the first
+        # local segment; the local log start offset is where the local segments start
+        # (highest_offset_in_remote_storage: the last offset copied, set by the remote log manager)
+        self.highest_offset_in_remote_storage = -1
+        if config.remote_storage_enable:
+            self.log_start_offset = min(log_start_offset, log_end_offset)
+        else:
+            self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+        self.local_log_start_offset = min(max(self.log_start_offset, segments[0].base_offset), log_end_offset)
         self.recovery_point = min(recovery_point, log_end_offset)
         self._high_watermark = min(max(high_watermark, self.log_start_offset), log_end_offset)
         self.producer_state = ProducerStateManager(dir, self.name)
@@ -193,6 +212,10 @@ class Log:
             lg = cls.open(d, config, clean=False, recovery_point=0, time_ms=time_ms)
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
+            elif topic_id is not None and lg.topic_id != topic_id:
+                lg.close_handlers()
+                raise InconsistentTopicIdError(
+                    f"the log of {topic}-{partition} in {d} belongs to topic id {lg.topic_id}, not {topic_id}")
             return lg
         t = _clock() if time_ms is None else time_ms
         seg = LogSegment.create(d, 0, config, t, lazy=True)
@@ -290,7 +313,7 @@ class Log:
         ps = self.producer_state
         if not self._ps_loaded:
             ps.load(
-                self.log_start_offset, self.log_end_offset, self._batches_from, self._index_completed,
+                self.local_log_start_offset, self.log_end_offset, self._batches_from, self._index_completed,
                 max_snapshot_offset=self._rebuild_txn_from,
             )
             self._rebuild_txn_from = None
@@ -391,10 +414,15 @@ class Log:
             return hw
         return max(fuo, self.log_start_offset)
 
-    def latest_offset(self, isolation_level: int = 0) -> int:
-        """ListOffsets latest (-1) for consumers: the high watermark (read_uncommitted, 0) or
-        the last stable offset (read_committed, 1)."""
-        return self.last_stable_offset if isolation_level == 1 else self._high_watermark
+    def latest_offset(self, isolation: FetchIsolation) -> int:
+        """The offset a read with ``isolation`` stops before (Kafka's UnifiedLog.read maxOffsetMetadata, and
+        ListOffsets latest, Partition.fetchOffsetForTimestamp's lastFetchableOffset): the log end offset
+        (``LOG_END``), the high watermark (``HIGH_WATERMARK``) or the last stable offset (``TXN_COMMITTED``)."""
+        if isolation is _HIGH_WATERMARK:
+            return self._high_watermark
+        if isolation is _TXN_COMMITTED:
+            return self.last_stable_offset
+        return self.log_end_offset
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Kafka's UnifiedLog.collectAbortedTransactions: the aborted transactions overlapping
@@ -425,14 +453,14 @@ class Log:
             return h.base_offset
         return self._bases[i + 1] if i + 1 < len(self._bases) else self.log_end_offset
 
-    def read_committed(
-        self, fetch_offset: int, max_bytes: int, min_one_message: bool
+    def read_isolated(
+        self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
     ) -> tuple[FetchData, list[AbortedTxn]]:
-        """A read_committed (isolation_level=1) fetch: the data up to the last stable offset
-        and the aborted transactions overlapping it (empty when no data is returned).
-        Raises :class:`OffsetOutOfRangeError` as :meth:`read`."""
-        data = self.read(fetch_offset, max_bytes, self.last_stable_offset, min_one_message)
-        if data.size == 0:
+        """Kafka's UnifiedLog.read: :meth:`read` up to :meth:`latest_offset` of ``isolation``, and for
+        ``TXN_COMMITTED`` the aborted transactions the data overlaps (none when no data is returned, and
+        none for the other isolations). Raises :class:`OffsetOutOfRangeError` as :meth:`read`."""
+        data = self.read(fetch_offset, max_bytes, self.latest_offset(isolation), min_one_message)
+        if data.size == 0 or isolation is not _TXN_COMMITTED:
             return data, []
         return data, self.collect_aborted_transactions(fetch_offset, self.fetch_upper_bound(data))
 
@@ -452,7 +480,7 @@ class Log:
         if isinstance(result, bool):
             result = ControlRecordType.COMMIT if result else ControlRecordType.ABORT
         batch = bytearray(build_marker_batch(producer_id, producer_epoch, coordinator_epoch, result, timestamp=now_ms))
-        return self.append_as_leader(batch, None, leader_epoch, now_ms, from_client=False)
+        return self.append_as_leader(batch, None, leader_epoch, now_ms, origin=AppendOrigin.COORDINATOR)
 
     # ------------------------------------------------------------------ append
 
@@ -463,7 +491,7 @@ class Log:
         leader_epoch: int,
         now_ms: int,
         *,
-        from_client: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         check_records: bool = True,
     ) -> AppendInfo:
         """Validate batches, assign their offsets and append them.
@@ -474,8 +502,8 @@ class Log:
         rewritten in place when it is a bytearray (or writable memoryview), else copied once.
         Raises ``InvalidRecordError`` (2, 10, 18, 32, 87; KIP-467 record errors) or
         ``ProducerStateError`` (45, 47); a duplicate idempotent batch returns the original
-        offsets with ``duplicate=True`` and writes nothing. ``from_client=False``
-        (coordinators) allows control batches; ``check_records=False``
+        offsets with ``duplicate=True`` and writes nothing. ``origin`` COORDINATOR
+        allows control batches; ``check_records=False``
         (odradek.validate.records) skips the walk of uncompressed records."""
         cfg = self.config
         policy = self._policy
@@ -483,7 +511,7 @@ class Log:
             self._policy = policy = (cfg, ValidationPolicy.of(cfg, check_records=check_records))
         result = validate_and_assign_offsets(
             records, first_offset=self.log_end_offset, leader_epoch=leader_epoch, now_ms=now_ms,
-            policy=policy[1], partition=self.name, from_client=from_client, headers=headers,
+            policy=policy[1], partition=self.name, origin=origin, headers=headers,
         )
         buf, out, last_offset, max_ts, count = result
         total = len(buf)
@@ -492,6 +520,7 @@ class Log:
         first_offset = self.log_end_offset
 
         ps = self._ensure_producer_state()
+        from_client = origin is AppendOrigin.CLIENT
         markers = self._markers(buf, out) if not from_client else None
         updates, dup = ps.validate(out, check_duplicates=from_client, markers=markers)
         if dup is not None:
@@ -726,10 +755,10 @@ class Log:
         (high watermark or last stable offset), capped at ``max_bytes`` (the last batch
         may be cut) unless ``min_one_message`` and the first batch alone is larger."""
         leo = self.log_end_offset
-        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+        if fetch_offset < self.local_log_start_offset or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is out of range for {self.name}: "
-                f"[{self.log_start_offset}, {leo}]"
+                f"[{self.local_log_start_offset}, {leo}]"
             )
         if fetch_offset >= max_offset or fetch_offset == leo:
             return FetchData.empty(fetch_offset)
@@ -762,17 +791,31 @@ class Log:
         """ListOffsets: (offset, timestamp).
 
         -2 earliest -> (log start offset, -1); -1 latest -> (log end offset, -1) (the
-        caller clamps to the high watermark or LSO for consumers); -3 max timestamp ->
+        caller clamps to :meth:`latest_offset` of its isolation); -3 max timestamp ->
         (offset of the first record carrying the largest timestamp, it). Otherwise the
         first record with timestamp >= ``timestamp`` at or after the log start offset
         (Kafka's semantics; only the one matching batch is decoded, inflated to at most
         ``read_inflate_limit(max.message.bytes)`` bytes). None when no record qualifies.
         Raises ``InvalidRecordError`` when that batch's records do not decode."""
-        limit = read_inflate_limit(self.config.max_message_bytes)
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:  # KIP-1005: where the local segments start
+            return self.local_log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return self.log_end_offset, -1
+        found = self.offset_for_timestamp(timestamp)
+        return None if found is None else (found[0], found[1])
+
+    def offset_for_timestamp(self, timestamp: int, starting_offset: int | None = None) -> tuple[int, int, int] | None:
+        """ListOffsets -3 (max timestamp) or by timestamp over the local segments (Kafka's
+        UnifiedLog.fetchOffsetByTimestamp for MAX_TIMESTAMP, and searchOffsetInLocalLog): (offset,
+        timestamp, the leader epoch of its batch or -1). -3: the first record carrying the largest
+        timestamp; a timestamp: the first record with timestamp >= it at or after ``starting_offset``
+        (the log start offset by default; a tiered log's local search after the remote tier found nothing
+        starts at the local log start offset). None when no record qualifies; ``InvalidRecordError``
+        when the matching batch's records do not decode."""
+        limit = read_inflate_limit(self.config.max_message_bytes)
+        start = self.log_start_offset if starting_offset is None else starting_offset
         if timestamp == MAX_TIMESTAMP:
             best: LogSegment | None = None
             for seg in self._segments:
@@ -784,13 +827,13 @@ class Log:
             if found is None:
                 return None
             pos, h = found
-            start = self.log_start_offset
-            return best.first_record_at_or_after(pos, h, h.max_timestamp, start, limit) or (
-                max(h.base_offset, start), h.max_timestamp
+            return best.first_record_with_epoch(pos, h, h.max_timestamp, start, limit) or (
+                max(h.base_offset, start), h.max_timestamp, h.partition_leader_epoch if h.partition_leader_epoch >= 0
+                else -1,
             )
         for seg in self._segments:
             if seg.max_timestamp >= timestamp:
-                res = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, limit)
+                res = seg.find_timestamp_and_offset(timestamp, start, limit)
                 if res is not None:
                     return res
         return None
@@ -803,14 +846,20 @@ class Log:
         Returns the number of segments deleted (their files go after file.delete.delay.ms)."""
         deleted = 0
         cfg = self.config
+        # a tiered log keeps local.retention.* of what is copied already (Kafka's UnifiedLog.deleteOldSegments
+        # with remoteLogEnabled); retention.* over the whole log is the remote log manager's
+        tiered = cfg.remote_copy_enabled  # remote.log.copy.disable: retention.* again (KIP-950)
+        retention_ms = cfg.local_retention_ms_effective if tiered else cfg.retention_ms
+        retention_bytes = cfg.local_retention_bytes_effective if tiered else cfg.retention_bytes
+        what = "local retention" if tiered else "retention"
         if cfg.delete_enabled:
-            if cfg.retention_ms >= 0:
+            if retention_ms >= 0:
                 deleted += self._delete_segments(
-                    lambda seg, nxt: now_ms - seg.largest_timestamp() > cfg.retention_ms,
-                    f"retention time {cfg.retention_ms}ms breach", now_ms,
+                    lambda seg, nxt: now_ms - seg.largest_timestamp() > retention_ms,
+                    f"{what} time {retention_ms}ms breach", now_ms,
                 )
-            if cfg.retention_bytes >= 0:
-                diff = self.size_in_bytes - cfg.retention_bytes
+            if retention_bytes >= 0:
+                diff = self.size_in_bytes - retention_bytes
 
                 def size_breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
                     nonlocal diff
@@ -819,7 +868,7 @@ class Log:
                         return True
                     return False
 
-                deleted += self._delete_segments(size_breached, f"retention size {cfg.retention_bytes} breach", now_ms)
+                deleted += self._delete_segments(size_breached, f"{what} size {retention_bytes} breach", now_ms)
         deleted += self._delete_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
             "log start offset breach", now_ms,
@@ -836,6 +885,9 @@ class Log:
                 break
             if self.high_watermark < upper or not predicate(seg, nxt):
                 break
+            # a tiered log deletes locally only what is in the remote store (Kafka's isSegmentEligibleForDeletion)
+            if self.config.remote_copy_enabled and upper - 1 > self.highest_offset_in_remote_storage:
+                break
             out.append(seg)
         return out
 
@@ -850,9 +902,12 @@ class Log:
         for seg in doomed:
             self._remove_segment(seg, now_ms)
             log.info("Deleting segment %d of %s due to %s", seg.base_offset, self.name, reason)
-        if self._segments[0].base_offset > self.log_start_offset:
-            self.log_start_offset = self._segments[0].base_offset
-        self.producer_state.delete_snapshots_before(self.log_start_offset)
+        first = self._segments[0].base_offset
+        if first > self.local_log_start_offset:
+            self.local_log_start_offset = first
+        if not self.config.remote_copy_enabled and first > self.log_start_offset:  # UnifiedLog.incrementStartOffset
+            self.log_start_offset = first
+        self.producer_state.delete_snapshots_before(self.local_log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.process_pending_deletes(now_ms)
         return len(doomed)
@@ -910,6 +965,19 @@ class Log:
     def pending_deletes(self) -> int:
         return len(self._pending_deletes)
 
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Remote retention deleted the remote segments below ``offset`` (Kafka's
+        UnifiedLog.maybeIncrementLogStartOffset with SegmentDeletion): the log now starts there. True if it moved."""
+        offset = min(offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        if offset > self.local_log_start_offset:
+            self.local_log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        log.info("Incremented log start offset of %s to %d due to remote segment deletion", self.name, offset)
+        return True
+
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the high
         watermark), at most the high watermark; delete segments wholly below it.
@@ -923,6 +991,7 @@ class Log:
             )
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self.local_log_start_offset = max(self.local_log_start_offset, offset)
             log.info("Incremented log start offset of %s to %d", self.name, offset)
             self._delete_segments(
                 lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
@@ -960,11 +1029,38 @@ class Log:
         self._segments.append(seg)
         self._bases.append(offset)
         self.log_start_offset = offset
+        self.local_log_start_offset = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully()
         self.producer_state.delete_snapshots_after(-1)
         self._set_end_after_truncation(offset)
         self.process_pending_deletes(t)
+
+    def rebuild_from_remote_tier(
+        self, local_start: int, log_start: int, epochs: list[tuple[int, int]], producer_snapshot: bytes,
+        time_ms: int | None = None,
+    ) -> None:
+        """A follower of a tiered partition whose fetch offset is below the leader's local log start (Kafka's
+        TierStateMachine.buildRemoteLogAuxState): the log restarts empty at ``local_start`` with the leader
+        epochs ``(epoch, start offset)`` and the producer state of the remote segment ending just before it
+        (its leader-epoch checkpoint and producer snapshot); the log starts at ``log_start`` in the remote
+        tier, and everything below ``local_start`` counts as copied."""
+        self.truncate_fully_and_start_at(local_start, time_ms)
+        for epoch, start in epochs:
+            if start < local_start:
+                self.leader_epoch_cache.assign(epoch, start)
+        self.leader_epoch_cache.flush()
+        if producer_snapshot:
+            path = snapshot_path(self.dir, local_start)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(producer_snapshot)
+            os.replace(tmp, path)
+        self.producer_state.truncate_fully()
+        self._ps_loaded = False
+        self._ensure_producer_state()
+        self.log_start_offset = min(max(log_start, 0), local_start)
+        self.highest_offset_in_remote_storage = max(self.highest_offset_in_remote_storage, local_start - 1)
+        self._dir_dirty = True
 
     def _set_end_after_truncation(self, offset: int) -> None:
         self.leader_epoch_cache.truncate_from_end(offset)
@@ -973,6 +1069,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, offset)
         self.high_watermark = min(self.high_watermark, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
+        self.local_log_start_offset = min(self.local_log_start_offset, offset)
         self._position_cache = (-1, -1, -1)
         self._dir_dirty = True
         self.producer_state.delete_snapshots_after(offset)

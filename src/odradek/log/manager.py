@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import time
 import uuid
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odradek.fsutil import fsync_dir, write_atomic
 from odradek.log import dir_move
 from odradek.log.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -40,14 +42,12 @@ from odradek.log.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
-    fsync_dir,
     read_offset_checkpoint,
-    write_atomic,
     write_offset_checkpoint,
 )
 from odradek.log.cleaner import CleanerConfig, CleanStats, LogCleaner
 from odradek.log.config import LogConfig
-from odradek.log.errors import LogError
+from odradek.log.errors import InconsistentTopicIdError, LogError
 from odradek.log.log import Log, dir_name, parse_dir_name
 from odradek.log.segment import now_ms as _clock
 
@@ -63,6 +63,15 @@ log = logging.getLogger("odradek.log")
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
 _SKIPPED_DIR_SUFFIXES = ("-future", STRAY_DIR_SUFFIX)
+
+
+def deleted_logs_open_files_limit() -> int:
+    """How many segment files logs awaiting deletion may keep open: an eighth of the process's
+    descriptor limit (RLIMIT_NOFILE), at least 64."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(64, soft // 8)
 
 
 class LogManager:
@@ -81,6 +90,14 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self.offline_partitions: set[TopicPartition] = set()
         self._pending_dir_deletes: list[tuple[int, Log, Path]] = []
+        # a deleted log keeps its files open for file.delete.delay.ms so that fetches still sending
+        # from it finish (Kafka's LogManager.asyncDelete); these are the ones still open, oldest
+        # first, with their segment counts. Past ``deleted_logs_open_files`` the oldest are closed
+        # at once (a connection still sending from one is closed and its client fetches again), so
+        # deleting topics over and over cannot exhaust the process's descriptors.
+        self._deleted_open: dict[int, tuple[Log, int]] = {}  # id(log) -> (log, segment files)
+        self._deleted_open_files = 0
+        self.deleted_logs_open_files = deleted_logs_open_files_limit()
         self.cleaner = LogCleaner(cleaner_config)
         self.started = False
         self._futures: dict[TopicPartition, dir_move.FutureLog] = {}
@@ -182,6 +199,10 @@ class LogManager:
         if lg is not None:
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
+            elif topic_id is not None and lg.topic_id != topic_id:
+                # Kafka's LogManager.getOrCreateLog: never serve one topic's log as another's
+                raise InconsistentTopicIdError(
+                    f"the log of {topic}-{partition} in {lg.dir} belongs to topic id {lg.topic_id}, not {topic_id}")
             return lg
         if tp in self.offline_partitions:
             raise OSError(f"{topic}-{partition} is in an offline log dir")
@@ -211,10 +232,25 @@ class LogManager:
         os.rename(lg.dir, target)
         fsync_dir(parent)
         t = _clock() if now_ms is None else now_ms
-        self._pending_dir_deletes.append((t + lg.config.file_delete_delay_ms, lg, target))
+        self._schedule_dir_delete(t + lg.config.file_delete_delay_ms, lg, target)
         log.info("Log for partition %s is renamed to %s and scheduled for deletion", lg.name, target)
         self._process_dir_deletes(t)
         return True
+
+    def _schedule_dir_delete(self, due: int, lg: Log, path: Path) -> None:
+        self._pending_dir_deletes.append((due, lg, path))
+        files = lg.number_of_segments
+        self._deleted_open[id(lg)] = (lg, files)
+        self._deleted_open_files += files
+        closed = 0
+        while self._deleted_open_files > self.deleted_logs_open_files and len(self._deleted_open) > 1:
+            old, n = self._deleted_open.pop(next(iter(self._deleted_open)))
+            self._deleted_open_files -= n
+            old.close_handlers()
+            closed += 1
+        if closed:
+            log.warning("%d deleted logs closed before file.delete.delay.ms: logs awaiting deletion held more "
+                        "than %d open segment files", closed, self.deleted_logs_open_files)
 
     def mark_stray(self, topic: str, partition: int, reason: str) -> Path | None:
         """A log the metadata does not account for (Kafka's stray log, KIP-858): closed, renamed
@@ -241,6 +277,9 @@ class LogManager:
         for due, lg, path in self._pending_dir_deletes:
             if force or due <= now_ms:
                 lg.close_handlers()
+                entry = self._deleted_open.pop(id(lg), None)
+                if entry is not None:
+                    self._deleted_open_files -= entry[1]
                 shutil.rmtree(path, ignore_errors=True)
                 log.info("Deleted log for partition %s (%s)", lg.name, path)
                 done += 1
@@ -261,11 +300,22 @@ class LogManager:
         self._process_dir_deletes(t)
         return deleted
 
-    def flush_dirty(self, now_ms: int | None = None) -> int:
+    def flush_dirty(self, now_ms: int | None = None, on_error: Callable[[Path, OSError], None] | None = None) -> int:
         """Flush segments rolled since the last call, and logs whose flush.ms has
-        passed; returns how many logs were flushed. Call it about once a second."""
+        passed; returns how many logs were flushed. Call it about once a second. With ``on_error``, a
+        log that cannot be flushed (its producer snapshot or leader epoch checkpoint refused by a full
+        disk) is handed to it and the others are still flushed (Kafka's LogManager.flushDirtyLogs: the
+        IOException takes the log's dir offline); without, the error is raised."""
         t = _clock() if now_ms is None else now_ms
-        return sum(1 for lg in self._logs.values() if lg.maybe_flush(t))
+        flushed = 0
+        for lg in list(self._logs.values()):
+            try:
+                flushed += lg.maybe_flush(t)
+            except OSError as e:
+                if on_error is None:
+                    raise
+                on_error(lg.dir, e)
+        return flushed
 
     def maybe_clean(self, now_ms: int | None = None, wake: Callable[[], object] | None = None) -> CleanStats | None:
         """Log compaction, poll style, for the broker's loop thread (see
@@ -313,19 +363,28 @@ class LogManager:
         tps = [tp for tp, ld in self._dir_of.items() if ld == d]
         write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: self._logs[tp].recovery_point for tp in tps})
 
-    def checkpoint(self) -> None:
-        """Write recovery points, log start offsets and high watermarks of every log dir."""
+    def checkpoint(self, on_error: Callable[[Path, OSError], None] | None = None) -> None:
+        """Write recovery points, log start offsets and high watermarks of every log dir. With
+        ``on_error``, a dir whose checkpoint cannot be written (a full disk) is handed to it and the
+        others are still written (Kafka's CheckpointFileWithFailureHandler takes that log dir offline
+        through the LogDirFailureChannel); without, the error is raised."""
         for d in self.log_dirs:
             if d in self.offline_dirs:
                 continue
-            tps = [tp for tp, ld in self._dir_of.items() if ld == d]
-            write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: self._logs[tp].recovery_point for tp in tps})
-            write_offset_checkpoint(
-                d / LOG_START_OFFSET_CHECKPOINT, {tp: self._logs[tp].log_start_offset for tp in tps}
-            )
-            write_offset_checkpoint(
-                d / REPLICATION_OFFSET_CHECKPOINT, {tp: self._logs[tp].high_watermark for tp in tps}
-            )
+            logs = [self._logs[tp] for tp, ld in self._dir_of.items() if ld == d]
+            files: list[tuple[str, dict[TopicPartition, int]]] = [
+                (RECOVERY_POINT_CHECKPOINT, {(lg.topic, lg.partition): lg.recovery_point for lg in logs}),
+                (LOG_START_OFFSET_CHECKPOINT, {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}),
+                (REPLICATION_OFFSET_CHECKPOINT, {(lg.topic, lg.partition): lg.high_watermark for lg in logs}),
+            ]
+            for name, values in files:
+                try:
+                    write_offset_checkpoint(d / name, values)
+                except OSError as e:
+                    if on_error is None:
+                        raise
+                    on_error(d / name, e)  # names the file in the log line
+                    break
 
     def shutdown(self) -> None:
         """Close every log cleanly, write checkpoints, then the clean-shutdown markers."""
@@ -485,6 +544,6 @@ class LogManager:
         self.cleaner.forget(src)
         self._add(tp, moved, fut.dest)
         t = _clock()
-        self._pending_dir_deletes.append((t + src.config.file_delete_delay_ms, src, doomed))
+        self._schedule_dir_delete(t + src.config.file_delete_delay_ms, src, doomed)
         log.info("Moved %s from %s to %s (log end offset %d)", src.name, source_parent, fut.dest,
                  moved.log_end_offset)

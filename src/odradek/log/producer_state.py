@@ -71,7 +71,7 @@ from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from odradek.log.checkpoint import write_atomic
+from odradek.fsutil import fsync_file, write_atomic
 from odradek.log.errors import (
     CORRUPT_MESSAGE,
     INVALID_PRODUCER_EPOCH,
@@ -522,14 +522,8 @@ class ProducerStateManager:
     def sync(self) -> None:
         """fsync snapshots written with ``sync=False`` (the caller fsyncs the directory)."""
         for path in self._unsynced:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                fsync_file(path)
         self._unsynced = []
 
     def load(

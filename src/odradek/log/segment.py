@@ -525,7 +525,15 @@ class LogSegment:
         self, timestamp: int, starting_offset: int = 0, inflate_limit: int = READ_INFLATE_LIMIT
     ) -> tuple[int, int] | None:
         """Kafka's ListOffsets lookup: (offset, timestamp) of the first record with
-        timestamp >= ``timestamp`` and offset >= ``starting_offset``.
+        timestamp >= ``timestamp`` and offset >= ``starting_offset`` (:meth:`find_timestamp_and_offset`)."""
+        found = self.find_timestamp_and_offset(timestamp, starting_offset, inflate_limit)
+        return None if found is None else (found[0], found[1])
+
+    def find_timestamp_and_offset(
+        self, timestamp: int, starting_offset: int = 0, inflate_limit: int = READ_INFLATE_LIMIT
+    ) -> tuple[int, int, int] | None:
+        """Kafka's LogSegment.findOffsetByTimestamp: (offset, timestamp, leader epoch of its batch, -1 if
+        none) of the first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``.
 
         Time index, then offset index, then batch headers find the first batch whose
         maxTimestamp qualifies; only that batch's records are read and decoded (this
@@ -536,7 +544,7 @@ class LogSegment:
         _, pos = self.offset_index.lookup(max(ts_offset, starting_offset))
         for p, h in self.log.iter_headers(pos):
             if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= starting_offset:
-                found = self.first_record_at_or_after(p, h, timestamp, starting_offset, inflate_limit)
+                found = self.first_record_with_epoch(p, h, timestamp, starting_offset, inflate_limit)
                 if found is not None:
                     return found
         return None
@@ -545,23 +553,32 @@ class LogSegment:
         self, position: int, h: BatchHeader, timestamp: int, starting_offset: int,
         inflate_limit: int = READ_INFLATE_LIMIT,
     ) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record of the batch at ``position`` with
-        timestamp >= ``timestamp`` and offset >= ``starting_offset``. Records of a
+        """(offset, timestamp) of :meth:`first_record_with_epoch`."""
+        found = self.first_record_with_epoch(position, h, timestamp, starting_offset, inflate_limit)
+        return None if found is None else (found[0], found[1])
+
+    def first_record_with_epoch(
+        self, position: int, h: BatchHeader, timestamp: int, starting_offset: int,
+        inflate_limit: int = READ_INFLATE_LIMIT,
+    ) -> tuple[int, int, int] | None:
+        """(offset, timestamp, the batch's leader epoch or -1) of the first record of the batch at
+        ``position`` with timestamp >= ``timestamp`` and offset >= ``starting_offset``. Records of a
         LogAppendTime batch all carry its maxTimestamp (Kafka's rule).
 
         A compressed batch is inflated to at most ``inflate_limit`` bytes and only the
         records' timestamps and offsets are read (keys and values skipped); a batch that
         inflates past it or whose records do not decode raises ``InvalidRecordError``."""
+        epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
         if h.timestamp_type == 1 or (
             h.record_count == 1 and h.last_offset_delta == 0 and h.base_offset >= starting_offset
         ):
             if h.max_timestamp < timestamp:
                 return None
-            return max(h.base_offset, starting_offset), h.max_timestamp
+            return max(h.base_offset, starting_offset), h.max_timestamp, epoch
         batch = self.log.pread(h.batch_length + LOG_OVERHEAD, position)
         for offset, ts in record_times(batch, inflate_limit):
             if ts >= timestamp and offset >= starting_offset:
-                return offset, ts
+                return offset, ts, epoch
         return None
 
     # ------------------------------------------------------------------ recovery

@@ -34,6 +34,7 @@ timestamp type and maxTimestamp become the broker's (CRC recomputed).
 
 from __future__ import annotations
 
+import enum
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -118,6 +119,17 @@ class _Scan(NamedTuple):
     first_null_key: int
 
 
+class AppendOrigin(enum.Enum):
+    """Who appends to a leader's log (Kafka's AppendOrigin): a client's Produce is validated in full;
+    a coordinator (groups, transactions, the share coordinator) may write control batches (transaction
+    markers) and its batches skip the idempotent-duplicate check. REPLICATION (a follower copying its
+    leader) goes through ``Log.append_as_follower`` instead."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
 def validate_and_assign_offsets(
     records: bytes | bytearray | memoryview,
     *,
@@ -126,15 +138,16 @@ def validate_and_assign_offsets(
     now_ms: int,
     policy: ValidationPolicy,
     partition: str,
-    from_client: bool = True,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
     headers: Sequence[BatchHeader] | None = None,
 ) -> ValidationResult:
     """Validate ``records`` for a leader's append and assign offsets from ``first_offset``.
 
     ``records`` is rewritten in place when writable (a bytearray or writable memoryview), else
     copied once. ``headers`` may come from an earlier ``validate_batches(records)`` (framing
-    and CRC already checked). ``from_client=False`` (coordinators) allows control batches.
+    and CRC already checked). ``origin`` COORDINATOR allows control batches.
     """
+    from_client = origin is AppendOrigin.CLIENT
     if headers is None:
         headers = validate_batches(records, max_batch_bytes=policy.max_message_bytes, check_records=False)
     if not headers:

@@ -20,6 +20,14 @@ MBean -> name (Strimzi's generic rules):
 * ``kafka.server<type=ReplicaManager, name=X><>Value`` -> ``kafka_server_replicamanager_x``
 * ``kafka.controller<type=KafkaController, name=X><>Value`` -> ``kafka_controller_kafkacontroller_x``
 * ``kafka.log<type=Log, name=Size, topic=T, partition=P><>Value`` -> ``kafka_log_log_size{topic,partition}``
+* tiered storage (KIP-405, KIP-963; only with remote.log.storage.system.enable, as Kafka registers them):
+  ``kafka.server<type=BrokerTopicMetrics, name=RemoteCopyBytesPerSec, topic=T><>Count`` ->
+  ``kafka_server_brokertopicmetrics_remotecopybytes_total{topic="T"}`` and the other meters;
+  ``kafka.server<type=BrokerTopicMetrics, name=RemoteCopyLagBytes, topic=T><>Value`` ->
+  ``kafka_server_brokertopicmetrics_remotecopylagbytes{topic="T"}`` and the other gauges (no label: all topics);
+  ``kafka.log.remote<type=RemoteStorageThreadPool, name=N><>Value`` ->
+  ``kafka_log_remote_remotestoragethreadpool_n`` (Strimzi's generic rules match a one-word domain after
+  ``kafka.``: a rule for ``kafka.log.remote`` in the same form gives these names)
 * quota sensors ``kafka.server<type=Produce|Fetch|Request, user=U, client-id=C><>throttle-time`` ->
   ``kafka_server_quota_throttle_time{resource,user,clientId}`` (the jmx-exporter quota rule)
 * consumer group lag: Kafka has no broker MBean for it; the names are kafka_exporter's (which
@@ -34,11 +42,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, UnknownMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, BrokerTopicStats, RequestStats
+from odradek.metrics.stats import (
+    FETCH_CONSUMER,
+    FETCH_FOLLOWER,
+    PHASES,
+    BrokerTopicStats,
+    RequestStats,
+    WorkerPoolStats,
+)
 from odradek.protocol import errors as _errors
 
 # Kafka's Errors enum names by code (odradek.protocol.errors holds them as module constants)
@@ -54,6 +74,32 @@ _TOPIC_METRICS = (  # (Kafka's BrokerTopicMetrics name, lower-cased as Strimzi's
     ("failedproducerequests", "failed_produce", "FailedProduceRequestsPerSec: partition appends failed"),
     ("totalfetchrequests", "total_fetch", "TotalFetchRequestsPerSec: partition reads asked"),
     ("failedfetchrequests", "failed_fetch", "FailedFetchRequestsPerSec: partition reads failed"),
+)
+
+_REMOTE_METERS = (  # Kafka's RemoteStorageMetrics meters in BrokerTopicMetrics (KIP-405, KIP-963)
+    ("remotecopybytes", "remote_copy_bytes", "RemoteCopyBytesPerSec: bytes of the segments copied to the remote store"),
+    ("remotecopyrequests", "remote_copy_requests", "RemoteCopyRequestsPerSec: segment copies to the remote store"),
+    ("remotecopyerrors", "remote_copy_errors", "RemoteCopyErrorsPerSec: segment copies failed"),
+    ("remotefetchbytes", "remote_fetch_bytes", "RemoteFetchBytesPerSec: record bytes read from the remote store"),
+    ("remotefetchrequests", "remote_fetch_requests", "RemoteFetchRequestsPerSec: partition reads from the remote tier"),
+    ("remotefetcherrors", "remote_fetch_errors", "RemoteFetchErrorsPerSec: partition reads from the remote tier failed"),
+    ("remotedeleterequests", "remote_delete_requests", "RemoteDeleteRequestsPerSec: remote segments deleted"),
+    ("remotedeleteerrors", "remote_delete_errors", "RemoteDeleteErrorsPerSec: remote segment deletions failed"),
+    ("buildremotelogauxstaterequests", "build_remote_log_aux_state_requests",
+     "BuildRemoteLogAuxStateRequestsPerSec: follower states built from the remote tier"),
+    ("buildremotelogauxstateerrors", "build_remote_log_aux_state_errors",
+     "BuildRemoteLogAuxStateErrorsPerSec: follower states from the remote tier failed"),
+)
+
+_REMOTE_GAUGES = (  # Kafka's RemoteStorageMetrics gauges in BrokerTopicMetrics: sums over the partitions led here
+    ("remotecopylagbytes", "copy_lag_bytes", "RemoteCopyLagBytes: bytes of closed local segments not copied yet"),
+    ("remotecopylagsegments", "copy_lag_segments", "RemoteCopyLagSegments: closed local segments not copied yet"),
+    ("remotedeletelagbytes", "delete_lag_bytes", "RemoteDeleteLagBytes: bytes of remote segments being deleted"),
+    ("remotedeletelagsegments", "delete_lag_segments", "RemoteDeleteLagSegments: remote segments being deleted"),
+    ("remotelogsizebytes", "log_size_bytes", "RemoteLogSizeBytes: bytes of the remote segments"),
+    ("remotelogmetadatacount", "metadata_count", "RemoteLogMetadataCount: remote segments (any state but deleted)"),
+    ("remotelogsizecomputationtime", "size_computation_time_ms",
+     "RemoteLogSizeComputationTime: ms the remote log size took to compute"),
 )
 
 
@@ -94,6 +140,16 @@ class TopicState(Protocol):
     partitions: Any  # list of (index, replicas, leader, leader_epoch, isr) records
 
 
+class GcPauseState(Protocol):
+    """What the collector reads of the garbage collector's pauses (server.gc_tuning.GcPauses)."""
+
+    buckets: list[list[int]]  # per generation: pauses per bucket of ``bounds``, the last one +Inf
+    count: list[int]
+    seconds: list[float]
+    longest: list[float]
+    collected: list[int]
+
+
 class QuotaThrottles(Protocol):
     def throttle_time_avg_ms(self, now_ms: int) -> dict[tuple[str, str], float]: ...
 
@@ -121,6 +177,16 @@ class MetricsSources:
     spliced_bytes: Callable[[], int] = lambda: 0  # follower record bytes spliced into segment files
     # the fetch session cache (KIP-227): (sessions, partitions cached, sessions evicted so far)
     fetch_sessions: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)
+    # the cyclic garbage collector's pauses of this process, and the bounds of their histogram's buckets (seconds)
+    gc_pauses: GcPauseState | None = None
+    gc_pause_bounds: tuple[float, ...] = ()
+    # tiered storage (KIP-405): the remote log manager's copy and reader pools; None: the broker does not tier
+    remote_pools: Callable[[], tuple[WorkerPoolStats, WorkerPoolStats] | None] = lambda: None
+
+
+def _le(bound: float) -> str:
+    """A histogram bucket's ``le`` label as Prometheus writes it (``+Inf``, ``0.1``, ``1.0``)."""
+    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class KafkaCollector(Collector):
@@ -130,24 +196,61 @@ class KafkaCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         yield from self._topic_metrics()
+        yield from self._remote_storage()
         yield from self._request_metrics()
         yield from self._replica_manager()
         yield from self._controller()
         yield from self._logs_and_lag()
         yield from self._quotas()
         yield from self._socket_server()
+        yield from self._gc_pauses()
 
     # -- BrokerTopicMetrics
     def _topic_metrics(self) -> Iterator[Any]:
         stats = self.src.topic_stats
+        topics = sorted(stats.merged_topics().items())
         total = stats.all_topics()
         for short, attr, doc in _TOPIC_METRICS:
             fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
-            for name, c in sorted(stats.topics.items()):
+            for name, c in topics:
                 fam.add_metric([name], getattr(c, attr))
             # the all-topics MBean (no topic key): the same family without the label
             fam.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}_total", {}, getattr(total, attr)))
             yield fam
+
+    # -- tiered storage: RemoteStorageMetrics (BrokerTopicMetrics, RemoteLogManager, RemoteStorageThreadPool)
+    def _remote_storage(self) -> Iterator[Any]:
+        pools = self.src.remote_pools()
+        if pools is None:  # Kafka registers them only with remote.log.storage.system.enable
+            return
+        stats = self.src.topic_stats
+        merged = stats.merged_topics()
+        total = stats.all_topics()
+        for short, attr, doc in _REMOTE_METERS:
+            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+            for name, c in sorted(merged.items()):
+                fam.add_metric([name], getattr(c, attr))
+            fam.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}_total", {}, getattr(total, attr)))
+            yield fam
+        per_topic = {name: stats.remote_topic(name) for name in sorted({*merged, *stats.remote})}
+        all_remote = stats.all_remote()
+        for short, attr, doc in _REMOTE_GAUGES:
+            gauge = GaugeMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+            for name, g in per_topic.items():
+                gauge.add_metric([name], getattr(g, attr))
+            gauge.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}", {}, getattr(all_remote, attr)))
+            yield gauge
+        copy, readers = pools
+        # kafka.log.remote<type=RemoteLogManager|RemoteStorageThreadPool, name=N><>Value
+        yield GaugeMetricFamily("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent",
+                                "RemoteLogManagerTasksAvgIdlePercent: share (0..1) of the copy and deletion threads "
+                                "idle", value=copy.idle_ratio())
+        yield GaugeMetricFamily("kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize",
+                                "RemoteLogReaderTaskQueueSize: remote reads waiting for a reader thread",
+                                value=readers.queue_size())
+        yield GaugeMetricFamily("kafka_log_remote_remotestoragethreadpool_remotelogreaderavgidlepercent",
+                                "RemoteLogReaderAvgIdlePercent: share (0..1) of the reader threads idle",
+                                value=readers.idle_ratio())
 
     # -- RequestMetrics
     def _request_name(self, key: int) -> str:
@@ -302,3 +405,28 @@ class KafkaCollector(Collector):
         yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidle_percent",
                                 "share of time the event loop's thread was not on the CPU (0..1)", value=idle)
 
+
+    # -- the garbage collector (Odradek's own: the JVM's GC MBeans have no counterpart here)
+    def _gc_pauses(self) -> Iterator[Any]:
+        gcp = self.src.gc_pauses
+        if gcp is None:
+            return
+        hist = HistogramMetricFamily("odradek_gc_pause_seconds", "how long each collection of Python's cyclic garbage "
+                                     "collector held the process (and its event loop), per generation",
+                                     labels=["generation"])
+        for gen, counts in enumerate(gcp.buckets):
+            cumulative, running = [], 0
+            for bound, n in zip((*self.src.gc_pause_bounds, float("inf")), counts, strict=True):
+                running += n
+                cumulative.append((_le(bound), running))
+            hist.add_metric([str(gen)], cumulative, gcp.seconds[gen])
+        yield hist
+        longest = GaugeMetricFamily("odradek_gc_pause_max_seconds", "the longest pause of each generation since the "
+                                    "broker started", labels=["generation"])
+        collected = CounterMetricFamily("odradek_gc_collected_objects", "unreachable objects the collections freed",
+                                        labels=["generation"])
+        for gen in range(len(gcp.buckets)):
+            longest.add_metric([str(gen)], gcp.longest[gen])
+            collected.add_metric([str(gen)], gcp.collected[gen])
+        yield longest
+        yield collected

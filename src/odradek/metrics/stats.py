@@ -2,12 +2,16 @@
 
 Nothing here calls prometheus_client; :mod:`odradek.metrics.collector` turns these into Kafka's
 metric names when ``/metrics`` is scraped. Each object belongs to the event loop that updates it
-(the scrape runs on that loop too), so no locks.
+(the scrape runs on that loop too), so no locks; a worker thread (tiered storage's readers) counts in
+objects of its own that only it writes (``BrokerTopicStats.for_thread``, ``WorkerPoolStats``), summed at
+scrape time.
 
 * :class:`BrokerTopicStats` — Kafka's BrokerTopicMetrics per topic: MessagesIn, BytesIn, BytesOut,
   ReplicationBytesIn, ReplicationBytesOut, TotalProduceRequests, FailedProduceRequests, TotalFetchRequests,
-  FailedFetchRequests (counted per partition, as Kafka's ReplicaManager marks them). The all-topics
-  values are the sums, made at scrape time.
+  FailedFetchRequests (counted per partition, as Kafka's ReplicaManager marks them), and tiered storage's
+  meters and gauges (Kafka's RemoteStorageMetrics, KIP-405 and KIP-963: RemoteCopyBytes ... RemoteLogSizeBytes,
+  :class:`RemoteLogGauges` per partition). The all-topics values are the sums, made at scrape time.
+* :class:`WorkerPoolStats` — Kafka's RemoteStorageThreadPool gauges (task queue size, idle share).
 * :class:`RequestStats` — Kafka's RequestMetrics: requests per (request, version) and the
   latency of each phase of a request (RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs,
   ResponseQueueTimeMs, ResponseSendTimeMs, TotalTimeMs) per request name, measured by the
@@ -17,6 +21,12 @@ metric names when ``/metrics`` is scraped. Each object belongs to the event loop
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # Kafka's RequestMetrics names for a Fetch: a consumer's and a follower's are kept apart
 FETCH_CONSUMER = 1000
@@ -34,7 +44,12 @@ _NBUCKETS = 40 * _SUB  # up to 2**40 µs (12 days)
 class TopicCounters:
     __slots__ = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_in", "replication_bytes_out",
                  "total_produce",
-                 "failed_produce", "total_fetch", "failed_fetch")
+                 "failed_produce", "total_fetch", "failed_fetch",
+                 # tiered storage (KIP-405, KIP-963: Kafka's RemoteStorageMetrics in BrokerTopicMetrics)
+                 "remote_copy_bytes", "remote_copy_requests", "remote_copy_errors",
+                 "remote_fetch_bytes", "remote_fetch_requests", "remote_fetch_errors",
+                 "remote_delete_requests", "remote_delete_errors",
+                 "build_remote_log_aux_state_requests", "build_remote_log_aux_state_errors")
 
     def __init__(self) -> None:
         self.messages_in = 0
@@ -46,12 +61,58 @@ class TopicCounters:
         self.failed_produce = 0
         self.total_fetch = 0
         self.failed_fetch = 0
+        self.remote_copy_bytes = 0
+        self.remote_copy_requests = 0
+        self.remote_copy_errors = 0
+        self.remote_fetch_bytes = 0
+        self.remote_fetch_requests = 0
+        self.remote_fetch_errors = 0
+        self.remote_delete_requests = 0
+        self.remote_delete_errors = 0
+        self.build_remote_log_aux_state_requests = 0
+        self.build_remote_log_aux_state_errors = 0
+
+    def add(self, other: TopicCounters) -> None:
+        for k in TopicCounters.__slots__:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+
+class RemoteLogGauges:
+    """Kafka's per-partition remote storage gauges (BrokerTopicStats.recordRemoteCopyLagBytes and the
+    others, KIP-963), which BrokerTopicMetrics sums per topic and over all topics. Set by the remote log
+    manager on the event loop for the tiered partitions this broker leads."""
+
+    __slots__ = ("copy_lag_bytes", "copy_lag_segments", "delete_lag_bytes", "delete_lag_segments",
+                 "log_size_bytes", "metadata_count", "size_computation_time_ms")
+
+    def __init__(self) -> None:
+        self.copy_lag_bytes = 0  # RemoteCopyLagBytes: bytes of the closed local segments not copied yet
+        self.copy_lag_segments = 0  # RemoteCopyLagSegments
+        self.delete_lag_bytes = 0  # RemoteDeleteLagBytes: bytes of remote segments being deleted
+        self.delete_lag_segments = 0  # RemoteDeleteLagSegments
+        self.log_size_bytes = 0  # RemoteLogSizeBytes: bytes of the remote segments listed
+        self.metadata_count = 0  # RemoteLogMetadataCount: remote segments listed (any state but deleted)
+        self.size_computation_time_ms = 0  # RemoteLogSizeComputationTime
+
+    def add(self, other: RemoteLogGauges) -> None:
+        for k in RemoteLogGauges.__slots__:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
 class BrokerTopicStats:
+    """The topic counters of one broker. ``topic`` belongs to the event loop; worker threads (the remote log
+    manager's readers) count in their own counters, :meth:`for_thread`, each written by that thread only,
+    so no update takes a lock or can be lost between two threads; a scrape adds them up
+    (:meth:`merged_topics`)."""
+
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
         self.removed = TopicCounters()  # what deleted topics counted (the all-topics sums keep it)
+        # per topic, per partition: the remote storage gauges (event loop only)
+        self.remote: dict[str, dict[int, RemoteLogGauges]] = {}
+        self._local = threading.local()
+        self._threads: list[dict[str, TopicCounters]] = []  # each worker thread's own counters
+        self._threads_lock = threading.Lock()  # taken once per thread, when it first counts
 
     def topic(self, name: str) -> TopicCounters:
         c = self.topics.get(name)
@@ -59,19 +120,129 @@ class BrokerTopicStats:
             c = self.topics[name] = TopicCounters()
         return c
 
+    def for_thread(self, name: str) -> TopicCounters:
+        """Topic ``name``'s counters that only the calling thread writes (a worker thread's)."""
+        mine: dict[str, TopicCounters] | None = getattr(self._local, "topics", None)
+        if mine is None:
+            mine = self._local.topics = {}
+            with self._threads_lock:
+                self._threads.append(mine)
+        c = mine.get(name)
+        if c is None:
+            c = mine[name] = TopicCounters()
+        return c
+
+    def remote_partition(self, topic: str, partition: int) -> RemoteLogGauges:
+        parts = self.remote.get(topic)
+        if parts is None:
+            parts = self.remote[topic] = {}
+        g = parts.get(partition)
+        if g is None:
+            g = parts[partition] = RemoteLogGauges()
+        return g
+
+    def remove_remote_partition(self, topic: str, partition: int) -> None:
+        """A partition no longer led here (Kafka resets its copy lag and drops its gauges)."""
+        parts = self.remote.get(topic)
+        if parts is not None:
+            parts.pop(partition, None)
+
+    def remote_topic(self, name: str) -> RemoteLogGauges:
+        total = RemoteLogGauges()
+        for g in list(self.remote.get(name, {}).values()):
+            total.add(g)
+        return total
+
     def remove(self, name: str) -> None:
         """A deleted topic's metrics go (Kafka's BrokerTopicStats.removeMetrics); the all-topics sums keep them."""
-        c = self.topics.pop(name, None)
-        if c is not None:
-            for k in TopicCounters.__slots__:
-                setattr(self.removed, k, getattr(self.removed, k) + getattr(c, k))
+        self.remote.pop(name, None)
+        gone = [self.topics.pop(name, None)]
+        with self._threads_lock:
+            threads = list(self._threads)
+        gone += [mine.pop(name, None) for mine in threads]
+        for c in gone:
+            if c is not None:
+                self.removed.add(c)
+
+    def merged_topics(self) -> dict[str, TopicCounters]:
+        """Per topic, the event loop's counters plus the worker threads' (the loop's own objects when no
+        worker thread counted)."""
+        with self._threads_lock:
+            threads = [mine.copy() for mine in self._threads]  # a dict copy is atomic: no size change under us
+        if not any(threads):
+            return self.topics
+        out: dict[str, TopicCounters] = {}
+        for source in [self.topics.copy(), *threads]:
+            for name, c in source.items():
+                m = out.get(name)
+                if m is None:
+                    m = out[name] = TopicCounters()
+                m.add(c)
+        return out
 
     def all_topics(self) -> TopicCounters:
         total = TopicCounters()
-        for c in [*self.topics.values(), self.removed]:
-            for k in TopicCounters.__slots__:
-                setattr(total, k, getattr(total, k) + getattr(c, k))
+        for c in [*self.merged_topics().values(), self.removed]:
+            total.add(c)
         return total
+
+    def all_remote(self) -> RemoteLogGauges:
+        total = RemoteLogGauges()
+        for name in list(self.remote):
+            total.add(self.remote_topic(name))
+        return total
+
+
+class WorkerPoolStats:
+    """Kafka's RemoteStorageThreadPool gauges of a pool of worker threads: TaskQueueSize (tasks waiting for a
+    thread, from ``queued``: the pool's queue, where a cancelled task stays until a thread takes it, as in
+    Java's) and AvgIdlePercent (1 - busy threads / threads). Each worker counts the tasks it started and
+    finished in its own slot: no lock on the way, none lost between threads."""
+
+    def __init__(self, threads: int, queued: Callable[[], int] = lambda: 0) -> None:
+        self.threads = max(threads, 1)
+        self.queued = queued
+        self._local = threading.local()
+        self._slots: list[list[int]] = []  # per worker thread: [started, finished]
+        self._lock = threading.Lock()  # taken once per thread, when it first runs a task
+
+    def _slot(self) -> list[int]:
+        slot: list[int] | None = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = [0, 0]
+            with self._lock:
+                self._slots.append(slot)
+        return slot
+
+    def wrap(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """``fn`` counted as busy while a worker runs it."""
+
+        def run(*args: Any) -> T:
+            slot = self._slot()
+            slot[0] += 1
+            try:
+                return fn(*args)
+            finally:
+                slot[1] += 1
+
+        return run
+
+    def busy(self) -> int:
+        with self._lock:
+            slots = [(s[0], s[1]) for s in self._slots]
+        return max(sum(s[0] - s[1] for s in slots), 0)
+
+    def queue_size(self) -> int:
+        return self.queued()
+
+    def idle_ratio(self) -> float:
+        return 1.0 - min(self.busy(), self.threads) / self.threads
+
+
+def executor_queue(executor: Any) -> Callable[[], int]:
+    """The number of tasks waiting in a ThreadPoolExecutor's queue (its ``_work_queue``; 0 if it has none)."""
+    queue = getattr(executor, "_work_queue", None)
+    return queue.qsize if queue is not None else lambda: 0
 
 
 def bucket_of(us: int) -> int:

@@ -27,7 +27,7 @@
     city = "Nullable(String)"
 
 Relative paths are relative to the config file's directory. Column types are ClickHouse types; the
-supported ones are listed in ``etl.SPARK_TYPES``. The warehouse layer (``[[dw.*]]``) is described in
+supported ones are listed in ``spark_types.SPARK_TYPES``. The warehouse layer (``[[dw.*]]``) is described in
 ``warehouse.py``.
 """
 
@@ -39,34 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from odradek.pipeline.column_type import ColumnType
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 VERSION_PATHS = ("source.lsn", "ts_ms", "source.ts_ms")
 
 
 class ConfigError(ValueError):
     pass
-
-
-@dataclass(frozen=True)
-class ColumnType:
-    """A ClickHouse column type, split into its base type and whether it is Nullable."""
-
-    ch: str  # as written, e.g. "Nullable(String)"
-    base: str  # e.g. "String", "Decimal(10, 2)", "DateTime64(3)"
-    nullable: bool
-
-    @classmethod
-    def parse(cls, raw: str) -> ColumnType:
-        t = raw.strip()
-        nullable = False
-        m = re.fullmatch(r"LowCardinality\((.*)\)", t)
-        if m:
-            t = m.group(1).strip()
-        m = re.fullmatch(r"Nullable\((.*)\)", t)
-        if m:
-            nullable = True
-            t = m.group(1).strip()
-        return cls(raw.strip(), t, nullable)
 
 
 @dataclass(frozen=True)
@@ -120,7 +100,7 @@ def _ident(name: Any, where: str) -> str:
 
 
 def parse(data: dict[str, Any], base: Path) -> PipelineConfig:
-    from odradek.pipeline.etl import spark_type  # validates column types
+    from odradek.pipeline.spark_types import spark_type  # validates column types (imports pyspark)
 
     broker = data.get("broker", {})
     wh = data.get("warehouse", {})

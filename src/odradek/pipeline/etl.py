@@ -13,7 +13,8 @@ Input: rows of the ``odradek`` source (``key``, ``value``, ``topic``, ``partitio
   else from the message key), the version, and every declared column conformed to its type. The first
   problem found becomes ``_reason``: not a JSON object, missing/unknown op, missing after image, missing
   key field, missing or bad version, missing required field, wrong type. Tombstones (null value, which
-  Debezium sends after a delete for log compaction) are neither loaded nor quarantined.
+  Debezium sends after a delete for log compaction) are neither loaded nor quarantined. A TRUNCATE (``t``:
+  no row, no key) only needs a good version; ``job.truncate`` applies it (``pipeline/debezium.py``).
 - ``BatchTransform``: both for every table in one pass; the job (``odradek.pipeline.job.split``) divides
   each table's rows into ODS rows and quarantine rows.
 
@@ -30,72 +31,26 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
-    ByteType,
-    DataType,
     DateType,
     DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
     StringType,
     TimestampType,
 )
 
-from odradek.pipeline.config import ColumnType, OdsTable
+from odradek.pipeline.column_type import ColumnType
+from odradek.pipeline.config import OdsTable
+from odradek.pipeline.spark_types import INT_RANGES, spark_type
 
 ENVELOPE = ("op string, before map<string,string>, after map<string,string>, source map<string,string>, "
             "ts_ms string")
-OPS = ("c", "u", "d", "r")
-
-_INT_RANGES: dict[str, tuple[int, int, DataType]] = {
-    "Int8": (-(2**7), 2**7 - 1, ByteType()),
-    "Int16": (-(2**15), 2**15 - 1, ShortType()),
-    "Int32": (-(2**31), 2**31 - 1, IntegerType()),
-    "Int64": (-(2**63), 2**63 - 1, LongType()),
-    "UInt8": (0, 2**8 - 1, ShortType()),
-    "UInt16": (0, 2**16 - 1, IntegerType()),
-    "UInt32": (0, 2**32 - 1, LongType()),
-    "UInt64": (0, 2**63 - 1, LongType()),  # values above 2^63-1 are not supported
-}
-
-SPARK_TYPES = ("Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal(P, S), Bool, String, FixedString(N), "
-               "UUID, Date, Date32, DateTime, DateTime64(P) (each optionally Nullable or LowCardinality)")
-
-
-def spark_type(ct: ColumnType) -> DataType:
-    """The Spark type a ClickHouse column type is conformed to (ValueError if unsupported)."""
-    b = ct.base
-    if b in _INT_RANGES:
-        return _INT_RANGES[b][2]
-    if b == "Float32":
-        return FloatType()
-    if b == "Float64":
-        return DoubleType()
-    if b in ("Bool", "Boolean"):
-        return BooleanType()
-    if b == "String" or b == "UUID" or re.fullmatch(r"FixedString\(\d+\)", b):
-        return StringType()
-    if b in ("Date", "Date32"):
-        return DateType()
-    if b == "DateTime" or re.fullmatch(r"DateTime(\('[^']*'\))?", b) or re.fullmatch(r"DateTime64\(\d(,\s*'[^']*')?\)", b):
-        return TimestampType()
-    m = re.fullmatch(r"Decimal\((\d+),\s*(\d+)\)", b)
-    if m:
-        p, s = int(m.group(1)), int(m.group(2))
-        if not 1 <= p <= 38 or s > p:
-            raise ValueError(f"unsupported precision/scale in {b}")
-        return DecimalType(p, s)
-    raise ValueError(f"unsupported type {ct.ch!r}; supported: {SPARK_TYPES}")
-
+OPS = ("c", "u", "d", "r", "t")  # t: a TRUNCATE (no row image; job.load deletes the older rows)
 
 def conform(raw: Column, ct: ColumnType) -> Column:
     """JSON scalar text → the column's Spark type; null when it does not conform."""
     b = ct.base
     t = spark_type(ct)
-    if b in _INT_RANGES:
-        lo, hi, _ = _INT_RANGES[b]
+    if b in INT_RANGES:
+        lo, hi, _ = INT_RANGES[b]
         v = _try_cast(raw, "bigint")
         return F.when((v >= F.lit(lo)) & (v <= F.lit(hi)), v.cast(t))
     if isinstance(t, BooleanType):
@@ -179,7 +134,10 @@ def clean_columns(table: OdsTable) -> list[Column]:
             F.lit(f"wrong type for '{name}': expected {ct.ch}, got "), F.substring(raw, 1, 200))))
         if not ct.nullable:
             checks.append(F.when((op != "d") & raw.isNull(), F.lit(f"missing required field '{name}'")))
-    reason = F.when(F.col("value").isNull(), F.lit(None).cast("string")).otherwise(F.coalesce(*checks))
+    # a TRUNCATE has no row and no key: only its version must be good
+    reason = (F.when(F.col("value").isNull(), F.lit(None).cast("string"))
+              .when((op == "t") & version.isNotNull() & (version >= 0), F.lit(None).cast("string"))
+              .otherwise(F.coalesce(*checks)))
     return [
         *[F.col(c) for c in ("key", "value", "topic", "partition", "offset", "timestamp")],
         reason.alias("_reason"),

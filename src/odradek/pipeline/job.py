@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from odradek.pipeline import etl, warehouse
 from odradek.pipeline.config import OdsTable, PipelineConfig
 from odradek.pipeline.etl import SOURCE_COLUMNS
-from odradek.pipeline.sink import LOADED_COLUMNS, QUARANTINE_COLUMNS, ChdbSink, q
+from odradek.pipeline.sink import LOADED_COLUMNS, QUARANTINE_COLUMNS, ChdbSink, q, sql_string
 from odradek.pipeline.warm_up import warm_up
 
 
@@ -50,9 +50,12 @@ def batch_token(tbl: pa.Table) -> str:
 
 
 def split(tbl: pa.Table, table: OdsTable) -> tuple[pa.Table, pa.Table, int]:
-    """(ODS rows, quarantine rows, tombstones) from one table's cleaned batch."""
+    """(ODS rows, quarantine rows, tombstones) from one table's cleaned batch; TRUNCATE events (``t``) are
+    none of these (``truncations``)."""
     reason = tbl["_reason"]
-    good_mask = pc.and_(pc.is_null(reason), pc.is_valid(tbl["value"]))
+    clean = pc.and_(pc.is_null(reason), pc.is_valid(tbl["value"]))
+    truncate = pc.fill_null(pc.equal(tbl["_op"], "t"), False)
+    good_mask = pc.and_(clean, pc.invert(truncate))
     bad_mask = pc.is_valid(reason)
     good = tbl.filter(good_mask)
     good = pa.table(
@@ -66,8 +69,15 @@ def split(tbl: pa.Table, table: OdsTable) -> tuple[pa.Table, pa.Table, int]:
          bad["timestamp"], bad["_reason"], bad["key"], bad["value"]],
         names=list(QUARANTINE_COLUMNS),
     )
-    tombstones = tbl.num_rows - good.num_rows - bad.num_rows
+    tombstones = tbl.num_rows - good.num_rows - bad.num_rows - len(truncations(tbl))
     return good, bad, tombstones
+
+
+def truncations(tbl: pa.Table) -> list[int]:
+    """The versions (LSNs) of one table's good TRUNCATE events in a cleaned batch, ascending."""
+    mask = pc.and_(pc.and_(pc.is_null(tbl["_reason"]), pc.is_valid(tbl["value"])),
+                   pc.fill_null(pc.equal(tbl["_op"], "t"), False))
+    return sorted(int(v) for v in tbl.filter(mask)["_version"].to_pylist())
 
 
 @dataclass
@@ -102,7 +112,7 @@ class BatchProcessor:
                 continue
             token = batch_token(tbl)
             good, bad, tombstones = split(tbl, table)
-            load(self.sink, self.warehouse, table, good, bad, token)
+            load(self.sink, self.warehouse, table, good, bad, token, truncations(tbl))
             stats.rows_in += tbl.num_rows
             stats.loaded[table.table] = good.num_rows
             stats.quarantined += bad.num_rows
@@ -112,10 +122,11 @@ class BatchProcessor:
             self.stats[batch_id] = stats
 
 
-def load(sink: ChdbSink, wh: warehouse.Warehouse, table: OdsTable, good: pa.Table, bad: pa.Table, token: str) -> None:
+def load(sink: ChdbSink, wh: warehouse.Warehouse, table: OdsTable, good: pa.Table, bad: pa.Table, token: str,
+         truncated: list[int] | None = None) -> None:
     """One table's share of a batch into the warehouse, every insert deduplicated by ``token``: the
     derived rows first (computed from the ODS as it was before this batch), then the ODS and the
-    quarantine."""
+    quarantine, then the batch's TRUNCATEs (``truncate``)."""
     for h in wh.histories_of(table.table):
         hist = warehouse.history_rows(sink, h, good)
         sink.insert(f"dw.{q(h.name)}", list(hist.column_names), hist, f"dw.{h.name}:{token}")
@@ -125,6 +136,21 @@ def load(sink: ChdbSink, wh: warehouse.Warehouse, table: OdsTable, good: pa.Tabl
         sink.insert(f"dw.{q(feed)}", list(first.column_names), first, f"dw.{feed}:{token}")
     sink.insert(f"ods.{q(table.state_table)}", list(good.column_names), good, f"ods.{table.table}:{token}")
     sink.insert("ods.quarantine", list(QUARANTINE_COLUMNS), bad, f"quarantine.{table.table}:{token}")
+    for lsn in truncated or ():
+        truncate(sink, table, lsn, f"ods.{table.table}:{token}:truncate:{lsn}")
+
+
+def truncate(sink: ChdbSink, table: OdsTable, version: int, token: str) -> None:
+    """A TRUNCATE at ``version``: a delete row (``_is_deleted = 1``, that version) for every live key whose
+    version is older, so ``FINAL`` drops them while rows of later changes stay. Deduplicated by ``token``
+    like every insert of the batch: a replay after a crash inserts nothing again."""
+    state = f"ods.{q(table.state_table)}"
+    cols = ", ".join(q(c) for c in table.columns)
+    sink.execute(
+        f"INSERT INTO {state} ({cols}, _version, _is_deleted, _op, _ts_ms, _topic, _partition, _offset, _timestamp) "
+        f"SETTINGS insert_deduplicate = 1, insert_deduplication_token = {sql_string(token)} "
+        f"SELECT {cols}, toUInt64({int(version)}), 1, 't', _ts_ms, _topic, _partition, _offset, _timestamp "
+        f"FROM {state} FINAL WHERE _is_deleted = 0 AND _version < {int(version)}")
 
 
 def table_rows(arrow: pa.Table, i: int, table: OdsTable) -> pa.Table:

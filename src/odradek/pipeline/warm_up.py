@@ -35,7 +35,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from odradek.pipeline.config import ColumnType, OdsTable
+from odradek.pipeline.column_type import ColumnType
+from odradek.pipeline.config import OdsTable
 from odradek.pipeline.etl import SOURCE_COLUMNS
 
 RECENT_RECORDS = 200  # per partition: the newest records of the real topics the dry run reads

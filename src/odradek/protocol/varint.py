@@ -31,6 +31,8 @@ from typing import Any
 
 VARINT_MAX_BYTES = 5  # a 32-bit value
 VARLONG_MAX_BYTES = 10  # a 64-bit value
+_MASK32 = (1 << 32) - 1
+_MASK64 = (1 << 64) - 1
 
 
 class VarintError(ValueError):
@@ -132,6 +134,9 @@ def read_varint(buf: Any, pos: int, end: int, max_bytes: int = VARINT_MAX_BYTES)
         pos += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
+            # Kafka's readVarint keeps 32 bits (its int drops the 5th byte's high bits), readVarlong 64: a
+            # non-canonical encoding reads as the value Kafka reads (the C walks in _speedups.c do the same)
+            raw &= _MASK32 if max_bytes <= VARINT_MAX_BYTES else _MASK64
             return (raw >> 1) ^ -(raw & 1), pos
         if pos >= last:
             raise VarintError(f"varint longer than {max_bytes} bytes")

@@ -1,5 +1,5 @@
 """DelayedFetch: a fetch parked until fetch.min.bytes are readable or fetch.max.wait.ms
-passes (Kafka's DelayedFetch, in the replica manager's fetch purgatory, server.purgatory),
+passes (Kafka's DelayedFetch, in the replica manager's fetch purgatory, odradek.purgatory),
 and FetchParams, what ReplicaManager.fetch needs of a Fetch request (Kafka's FetchParams).
 
 It is watched under every partition it reads; an append (consumers' data lands below the
@@ -17,28 +17,32 @@ the partitions are read once more and answered whatever they hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+import concurrent.futures
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from odradek.server.purgatory import DelayedOperation
+from odradek.log.fetch_isolation import FetchIsolation
+from odradek.protocol import errors
+from odradek.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
     from odradek.protocol.fetch_response import PartitionResult
     from odradek.server.fetch_session import CachedPartition
-    from odradek.server.replica_manager import ReplicaManager
 
 TP = tuple[str, int]
 
 
 @dataclass(slots=True)
 class FetchParams:
-    """A fetch's request-level parameters (Kafka's FetchParams)."""
+    """A fetch's request-level parameters (Kafka's FetchParams). ``isolation`` is how far its reads go,
+    made by the handler from the request's replica id and isolation level (``FetchIsolation.of``: LOG_END for a
+    follower); ``replica_id`` says whose fetch it is (a follower's offsets move its state)."""
 
-    replica_id: int = -1  # ≥ 0: a follower's fetch (reads up to the log end, moves its state)
+    replica_id: int = -1  # ≥ 0: a follower's fetch (moves its state, the ISR and the high watermark)
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 0x7FFFFFFF
-    read_committed: bool = False
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
     topic_ids: bool = False  # v13+: a topic unknown here is UNKNOWN_TOPIC_ID
 
     @property
@@ -50,18 +54,55 @@ class FetchParams:
 FetchPartitions = list[tuple[TP, "CachedPartition"]]
 
 
+class FetchReader(Protocol):
+    """What a DelayedFetch reads its partitions through: server.replica_manager.ReplicaManager (a protocol
+    here, so that replication/ does not import server/ back)."""
+
+    def nothing_to_read(self, params: FetchParams, partitions: FetchPartitions) -> bool: ...
+
+    def read_from_log(
+        self, params: FetchParams, partitions: FetchPartitions, update_follower: bool
+    ) -> LogReadResult: ...
+
+
+@dataclass(slots=True)
+class RemoteFetchInfo:
+    """Kafka's RemoteStorageFetchInfo: what to read from the remote tier for one partition of a fetch."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    min_one_message: bool
+    isolation: FetchIsolation  # TXN_COMMITTED: the aborted transactions the records overlap are read too
+    result: PartitionResult | None = None  # the partition's entry in the fetch's response
+    future: concurrent.futures.Future[RemoteReadResult] | None = field(default=None)
+
+
+@dataclass(slots=True)
+class RemoteReadResult:
+    """The bytes of whole batches read from a remote segment, and the aborted transactions they overlap
+    (producer id, first offset) for TXN_COMMITTED."""
+
+    records: bytes
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+    error_code: int = errors.NONE
+
+
 class LogReadResult(NamedTuple):
     """One read of a fetch's partitions (Kafka's LogReadResult, for all of them)."""
 
     partitions: list[tuple[TP, CachedPartition, PartitionResult]]
     bytes: int  # record bytes read
     has_error: bool  # a partition answered an error
+    # partitions to read from the remote tier (tiered storage: below the local log start), or None
+    remote: list[RemoteFetchInfo] | None = None
 
 
 class DelayedFetch(DelayedOperation[LogReadResult]):
     __slots__ = ("manager", "params", "fetch_partitions", "_read")
 
-    def __init__(self, manager: ReplicaManager, params: FetchParams, partitions: FetchPartitions) -> None:
+    def __init__(self, manager: FetchReader, params: FetchParams, partitions: FetchPartitions) -> None:
         super().__init__(params.max_wait_ms)
         self.manager = manager
         self.params = params

@@ -1,6 +1,6 @@
 """DelayedProduce: an acks=all append parked until the high watermark of every partition
 it wrote to passes the end of its batches (Kafka's DelayedProduce, in the replica
-manager's produce purgatory, server.purgatory). The group coordinator's answers wait for
+manager's produce purgatory, odradek.purgatory). The group coordinator's answers wait for
 its __consumer_offsets appends the same way (Kafka's GroupMetadataManager appends with
 acks=-1 and answers in the append callback).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from odradek.protocol import errors
-from odradek.server.purgatory import DelayedOperation
+from odradek.purgatory import DelayedOperation
 
 TP = tuple[str, int]
 # check(tp, required_offset) -> error code when decided, None while still waiting

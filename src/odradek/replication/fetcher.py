@@ -28,7 +28,10 @@ count either way, as Kafka's ReplicaFetcherThread records them).
 Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
 UNKNOWN_TOPIC_OR_PARTITION back off and retry (the controller's next LeaderAndIsr moves
 the partition if leadership changed); OFFSET_OUT_OF_RANGE below the leader's log start
-restarts the log there, above its end truncates again.
+restarts the log there, above its end truncates again; OFFSET_MOVED_TO_TIERED_STORAGE (below a tiered
+leader's local log start, KIP-405) asks the leader's earliest local offset (ListOffsets -4) and has the
+remote log manager (``TierStateBuilder``) build the log's state from the remote tier at that offset
+(Kafka's TierStateMachine) before fetching from there.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.async_wire import AsyncWireClient, Connect, WireError
 from odradek.client.socket_wire import SocketWireClient
@@ -60,6 +63,8 @@ log = logging.getLogger("odradek.replica.fetcher")
 TP = tuple[str, int]
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 8  # EARLIEST_LOCAL_TIMESTAMP (-4, KIP-1005)
+EARLIEST_LOCAL_TIMESTAMP = -4
 _RETRIABLE = {
     errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH,
     errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE, errors.REQUEST_TIMED_OUT,
@@ -105,6 +110,18 @@ class FetchState:
     truncating: bool = True
     retry_at: float = 0.0
     in_sync: bool = False  # Kafka's isReplicaInSync: caught up with the leader's high watermark last fetch
+    tiered: bool = False  # OFFSET_MOVED_TO_TIERED_STORAGE: the state is built from the remote tier first
+    tiered_log_start: int = -1  # the leader's log start offset then
+
+
+class TierStateBuilder(Protocol):
+    """Builds a follower's state from the remote tier (server.remote_log_manager.RemoteLogManager)."""
+
+    async def build_remote_log_aux_state(
+        self, plog: Log, leader_local_start: int, leader_epoch: int, leader_log_start: int,
+    ) -> bool:
+        """Kafka's TierStateMachine.buildRemoteLogAuxState: False when it cannot be done yet (retried)."""
+        ...
 
 
 class ReplicaFetcher:
@@ -119,6 +136,7 @@ class ReplicaFetcher:
         self.quota = quota
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
         self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # ReplicationBytesIn
+        self.tier_state: TierStateBuilder | None = None  # tiered storage (KIP-405)
         self.leader_id = leader_id
         self.address = (host, port)
         self.get_log = get_log
@@ -167,13 +185,18 @@ class ReplicaFetcher:
                 continue
             now = time.monotonic()
             try:
-                trunc = [tp for tp, s in self.partitions.items() if s.truncating and s.retry_at <= now]
+                tiered = [tp for tp, s in self.partitions.items() if s.tiered and s.retry_at <= now]
+                if tiered:
+                    await self._build_tier_state(tiered)
+                trunc = [tp for tp, s in self.partitions.items()
+                         if s.truncating and not s.tiered and s.retry_at <= now]
                 if trunc:
                     await self._truncate(trunc)
-                ready = [tp for tp, s in self.partitions.items() if not s.truncating and s.retry_at <= now]
+                ready = [tp for tp, s in self.partitions.items()
+                         if not s.truncating and not s.tiered and s.retry_at <= now]
                 if ready:
                     await self._fetch(ready)
-                elif not trunc:
+                elif not trunc and not tiered:
                     soonest = min(s.retry_at for s in self.partitions.values())
                     self.wake.clear()
                     with contextlib.suppress(TimeoutError):
@@ -189,6 +212,47 @@ class ReplicaFetcher:
 
     def _back_off(self, tp: TP, state: FetchState) -> None:
         state.retry_at = time.monotonic() + self.cfg.backoff_ms / 1000.0
+
+    # ------------------------------------------------------------------ tiered storage
+    async def _build_tier_state(self, tps: list[TP]) -> None:
+        """Kafka's TierStateMachine.start: the leader's local log start offset (ListOffsets
+        EARLIEST_LOCAL_TIMESTAMP) and its epoch; the follower's leader epochs and producer state are built from
+        the remote segment ending just before it; the log restarts empty there, so nothing already in the
+        remote tier is fetched."""
+        asks: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            asks.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "current_leader_epoch": self.partitions[tp].leader_epoch,
+                "timestamp": EARLIEST_LOCAL_TIMESTAMP})
+        resp = await self.client.request(2, LIST_OFFSETS_VERSION, {
+            "replica_id": self.cfg.broker_id, "isolation_level": 0,
+            "topics": tuple({"name": t, "partitions": tuple(ps)} for t, ps in asks.items()),
+        })
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (str(t.name), int(p.partition_index))
+                state = self.partitions.get(tp)
+                plog = self.get_log(*tp)
+                if state is None or tp not in tps or plog is None:
+                    continue
+                code = int(p.error_code)
+                if code != errors.NONE or self.tier_state is None:
+                    log.info("earliest local offset of %s-%d from broker %d: error %d; retrying",
+                             tp[0], tp[1], self.leader_id, code)
+                    self._back_off(tp, state)
+                    continue
+                local_start = int(p.offset)
+                built = await self.tier_state.build_remote_log_aux_state(
+                    plog, local_start, int(p.leader_epoch), state.tiered_log_start)
+                if self.partitions.get(tp) is not state:
+                    continue
+                if built:
+                    log.info("%s-%d: built the state from the remote tier; fetching from the leader's local log "
+                             "start %d", tp[0], tp[1], local_start)
+                    state.tiered = False
+                    state.truncating = False
+                else:
+                    self._back_off(tp, state)
 
     # ------------------------------------------------------------------ truncation
     async def _truncate(self, tps: list[TP]) -> None:
@@ -340,6 +404,10 @@ class ReplicaFetcher:
     def _apply(self, tp: TP, state: FetchState, plog: Log, p: FetchedPartition, now_ms: int,
                placed: tuple[FileRecords, int] | None = None) -> None:
         code = int(p.error_code)
+        if code == errors.OFFSET_MOVED_TO_TIERED_STORAGE:
+            state.tiered = True
+            state.tiered_log_start = int(p.log_start_offset)
+            return
         if code == errors.OFFSET_OUT_OF_RANGE:
             leader_start = int(p.log_start_offset)
             if plog.log_end_offset < leader_start:
@@ -459,6 +527,7 @@ class ReplicaFetcherManager:
         self.quota = ByteQuota(throttle_rate) if throttle_rate is not None else None
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
         self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # (topic, bytes) per append
+        self.tier_state: TierStateBuilder | None = None  # tiered storage (KIP-405): the remote log manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[TP, int] = {}
         self._retired_spliced = 0  # what fetchers since stopped spliced
@@ -484,6 +553,7 @@ class ReplicaFetcherManager:
             )
             f.on_storage_error = self.on_storage_error
             f.on_appended = self.on_appended
+            f.tier_state = self.tier_state
         f.add(tp, leader_epoch)
         self.leader_of[tp] = leader_id
 

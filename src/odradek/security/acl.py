@@ -96,7 +96,10 @@ SUPPORTED_OPERATIONS = {
     ResourceType.TOPIC: frozenset({AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
                                    AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
                                    AclOperation.ALTER_CONFIGS}),
-    ResourceType.GROUP: frozenset({AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}),
+    # DESCRIBE_CONFIGS and ALTER_CONFIGS: a group's own configs (KIP-848), DescribeConfigs and
+    # IncrementalAlterConfigs on a GROUP resource
+    ResourceType.GROUP: frozenset({AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                                   AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}),
     ResourceType.CLUSTER: frozenset({AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
                                      AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
                                      AclOperation.DESCRIBE}),

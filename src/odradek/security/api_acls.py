@@ -87,15 +87,15 @@ API_ACLS: Mapping[int, ApiAcl] = {
     29: ApiAcl("DescribeAcls", {C: Op.DESCRIBE}, _CLUSTER),
     30: ApiAcl("CreateAcls", {C: Op.ALTER}, _CLUSTER),
     31: ApiAcl("DeleteAcls", {C: Op.ALTER}, _CLUSTER),
-    32: ApiAcl("DescribeConfigs", {T: Op.DESCRIBE_CONFIGS, C: Op.DESCRIBE_CONFIGS}, _TOPIC),
-    33: ApiAcl("AlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS}, _TOPIC),
+    32: ApiAcl("DescribeConfigs", {T: Op.DESCRIBE_CONFIGS, C: Op.DESCRIBE_CONFIGS, G: Op.DESCRIBE_CONFIGS}, _TOPIC),
+    33: ApiAcl("AlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
     34: ApiAcl("AlterReplicaLogDirs", {C: Op.ALTER}, _CLUSTER),
     35: ApiAcl("DescribeLogDirs", {C: Op.DESCRIBE}, _CLUSTER),
     36: ApiAcl("SaslAuthenticate"),
     37: ApiAcl("CreatePartitions", {T: Op.ALTER}, _TOPIC),
     42: ApiAcl("DeleteGroups", {G: Op.DELETE}, _GROUP),
     43: ApiAcl("ElectLeaders", {C: Op.ALTER}, _CLUSTER),
-    44: ApiAcl("IncrementalAlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS}, _TOPIC),
+    44: ApiAcl("IncrementalAlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
     45: ApiAcl("AlterPartitionReassignments", {C: Op.ALTER}, _CLUSTER),
     46: ApiAcl("ListPartitionReassignments", {C: Op.DESCRIBE}, _CLUSTER),
     47: ApiAcl("OffsetDelete", {G: Op.DELETE, T: Op.READ}, _GROUP),
@@ -108,8 +108,25 @@ API_ACLS: Mapping[int, ApiAcl] = {
     61: ApiAcl("DescribeProducers", {T: Op.READ}, _TOPIC),
     65: ApiAcl("DescribeTransactions", {X: Op.DESCRIBE, T: Op.DESCRIBE}, _TXN),  # topics: FILTERED
     66: ApiAcl("ListTransactions", {X: Op.DESCRIBE}, FILTERED),
-    68: ApiAcl("ConsumerGroupHeartbeat", {G: Op.READ}, _GROUP),
-    69: ApiAcl("ConsumerGroupDescribe", {G: Op.DESCRIBE}, _GROUP),
+    # KIP-848: subscribed topic names need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED), a regex
+    # matches only the topics the principal may DESCRIBE
+    68: ApiAcl("ConsumerGroupHeartbeat", {G: Op.READ, T: Op.DESCRIBE}, _GROUP),
+    # a group whose assignments name a topic the principal may not DESCRIBE: TOPIC_AUTHORIZATION_FAILED
+    69: ApiAcl("ConsumerGroupDescribe", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    # KIP-932 share groups (KafkaApis.handleShareGroupHeartbeatRequest / handleShareFetchRequest / ...)
+    76: ApiAcl("ShareGroupHeartbeat", {G: Op.READ, T: Op.DESCRIBE}, _GROUP),
+    77: ApiAcl("ShareGroupDescribe", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    78: ApiAcl("ShareFetch", {G: Op.READ, T: Op.READ}, _GROUP),
+    79: ApiAcl("ShareAcknowledge", {G: Op.READ, T: Op.READ}, _GROUP),
+    # the share coordinator's RPCs, between brokers (KafkaApis: authorizeClusterOperation CLUSTER_ACTION)
+    83: ApiAcl("InitializeShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
+    84: ApiAcl("ReadShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
+    85: ApiAcl("WriteShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
+    86: ApiAcl("DeleteShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
+    87: ApiAcl("ReadShareGroupStateSummary", {C: Op.CLUSTER_ACTION}, _CLUSTER),
+    90: ApiAcl("DescribeShareGroupOffsets", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    91: ApiAcl("AlterShareGroupOffsets", {G: Op.READ, T: Op.READ}, _GROUP),
+    92: ApiAcl("DeleteShareGroupOffsets", {G: Op.DELETE, T: Op.READ}, _GROUP),
     74: ApiAcl("ListConfigResources", {C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
     75: ApiAcl("DescribeTopicPartitions", {T: Op.DESCRIBE}, _TOPIC),
 }

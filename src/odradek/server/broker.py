@@ -28,10 +28,24 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from odradek.config import BROKER_CONFIGS, BrokerConfig, ConfigError
-from odradek.config_check import check_startup
+from odradek.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    check_remote_storage_configs,
+)
+from odradek.config_check import check_share_group_bounds, check_startup
+from odradek.connection_quotas import (
+    ConnectionQuotas,
+    RequestMemoryPool,
+    nofile_soft_limit,
+    normalise_ip,
+    open_fd_count,
+    parse_ip_overrides,
+)
 from odradek.console.app import ConsoleApp
-from odradek.console.wiring import build_console
+from odradek.console.wiring import build_console, metrics_need_login
 from odradek.controller import features as ft
 from odradek.controller.store import (
     LocalStore,
@@ -46,9 +60,8 @@ from odradek.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.log.config import KAFKA_NAMES, LogConfig
 from odradek.log.manager import LogManager
-from odradek.metrics import broker_metrics
 from odradek.metrics.collector import MetricsSources
-from odradek.metrics.stats import BrokerTopicStats, RequestStats
+from odradek.metrics.stats import BrokerTopicStats, RequestStats, WorkerPoolStats
 from odradek.protocol import errors
 from odradek.replication.alter_partition import (
     AlterPartitionManager,
@@ -59,17 +72,9 @@ from odradek.replication.alter_partition import (
 from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.security.listeners import build_listener_security
 from odradek.security.services import build_security, start_security
-from odradek.server import client_metrics, meta_properties
+from odradek.server import client_metrics, gc_tuning, group_configs, http_listeners, meta_properties
 from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
-from odradek.server.connection_quotas import (
-    ConnectionQuotas,
-    RequestMemoryPool,
-    nofile_soft_limit,
-    normalise_ip,
-    open_fd_count,
-    parse_ip_overrides,
-)
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.finalized_features import FinalizedFeatureCache
 from odradek.server.handlers import schema_warm_up_steps
@@ -77,12 +82,14 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.connection_rate import ConnectionRateQuotas
 from odradek.server.quota.manager import QuotaConfig
 from odradek.server.quota.replication import ReplicationQuotaManager
+from odradek.server.remote_log_manager import RemoteLogManager, storage_from_config
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import BrokerServices
+from odradek.server.share_services import ShareServices
 from odradek.server.tls_connection import connection_for
 
 if TYPE_CHECKING:
-    pass
+    from odradek.log.log import Log
 
 CLUSTER_MIN_ISR = "min.insync.replicas"
 log = logging.getLogger("odradek.broker")
@@ -133,6 +140,9 @@ class Broker:
         # refuse security that is not built (ConfigError), name every setting that is not implemented
         for warning in check_startup(config.static):
             log.warning("%s", warning)
+        check_share_group_bounds(config.get)  # Kafka's ShareGroupConfig.validate: ConfigError now
+        metrics_need_login(config)  # http.metrics.auth.required with nothing to log in with: ConfigError now
+        http_listeners.http_connection_quotas(config)  # bad http.max.connections.per.ip(.overrides) too
         self.config = config
         self.node_id = config.node_id
         self.rack: str | None = config.raw("broker.rack")[0]
@@ -162,6 +172,9 @@ class Broker:
         self.store = self.cluster.store
         # the metadata cache: written by the controller's UpdateMetadata, mutations go to the store
         self.topics = TopicRegistry(self.store, self._live_broker_ids)
+        # KIP-848 per-group configs (odradek.server.group_configs), read once per group until changed
+        self.group_configs = group_configs.GroupConfigCache(
+            lambda gid: self.topics.group_configs(group_configs.store_name(gid)))
         self.topics.controller_managed = True
         self.topics.broker_racks = self._broker_racks
         self.topics.config_changed = self.cluster.notify_config_change
@@ -178,9 +191,9 @@ class Broker:
         # latencies only when http.listeners serves them
         self.topic_stats = BrokerTopicStats()
         self.request_stats: RequestStats | None = (
-            RequestStats() if broker_metrics.http_listener(config) is not None else None
+            RequestStats() if http_listeners.http_listener(config) is not None else None
         )
-        self.http: broker_metrics.HttpServer | None = None
+        self.http: http_listeners.HttpServer | None = None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.topics, self.now_ms,
             validate_records=self.validate_records,
@@ -189,6 +202,7 @@ class Broker:
             on_dir_offline=cluster.notify_log_dir_failure,
             topic_stats=self.topic_stats,
             leader_quota=self._replication_quota("leader"),
+            lag_clock_ms=lambda: time.monotonic_ns() // 1_000_000,
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
@@ -200,7 +214,12 @@ class Broker:
         self.quotas = ClientQuotas(QuotaConfig(int(config.get("quota.window.num")),
                                                int(config.get("quota.window.size.seconds"))))
         self.groups: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # created in start()
+        self.remote_log_manager: RemoteLogManager | None = None  # remote.log.storage.system.enable, in start()
+        # tiered storage's store, made here so that a bad store setting stops the broker before it starts
+        self._remote_storage = (storage_from_config(config, list(self.log_dirs))
+                                if config.get("remote.log.storage.system.enable") else None)
         self.txn: TransactionCoordinatorRuntime | None = None  # created in start()
+        self.share: ShareServices | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
         self.cluster_id = ""
         self.connections: set[Connection] = set()
@@ -295,11 +314,30 @@ class Broker:
             self._load_dynamic_broker_configs()
             self.topics.reload_configs()
             self.quotas.reload(self.store)
+            self.group_configs.invalidate()
         except Exception:
             log.exception("reloading configs from the metadata store failed")
             return
         for plog in self.log_manager.logs():
-            plog.update_config(self.log_config_for(plog.topic))
+            self._update_log_config(plog, self.log_config_for(plog.topic))
+        self._reconfigure_cleaner()
+
+    def _update_log_config(self, plog: Log, cfg: LogConfig) -> None:
+        """A log's new config; a tiered topic turned off with remote.log.delete.on.disable (KIP-950, Kafka's
+        TopicConfigHandler.maybeUpdateRemoteLogComponents): where this broker leads the partition, its remote
+        segments are deleted (as a deleted topic's are) and its log starts at the local log start offset;
+        followers take that log start from the leader's fetch responses."""
+        was_tiered = plog.config.remote_storage_enable
+        plog.update_config(cfg)
+        if not (was_tiered and not cfg.remote_storage_enable and cfg.remote_log_delete_on_disable):
+            return
+        rlm = self.remote_log_manager
+        if rlm is None or self.replica_manager.leading(plog.topic, plog.partition) is None:
+            return
+        log.info("remote storage disabled on %s with remote.log.delete.on.disable: deleting its remote tier, the "
+                 "log starts at %d", plog.name, plog.local_log_start_offset)
+        rlm.delete_remote_log_partition(plog)
+        plog.advance_log_start_offset(plog.local_log_start_offset)
 
     def log_config_for(self, topic: str) -> LogConfig:
         """The topic's log config: its overrides over the broker's (dynamic, then static) values.
@@ -308,7 +346,7 @@ class Broker:
         # a log may be created (LeaderAndIsr) before the metadata cache knows its topic: its
         # overrides are then read from the store, as Kafka's LogManager reads them from ZooKeeper
         overrides = meta.configs if meta is not None else self.topics.read_configs(topic)
-        key = tuple(sorted(overrides.items()))
+        key = (("internal", str(topic.startswith("__"))), *sorted(overrides.items()))
         cached = self._log_configs.get(key)
         if cached is not None:
             return cached
@@ -318,6 +356,10 @@ class Broker:
             if isinstance(v, list):
                 v = ",".join(v)
             values[field] = v
+        # Kafka's UnifiedLog.remoteLogEnabled: the broker's system switch, the topic's, and not internal
+        values["remote_storage_enable"] = bool(
+            values["remote_storage_enable"] and self.config.get("remote.log.storage.system.enable")
+            and not topic.startswith("__"))
         cfg = self._log_configs[key] = LogConfig(**values)
         return cfg
 
@@ -349,6 +391,7 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicMeta:
+        self._check_remote_storage(configs or {}, {})
         with store_errors_as_topic_errors():
             return self.topics.create_topic(
                 name,
@@ -362,6 +405,19 @@ class Broker:
                 validate_only=validate_only,
             )
 
+    def _check_remote_storage(self, configs: Mapping[str, str | None], existing: Mapping[str, str]) -> None:
+        """Kafka's checks of tiered storage's topic configs against the broker's (LogConfig.validate):
+        INVALID_CONFIG with Kafka's message."""
+        given = {k: v for k, v in configs.items() if v is not None and k in TOPIC_CONFIGS}
+        was = str(existing.get("remote.storage.enable", "false")).strip().lower() == "true"
+        try:
+            check_remote_storage_configs(
+                lambda n: self.config.topic_value(n, given)[0],
+                system_enabled=bool(self.config.get("remote.log.storage.system.enable")), was_enabled=was,
+            )
+        except ConfigError as e:
+            raise TopicError(errors.INVALID_CONFIG, str(e)) from None
+
     def delete_topic(self, name: str) -> None:
         with store_errors_as_topic_errors():
             self.topics.delete_topic(name)
@@ -374,6 +430,8 @@ class Broker:
                                           validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
+        meta = self.topics.get(name)
+        self._check_remote_storage(configs, meta.configs if meta is not None else {})
         with store_errors_as_topic_errors():
             self.topics.set_topic_configs(name, configs, validate_only=validate_only)
 
@@ -398,8 +456,9 @@ class Broker:
             self.topics.set_broker_configs(entity, configs)
         self._load_dynamic_broker_configs()
         for plog in self.log_manager.logs():
-            plog.update_config(self.log_config_for(plog.topic))
+            self._update_log_config(plog, self.log_config_for(plog.topic))
         self._reschedule_retention()
+        self._reconfigure_cleaner()
 
     def set_client_metrics_configs(self, name: str, configs: Mapping[str, str], *,
                                    validate_only: bool = False) -> None:
@@ -410,6 +469,25 @@ class Broker:
             return
         with store_errors_as_topic_errors():
             self.topics.set_client_metrics_configs(name, configs)
+
+    def _consumer_group_settings(self, group_id: str) -> tuple[int, int] | None:
+        """(session timeout, heartbeat interval) of a KIP-848 group with config overrides, else None."""
+        overrides = self.group_configs.get(group_id)
+        if not overrides:
+            return None
+        values = group_configs.effective(overrides, self.config)
+        return values["consumer.session.timeout.ms"], values["consumer.heartbeat.interval.ms"]
+
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
+        """A group's config overrides (KIP-848's GROUP resource, odradek.server.group_configs); ConfigError if invalid."""
+        name = group_configs.store_name(group_id)
+        clean = {k: v.strip() for k, v in configs.items()}
+        group_configs.validate(clean, self.config)
+        if validate_only:
+            return
+        with store_errors_as_topic_errors():
+            self.topics.set_group_configs(name, clean)
+        self.group_configs.invalidate(group_id)
 
     def _set_cluster_min_insync_replicas(self) -> None:
         """Kafka 4.1+ (KIP-966): a cluster has a cluster-level ``min.insync.replicas`` (the broker resource
@@ -450,7 +528,7 @@ class Broker:
             for p in meta.partitions:
                 plog = self.log_manager.get_log(meta.name, p.index)
                 if plog is not None:
-                    plog.update_config(cfg)
+                    self._update_log_config(plog, cfg)
 
     # -- lifecycle
     async def start(self) -> None:
@@ -489,11 +567,22 @@ class Broker:
             self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms
         )
         self.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self.groups.on_leadership)
+        self.groups.consumer.group_settings = self._consumer_group_settings
         self.txn = txn = TransactionCoordinatorRuntime(
             self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms, self.producer_ids,
             self.node_id, self.cluster, self.inter_broker_listener, self.groups,
         )
         self.replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC, txn.on_leadership)
+        if self._remote_storage is not None:  # tiered storage (KIP-405)
+            self.remote_log_manager = RemoteLogManager(
+                self.config, self.node_id, self.replica_manager, self.log_manager, self.topics, self,
+                self._remote_storage, self.now_ms,
+                connect=None if self.cluster.ib_plaintext else self.cluster.ib_connect,
+            )
+            self.replica_manager.remote_reader = self.remote_log_manager
+        self.share = ShareServices(self.config, self.topics, self, self.replica_manager, self.log_manager, self.now_ms,
+                                   self.group_configs.get, self.groups)
+        self.share.start()
         self.services = BrokerServices(
             node_id=self.node_id,
             cluster_id=self.cluster_id,
@@ -514,6 +603,7 @@ class Broker:
             quotas=self.quotas,
             security=self.security,
             fetch_max_bytes=int(self.config.get("fetch.max.bytes")),
+            share=self.share,
         )
         self.features.listeners.append(lambda f: txn.set_transaction_version(f.get(ft.TRANSACTION_VERSION, 0)))
         self._connection_edges = ConnectionEdges(
@@ -526,7 +616,9 @@ class Broker:
             listener_security=self.listener_security,
             request_stats=self.request_stats,
         )
-        self.replica_manager.start_fetchers(self._replica_fetchers())
+        fetchers = self._replica_fetchers()
+        fetchers.tier_state = self.remote_log_manager  # a follower below a tiered leader's local log start
+        self.replica_manager.start_fetchers(fetchers)
         if self.cluster.embedded:
             await self.cluster.start()  # elects itself and leads every partition before serving
             self._load_features()
@@ -540,7 +632,10 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(None, self._load_features)
         # /metrics listens before the first Kafka request is answered: whoever saw this broker answer
         # (a client, a readiness probe) finds http.listeners bound too
-        self.http = await broker_metrics.start_http(self.config, self._metrics_sources(), {"/": self._console()})
+        console = self._console()
+        self.http = await http_listeners.start_http(
+            self.config, self._metrics_sources(), {"/": console},
+            metrics_guard=console.guard if metrics_need_login(self.config) else None)
         self._accept_connections()
         self._schedule_periodic()
         txn.start()
@@ -600,6 +695,11 @@ class Broker:
         return build_console(self.config, lambda: self.services, self.config.listeners[0][0], self.log_manager,
                              self.security, self.topic_stats, self.request_stats)
 
+    def _remote_pools(self) -> tuple[WorkerPoolStats, WorkerPoolStats] | None:
+        """Tiered storage's copy and reader pools (their gauges in /metrics); None when the broker does not tier."""
+        rlm = self.remote_log_manager
+        return (rlm.copy_pool, rlm.reader_pool) if rlm is not None else None
+
     def _metrics_sources(self) -> MetricsSources:
         rm, cluster, node, sessions = self.replica_manager, self.cluster, self.node_id, self.fetch_sessions
 
@@ -613,7 +713,7 @@ class Broker:
             node_id=node,
             topic_stats=self.topic_stats,
             request_stats=self.request_stats,
-            api_names=broker_metrics.api_names(),
+            api_names=http_listeners.api_names(),
             partitions=lambda: list(rm.partitions.values()),
             isr_changes=lambda: (rm.isr_shrinks, rm.isr_expands),
             spliced_bytes=lambda: rm.fetchers.spliced_bytes() if rm.fetchers is not None else 0,
@@ -624,10 +724,13 @@ class Broker:
             is_controller=lambda: bool(cluster.controller.active),
             topics=lambda: list(self.topics.topics.values()),
             live_brokers=lambda: {node} | set(cluster.live_brokers) if cluster.embedded else set(cluster.live_brokers),
-            committed_offsets=lambda: broker_metrics.committed_offsets(self.groups),
+            committed_offsets=lambda: http_listeners.committed_offsets(self.groups),
             connections=connections,
             quotas={"Produce": self.quotas.produce, "Fetch": self.quotas.fetch, "Request": self.quotas.request},
             now_ms=self.now_ms,
+            gc_pauses=gc_tuning.pauses(),
+            gc_pause_bounds=gc_tuning.PAUSE_BUCKETS,
+            remote_pools=self._remote_pools,
         )
 
     # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
@@ -821,13 +924,16 @@ class Broker:
                 lambda: self._expire_idle_connections(max_idle_ms / 1000.0),
                 "idle-connections",
             )
-        self._every(1000, lambda: self.log_manager.flush_dirty(self.now_ms()), "log-flusher")
+        self._every(1000, lambda: self.replica_manager.flush_dirty(self.now_ms()), "log-flusher")
         self._every(
             max(int(self.config.get("log.flush.offset.checkpoint.interval.ms")), 1000),
-            self.log_manager.checkpoint,
+            self.replica_manager.checkpoint,
             "checkpoint",
         )
         self._every(1000, self._prune_timers, "timers")
+        rlm = self.remote_log_manager
+        if rlm is not None:
+            self._every(int(self.config.get("remote.log.manager.task.interval.ms")), rlm.tick, "remote-log-manager")
         if self.request_stats is not None:
             self._every(int(RequestStats.WINDOW_S * 1000), self.request_stats.rotate, "request-metrics-window")
         # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
@@ -840,11 +946,11 @@ class Broker:
         if not self.cluster.embedded:
             lag = int(self.config.get("replica.lag.time.max.ms"))
             self._every(
-                max(lag // 2, 100), lambda: self.replica_manager.check_isr(self.now_ms(), lag), "isr-expiration"
+                max(lag // 2, 100), lambda: self.replica_manager.check_isr(self.replica_manager.lag_clock_ms(), lag), "isr-expiration"
             )
             self._every(
                 int(self.config.get("replica.high.watermark.checkpoint.interval.ms")),
-                self.log_manager.checkpoint,
+                self.replica_manager.checkpoint,
                 "high-watermark-checkpoint",
             )
             if self.config.get("auto.leader.rebalance.enable"):
@@ -861,20 +967,7 @@ class Broker:
         )
         # ---- log cleaner (compaction, odradek.log.cleaner): the heavy part runs in the cleaner's
         # worker thread; choosing a log and installing the result run here, on the loop.
-        if self.config.get("log.cleaner.enable"):
-            from odradek.log.cleaner import CleanerConfig
-
-            backoff_ms = max(int(self.config.get("log.cleaner.backoff.ms")), 100)
-            self.log_manager.cleaner.config = CleanerConfig(
-                enabled=True, backoff_ms=backoff_ms,
-                dedupe_buffer_size=int(self.config.get("log.cleaner.dedupe.buffer.size")),
-            )
-            loop = asyncio.get_running_loop()
-
-            def clean_tick() -> None:
-                self.log_manager.maybe_clean(self.now_ms(), wake=lambda: loop.call_soon_threadsafe(clean_tick))
-
-            self._every(backoff_ms, clean_tick, "log-cleaner")
+        self._reconfigure_cleaner()
         # ---- end log cleaner
 
     def _warm_up_schemas(self) -> None:
@@ -912,8 +1005,52 @@ class Broker:
         self._timers = [t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()]
         if self._retention_timer is not None:
             self._timers.append(self._retention_timer)
+        if self._cleaner_timer is not None:
+            self._timers.append(self._cleaner_timer)
 
     _retention_timer: asyncio.TimerHandle | None = None
+    _cleaner_timer: asyncio.TimerHandle | None = None
+    _cleaner_settings: tuple[int, int] | None = None
+
+    def _reconfigure_cleaner(self) -> None:
+        """The log cleaner's settings from the broker config, static or dynamic: log.cleaner.backoff.ms and
+        log.cleaner.dedupe.buffer.size are dynamic cluster-wide configs in Kafka (LogCleaner is Reconfigurable),
+        so a changed value takes effect at once, the next run scheduled after the new backoff (Kafka restarts
+        its cleaner threads with the new config). Nothing happens when log.cleaner.enable (read-only) is false,
+        outside a running loop, or when neither value changed."""
+        if not self.config.get("log.cleaner.enable"):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        from odradek.log.cleaner import CleanerConfig
+
+        backoff_ms = max(int(self.config.get("log.cleaner.backoff.ms")), 100)
+        dedupe = int(self.config.get("log.cleaner.dedupe.buffer.size"))
+        if self._cleaner_settings == (backoff_ms, dedupe):
+            return
+        self._cleaner_settings = (backoff_ms, dedupe)
+        self.log_manager.cleaner.config = CleanerConfig(enabled=True, backoff_ms=backoff_ms, dedupe_buffer_size=dedupe)
+        if self._cleaner_timer is not None:
+            self._cleaner_timer.cancel()
+
+        def clean_tick() -> None:
+            try:
+                self.log_manager.maybe_clean(self.now_ms(), wake=lambda: loop.call_soon_threadsafe(wake_tick))
+            except Exception:
+                log.exception("periodic task log-cleaner failed")
+
+        def wake_tick() -> None:
+            if self._stopping is None or not self._stopping.is_set():
+                clean_tick()
+
+        def timer_tick() -> None:
+            clean_tick()
+            if self._stopping is not None and not self._stopping.is_set():
+                self._cleaner_timer = loop.call_later(backoff_ms / 1000.0, timer_tick)
+
+        self._cleaner_timer = loop.call_later(backoff_ms / 1000.0, timer_tick)
 
     def _reschedule_retention(self) -> None:
         try:
@@ -959,6 +1096,8 @@ class Broker:
             t.cancel()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
+        if self._cleaner_timer is not None:
+            self._cleaner_timer.cancel()
         if self._accept_backoff_timer is not None:
             self._accept_backoff_timer.cancel()
         if self._rate_hold is not None:
@@ -980,6 +1119,10 @@ class Broker:
             self.groups.shutdown()
         if self.txn is not None:
             self.txn.shutdown()
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.shutdown()
+        if self.share is not None:
+            self.share.shutdown()
         self.log_manager.shutdown()
         if self.cluster.embedded:
             await self.cluster.shutdown()

@@ -51,6 +51,7 @@ from odradek.controller.channel import interbroker_request
 from odradek.controller.controller import Controller
 from odradek.controller.runner import ControllerRunner
 from odradek.controller.store import MetadataStore, StoreError
+from odradek.controller.zk_data import endpoint_for
 from odradek.controller.zk_store import ZkAuthFailedError, ZkStore
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
@@ -67,7 +68,6 @@ from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
     control_plane_listener,
-    endpoint_for,
     refusal,
 )
 from odradek.server.cluster_access import (
@@ -290,7 +290,10 @@ class ClusterLink:
         for t in topics:
             if t not in self._watched_topics:
                 self._watched_topics.add(t)
-                self.store.watch(f"/brokers/topics/{t}", lambda _p: self.put("TopicChange"))
+                self.store.watch(f"/brokers/topics/{t}", self._partition_modifications_of(t))
+
+    def _partition_modifications_of(self, topic: str) -> Callable[[str], None]:
+        return lambda _path: self.put("PartitionModifications", topic=topic)
 
     async def shutdown(self) -> None:
         """Controlled shutdown, then leave the cluster."""
@@ -556,9 +559,15 @@ class ClusterLink:
     # ------------------------------------------------------------------ config changes
     def _on_config_change(self) -> None:
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.reload_configs)
+            self.loop.call_soon_threadsafe(self._reload_configs_then_elect)
             # then delete the notifications older than 15 minutes (ZkNodeChangeNotificationListener)
             self.loop.call_soon_threadsafe(self.loop.run_in_executor, None, self._purge_config_changes)
+
+    def _reload_configs_then_elect(self) -> None:
+        """On the loop: re-read the configs, then let the controller (if this broker is it) try
+        leaderless partitions again, which a newly allowed unclean election may give a leader."""
+        self.reload_configs()
+        self.put("UncleanLeaderElectionEnable")
 
     def _purge_config_changes(self) -> None:
         try:

@@ -100,25 +100,6 @@ def may_write_txn_marker(listener: str | None, cluster: frozenset[str], commit: 
     return not commit
 
 
-def live_broker_endpoints(live_brokers: dict[int, dict[str, Any]], listener: str
-                          ) -> list[tuple[int, str, int, str | None]]:
-    """(id, host, port, rack) of each live broker on ``listener``, by id: what Metadata and DescribeCluster
-    list in cluster mode (Kafka's MetadataCache.getAliveBrokerNodes)."""
-    return [(b, *endpoint_for(n, listener), n.get("rack")) for b, n in sorted(live_brokers.items())]
-
-
-def endpoint_for(node: dict[str, Any], listener: str) -> tuple[str, int]:
-    """A broker's address on ``listener`` (its registration lists every advertised listener as
-    ``NAME://host:port``, as /brokers/ids/<id> does), else its inter-broker address."""
-    prefix = f"{listener}://"
-    for ep in node.get("endpoints") or ():
-        if isinstance(ep, str) and ep.startswith(prefix):
-            host, _, port = ep[len(prefix):].rpartition(":")
-            with contextlib.suppress(ValueError):
-                return host.strip("[]"), int(port)
-    return str(node["host"]), int(node["port"])
-
-
 def refusal(api_key: int) -> dict[str, Any]:
     """The answer to an inter-broker request from a connection without CLUSTER_ACTION."""
     code = errors.CLUSTER_AUTHORIZATION_FAILED

@@ -51,6 +51,7 @@ from odradek.protocol.framing import (
     peek_header,
     response_header,
 )
+from odradek.purgatory import DelayedResponse
 from odradek.security import api_acls
 from odradek.security.acl import CLUSTER_NAME, ResourceType
 from odradek.security.sasl import SaslState
@@ -58,16 +59,16 @@ from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
 from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
-from odradek.server.purgatory import DelayedResponse
 from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
+from odradek.server.turns import DispatchTurns
 from odradek.server.txn_version import transaction_version
 
 if TYPE_CHECKING:
+    from odradek.connection_quotas import RequestMemoryPool
     from odradek.metrics.stats import RequestStats
     from odradek.security.listeners import ListenerSecurity
     from odradek.security.sasl import SaslServer
-    from odradek.server.connection_quotas import RequestMemoryPool
     from odradek.server.request_context import BrokerServices
 
 log = logging.getLogger("odradek.network")
@@ -141,6 +142,8 @@ class ConnectionEdges:
     listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
     # Kafka's RequestMetrics, kept when metrics are served (http.listeners); None: not measured
     request_stats: RequestStats | None = None
+    # the requests handled per event loop turn across the broker's connections (server/turns.py)
+    turns: DispatchTurns = field(default_factory=DispatchTurns)
 
 
 class Connection:
@@ -181,6 +184,9 @@ class Connection:
         self._burst_ns = 0  # when the frames being dispatched were received (perf_counter_ns)
         self._queued_total = 0  # bytes ever queued for the peer (out_bytes of them are not written yet)
         self._sending: deque[_Slot] = deque()  # measured responses queued, not yet written
+        # frames read but left for a later loop turn (DispatchTurns); reading waits until they are handled
+        self._deferred: list[bytes | memoryview] | None = None
+        self._deferred_ns = 0  # when they were received (perf_counter_ns, for RequestMetrics)
 
     # -- lifecycle
     def start(self) -> None:
@@ -266,6 +272,7 @@ class Connection:
             self.sock.close()
         self.pending.clear()
         self.out.clear()
+        self._deferred = None
         for cb in list(self.on_close):
             try:
                 cb()
@@ -291,6 +298,7 @@ class Connection:
             and len(self.pending) < _MAX_PENDING
             and not self.memory_muted
             and not self.throttled_until
+            and self._deferred is None
         ):
             self._resume_reading()
 
@@ -388,15 +396,23 @@ class Connection:
             log.warning("bad frame from %s: %s", self.peer, e)
         self.close()
 
-    def _dispatch(self, frames: list[bytes | memoryview]) -> None:
+    def _dispatch(self, frames: list[bytes | memoryview], received_ns: int = 0) -> None:
+        if self._deferred is not None:  # behind the frames already waiting for a later turn
+            self._deferred += frames
+            return
         if self.rstats is not None:
-            self._burst_ns = time.perf_counter_ns()
+            self._burst_ns = received_ns or time.perf_counter_ns()
+        turns = self.edges.turns
+        loop = self.loop
         # responses finished while handling this burst go out in one write
         self._batching = True
         try:
-            for frame in frames:
+            for i, frame in enumerate(frames):
                 if self.closed:
                     return
+                if turns.spent(loop) and i:
+                    self._defer(frames[i:])
+                    break
                 if self.pool is not None:
                     self._frame_mem = len(frame)
                     self._on_frame(frame)
@@ -411,6 +427,22 @@ class Connection:
             self._flush()
         if self.out_bytes >= _MAX_OUT_BYTES or len(self.pending) >= _MAX_PENDING:
             self._pause_reading()
+
+    def _defer(self, frames: list[bytes | memoryview]) -> None:
+        """Leave ``frames`` for a later loop turn (this one has spent its budget) and read no more
+        until they are handled."""
+        self._deferred = frames
+        self._deferred_ns = self._burst_ns
+        self._pause_reading()
+        self.edges.turns.defer(self.loop, self._run_deferred)
+
+    def _run_deferred(self) -> None:
+        frames, self._deferred = self._deferred, None
+        if self.closed or not frames:
+            return
+        self._dispatch(frames, self._deferred_ns)
+        if not self.closed:
+            self._maybe_resume()
 
     def _output_waiting(self) -> bool:
         """Whether a flush has anything to write (a TLS connection may always have records)."""
@@ -469,6 +501,13 @@ class Connection:
             else:
                 flexible = codec.response_header_flexible(api_key, api_version)
                 header = parse_request_header(frame, codec.request_header_flexible(api_key, api_version))
+                if handler.check_frame is not None:
+                    why = handler.check_frame(self.services, api_version, frame, header.body_offset)
+                    if why is not None:
+                        log.warning("refusing a request (api %d v%d) from %s before decoding it: %s; closing",
+                                    api_key, api_version, self.peer, why)
+                        self.close()
+                        return
                 request = codec.decode_request(api_key, api_version, frame, header.body_offset)
         except (FrameError, codec.DecodeError) as e:
             log.warning("malformed request (api %d v%d) from %s: %s", api_key, api_version, self.peer, e)

@@ -1,6 +1,6 @@
 """ReplicaManager: appends to and reads from the partitions this broker leads, and owns
 the purgatories of the requests that wait on them (Kafka's ReplicaManager with its
-delayedProducePurgatory and delayedFetchPurgatory; server.purgatory).
+delayedProducePurgatory and delayedFetchPurgatory; odradek.purgatory).
 
 :meth:`ReplicaManager.fetch` (Kafka's fetchMessages) reads a fetch's partitions and answers
 the read at once, or a DelayedFetch (replication.delayed_fetch) watched under each
@@ -39,6 +39,7 @@ One concept in one file (over 600 lines): the replicas this broker hosts, their 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import uuid
@@ -48,27 +49,43 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.topics import topic_id_from_str
-from odradek.log.errors import OffsetOutOfRangeError, ProducerStateError
+from odradek.log import AppendOrigin, FetchIsolation
+from odradek.log.errors import InconsistentTopicIdError, OffsetOutOfRangeError, ProducerStateError
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
-from odradek.protocol.records import InvalidRecordError, validate_batches
-from odradek.replication.delayed_fetch import DelayedFetch, FetchParams, FetchPartitions, LogReadResult
+from odradek.protocol.records import InvalidRecordError, build_batch, decode_records, validate_batches
+from odradek.purgatory import DelayedOperationPurgatory, Scheduler
+from odradek.replication.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchPartitions,
+    LogReadResult,
+    RemoteFetchInfo,
+    RemoteReadResult,
+)
 from odradek.replication.delayed_produce import DelayedProduce
+from odradek.replication.delayed_remote_fetch import DelayedRemoteFetch
+from odradek.replication.delayed_remote_list_offsets import DelayedRemoteListOffsets
 from odradek.replication.isr import LeaderState
 from odradek.replication.partition import Partition
-from odradek.server.purgatory import DelayedOperationPurgatory, Scheduler
+from odradek.server import fault_injection
 
 if TYPE_CHECKING:
     from odradek.controller.topics import TopicMeta
     from odradek.log.log import AppendInfo, Log
     from odradek.replication.alter_partition import Done
     from odradek.replication.fetcher import ReplicaFetcherManager
+    from odradek.tiered.plan import TimestampAndOffset
+
+ANY_TOPIC = "*"  # not a legal topic name: add_leadership_listener for every topic
 
 log = logging.getLogger("odradek.replica")
 
 TopicPartition = tuple[str, int]
 _new_read_result = tuple.__new__
+_LOG_END = FetchIsolation.LOG_END
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 # produce errors Kafka's ReplicaManager.appendToLocalLog does not count as FailedProduceRequests
 _NOT_FAILED_PRODUCE = frozenset({
     errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.MESSAGE_TOO_LARGE,
@@ -109,6 +126,11 @@ class LogSource(Protocol):
 
     def mark_dir_offline(self, d: Path) -> list[TopicPartition]: ...
 
+    def checkpoint(self, on_error: Callable[[Path, OSError], None] | None = None) -> None: ...
+
+    def flush_dirty(self, now_ms: int | None = None,
+                    on_error: Callable[[Path, OSError], None] | None = None) -> int: ...
+
 
 class TopicLookup(Protocol):
     """What the replica manager needs of the metadata cache (TopicRegistry)."""
@@ -122,6 +144,28 @@ class IsrWriter(Protocol):
     """Where ISR changes go (replication.alter_partition.AlterPartitionManager)."""
 
     def submit(self, part: Partition, new_isr: list[int], done: Done) -> None: ...
+
+
+class RemoteReader(Protocol):
+    """Where reads below a tiered partition's local log start go (server.remote_log_manager.RemoteLogManager)."""
+
+    def read_async(self, info: RemoteFetchInfo, plog: Log) -> concurrent.futures.Future[RemoteReadResult]: ...
+
+    def fetch_max_wait_ms(self) -> int: ...
+
+    def find_offset_by_timestamp(
+        self, plog: Log, timestamp: int, starting_offset: int,
+    ) -> concurrent.futures.Future[TimestampAndOffset | None]:
+        """ListOffsets by timestamp on a tiered log (Kafka's RemoteLogManager.asyncOffsetRead)."""
+        ...
+
+    def delete_remote_log_partition(self, plog: Log) -> None:
+        """The partition's topic is deleted and this broker led it: its remote segments go too."""
+        ...
+
+
+# the leader epoch of a StopReplica deleting a topic (Kafka's LeaderAndIsr.EpochDuringDelete)
+EPOCH_DURING_DELETE = -2
 
 
 # a leadership listener: (topic, partition, leader) after this broker became leader (True) or
@@ -155,9 +199,17 @@ class ReplicaManager:
         halt: Callable[[int], None] = os._exit,
         topic_stats: BrokerTopicStats | None = None,
         leader_quota: ReplicationQuota | None = None,
+        lag_clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.node_id = node_id
+        # the clock of ISR expiry (followers' caught-up times, replica.lag.time.max.ms); the broker gives
+        # the monotonic clock: Kafka stamps these with the wall clock, and as the caught-up time only
+        # grows, a wall clock set back (or set forward, then back) kept a follower that had stopped
+        # fetching in the ISR for the jump's length, holding back acks=all writes (odradek.verify's
+        # clock nemesis). None: ``now_ms``.
+        self.lag_clock_ms: Callable[[], int] = lag_clock_ms or now_ms
         self.leader_quota = leader_quota  # KIP-73: what leaders send to throttled followers
+        self.remote_reader: RemoteReader | None = None  # tiered storage: set by the broker when it is on
         self.log_manager = logs
         self.topics = topics
         self.now_ms = now_ms
@@ -172,6 +224,10 @@ class ReplicaManager:
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch", scheduler)
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory(
             "Produce", scheduler
+        )
+        # ListOffsets waiting for timestamp lookups in the remote tier (Kafka's delayedRemoteListOffsetsPurgatory)
+        self.remote_list_offsets_purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
+            "RemoteListOffsets", scheduler
         )
         self._wake_scheduled: set[TopicPartition] = set()
         # the replicas this broker hosts, with the roles the controller gave them
@@ -259,12 +315,24 @@ class ReplicaManager:
             self.handle_log_dir_failure(plog.dir, e)
             return AppendResult(errors.KAFKA_STORAGE_ERROR, error_message=f"log dir failure: {e}")
         if not info.duplicate:
+            if fault_injection.FAULTS and fault_injection.duplicates(info.first_offset, headers):
+                self._append_copy(plog, part, records, now_ms)  # broken on purpose (odradek.verify)
             self._maybe_advance_high_watermark(part, plog)
             self.notify(topic, partition)  # consumers, and followers waiting at the log end
+        first, last = info.first_offset, info.last_offset
+        if fault_injection.FAULTS and fault_injection.misreports(first, headers):
+            first, last = first + 1, last + 1  # broken on purpose (odradek.verify)
         return AppendResult(
-            errors.NONE, info.first_offset, info.log_append_time, plog.log_start_offset, last_offset=info.last_offset,
+            errors.NONE, first, info.log_append_time, plog.log_start_offset, last_offset=last,
             replicated=plog.high_watermark > info.last_offset and len(part.isr) >= plog.config.min_insync_replicas,
         )
+
+    def _append_copy(self, plog: Log, part: Partition, records: bytes, now_ms: int) -> None:
+        """``duplicate-append`` (odradek.server.fault_injection): the records appended once more, as a
+        batch of no producer, so that idempotence is broken on purpose."""
+        copy = [(r.key, r.value, r.headers) for r in decode_records(records)]
+        batch = build_batch(copy, timestamp=now_ms)
+        plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms)
 
     def notify(self, topic: str, partition: int) -> None:
         """Check fetches waiting on this partition again (after the current request batch)."""
@@ -278,7 +346,9 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     # -- fetch
-    def fetch(self, params: FetchParams, partitions: FetchPartitions) -> LogReadResult | DelayedFetch:
+    def fetch(
+        self, params: FetchParams, partitions: FetchPartitions
+    ) -> LogReadResult | DelayedFetch | DelayedRemoteFetch:
         """Read ``partitions`` (Kafka's fetchMessages): the read when it can be answered now (no
         wait asked, ``min_bytes`` read, or an error), else a DelayedFetch in the fetch purgatory.
         A follower's fetch offsets move its state (ISR, high watermark) on this first read only.
@@ -286,17 +356,50 @@ class ReplicaManager:
         follower or a consumer at the end of what it may read) is parked without reading."""
         if params.max_wait_ms > 0 and params.min_bytes > 0 and self.nothing_to_read(params, partitions):
             if params.replica_id >= 0:  # what the read would have done: every partition read without error
-                now = self.now_ms()
+                now = self.lag_clock_ms()
                 for (name, p), cp in partitions:
                     self.on_follower_fetch(name, p, params.replica_id, cp.fetch_offset, now)
         else:
             read = self.read_from_log(params, partitions, update_follower=params.replica_id >= 0)
+            if read.remote:
+                return self._remote_fetch(read, read.remote)
             if params.max_wait_ms <= 0 or read.bytes >= params.min_bytes or read.has_error:
                 return read
         op = DelayedFetch(self, params, partitions)
         topics = self.topics
         self.fetch_purgatory.watch(op, [tp for tp, _ in partitions if topics.get(tp[0]) is not None])
         return op
+
+    def _remote_fetch(self, read: LogReadResult, remote: list[RemoteFetchInfo]) -> DelayedRemoteFetch:
+        """Kafka's DelayedRemoteFetch: the partitions read below their local log start are read from the
+        remote store on the remote log manager's reader threads; the fetch waits in the purgatory for them
+        (up to remote.fetch.max.wait.ms), woken from those threads through the loop."""
+        reader = self.remote_reader
+        assert reader is not None
+        op = DelayedRemoteFetch(reader.fetch_max_wait_ms(), read, remote)
+        key = ("", id(op))  # no topic has an empty name: a key of its own in the fetch purgatory
+        # the reads complete on the reader threads: the check runs on the loop (a test's scheduler: its thread)
+        wake = self.scheduler.call_soon if self.scheduler is not None else asyncio.get_running_loop().call_soon_threadsafe
+        purgatory = self.fetch_purgatory
+        for info in remote:
+            plog = self.get_log(info.topic, info.partition)
+            if plog is None:
+                continue
+            fut = info.future = reader.read_async(info, plog)
+            fut.add_done_callback(lambda _f: wake(purgatory.check_and_complete, key))
+        purgatory.watch(op, [key])
+        return op
+
+    def delay_remote_list_offsets(self, op: DelayedRemoteListOffsets) -> None:
+        """Kafka's DelayedRemoteListOffsets in its purgatory: a ListOffsets whose timestamp lookups read the
+        remote tier waits for them (up to its timeout), woken from the reader threads through the loop."""
+        key = ("", id(op))  # a key of its own
+        wake = self.scheduler.call_soon if self.scheduler is not None else asyncio.get_running_loop().call_soon_threadsafe
+        purgatory = self.remote_list_offsets_purgatory
+        if purgatory.try_complete_else_watch(op, [key]):
+            return
+        for fut in op.lookups:
+            fut.add_done_callback(lambda _f: wake(purgatory.check_and_complete, key))
 
     def read_from_log(self, params: FetchParams, partitions: FetchPartitions, update_follower: bool) -> LogReadResult:
         """Read every partition of a fetch, within its own and the request's byte limits (Kafka's
@@ -305,11 +408,14 @@ class ReplicaManager:
         reg = self.topics
         follower = params.replica_id >= 0
         replica_id = params.replica_id if follower else -1
-        read_committed = params.read_committed
+        isolation = params.isolation
+        read_committed = isolation is _TXN_COMMITTED
+        faults = fault_injection.FAULTS  # empty unless started to be broken on purpose (odradek.verify)
         remaining = params.max_bytes
         total = 0
         has_error = False
         out: list[tuple[TopicPartition, Any, PartitionResult]] = []
+        remote: list[RemoteFetchInfo] | None = None
         for key, cp in partitions:
             name, p = key
             pr = PartitionResult(p)
@@ -340,13 +446,13 @@ class ReplicaManager:
             held = follower and self._leader_throttles(key, replica_id)
             if held:  # read (the follower's state moves) but send nothing: Kafka's shouldLeaderThrottle
                 limit = 0
-            code, plog, data = self.read(
-                name, p, cp.fetch_offset, limit, read_committed, min_one_message=(total == 0 and not held),
-                replica_id=replica_id,
-            )
+            fetch_offset = cp.fetch_offset
+            if faults and "consumer-skip" in faults and not follower:
+                fetch_offset = fault_injection.skipped_fetch_offset(fetch_offset)
+            code, plog, data = self.read(name, p, fetch_offset, limit, isolation, total == 0 and not held)
             pr.error_code = code
             if update_follower and code == errors.NONE:
-                self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.now_ms())
+                self.on_follower_fetch(name, p, replica_id, cp.fetch_offset, self.lag_clock_ms())
             if plog is not None:
                 pr.high_watermark = plog.high_watermark
                 pr.last_stable_offset = plog.last_stable_offset
@@ -356,8 +462,15 @@ class ReplicaManager:
             if code != errors.NONE:
                 has_error = True
                 continue
+            if type(data) is RemoteFetchInfo:  # below a tiered partition's local log start
+                data.result = pr
+                if remote is None:
+                    remote = []
+                remote.append(data)
+                continue
             if data is not None and data.size:
-                if read_committed and plog is not None:  # the aborted transactions the data overlaps
+                if read_committed and plog is not None and not (faults and "expose-aborted" in faults):
+                    # the aborted transactions the data overlaps
                     pr.aborted_transactions = [
                         (a.producer_id, a.first_offset)
                         for a in plog.collect_aborted_transactions(cp.fetch_offset, plog.fetch_upper_bound(data))
@@ -366,22 +479,23 @@ class ReplicaManager:
                 pr.records_size = data.size
                 total += data.size
                 remaining -= data.size
-        return _new_read_result(LogReadResult, (out, total, has_error))  # LogReadResult(...) at a quarter of the cost
+        return _new_read_result(LogReadResult, (out, total, has_error, remote))  # LogReadResult(...) at a quarter of the cost
 
     def nothing_to_read(self, params: FetchParams, partitions: FetchPartitions) -> bool:
         """Whether ``read_from_log`` would now read no byte and meet no error, decided from offsets
         alone (Kafka's DelayedFetch.tryComplete compares fetch offsets with end offsets rather
         than reading): True only when every partition's topic is known, this broker leads it at the
         fetch's leader epoch (and the fetching follower is one of its replicas), its log is here and
-        the fetch offset is exactly the read's upper bound (the log end offset for a follower, the
-        last stable offset for read_committed, else the high watermark), at or above the log start.
+        the fetch offset is exactly the read's upper bound (``Log.latest_offset`` of the fetch's isolation:
+        the log end offset for a follower, the last stable offset for read_committed, else the high
+        watermark), at or above the log start.
         Any other case is left to the read."""
         reg = self.topics
         parts = self.partitions
         get_log = self.log_manager.get_log
         replica_id = params.replica_id
         follower = replica_id >= 0
-        read_committed = params.read_committed
+        isolation = params.isolation
         node = self.node_id
         for key, cp in partitions:
             part = parts.get(key)
@@ -397,10 +511,7 @@ class ReplicaManager:
             plog = get_log(*key)
             if plog is None:
                 return False
-            if follower:
-                bound = plog.log_end_offset
-            else:
-                bound = plog.last_stable_offset if read_committed else plog.high_watermark
+            bound = plog.latest_offset(isolation)
             if cp.fetch_offset != bound or bound < plog.log_start_offset:
                 return False
         return True
@@ -428,23 +539,29 @@ class ReplicaManager:
         partition: int,
         fetch_offset: int,
         max_bytes: int,
-        read_committed: bool,
+        isolation: FetchIsolation,
         min_one_message: bool,
-        replica_id: int = -1,
     ) -> tuple[int, Log | None, Any]:
-        """(error code, log, FetchData | None). Consumers read below the high watermark,
-        followers (``replica_id`` ≥ 0) up to the log end offset."""
+        """(error code, log, FetchData | None), read up to ``Log.latest_offset`` of ``isolation``: a
+        consumer below the high watermark (``HIGH_WATERMARK``) or the last stable offset
+        (``TXN_COMMITTED``), a follower (``LOG_END``, the isolation Fetch gives only replicas) up to the log
+        end offset."""
         plog = self.get_log(topic, partition)
         if plog is None:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, None, None
         if self.leading(topic, partition) is None:
             return errors.NOT_LEADER_OR_FOLLOWER, None, None
-        if replica_id >= 0:
-            max_offset = plog.log_end_offset
-        else:  # read_committed consumers stop at the last stable offset
-            max_offset = plog.last_stable_offset if read_committed else plog.high_watermark
+        if plog.config.remote_storage_enable and fetch_offset < plog.local_log_start_offset:
+            if isolation is _LOG_END:
+                # a follower below the local log start of a tiered log builds its state from the remote tier
+                # and fetches from the local log start (Kafka's OffsetMovedToTieredStorageException, KIP-405)
+                return errors.OFFSET_MOVED_TO_TIERED_STORAGE, plog, None
+            if self.remote_reader is not None and plog.log_start_offset <= fetch_offset:
+                # tiered storage (KIP-405): the records are in the remote tier only
+                return errors.NONE, plog, RemoteFetchInfo(
+                    topic, partition, fetch_offset, max_bytes, min_one_message, isolation)
         try:
-            data = plog.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            data = plog.read(fetch_offset, max_bytes, plog.latest_offset(isolation), min_one_message)
         except OffsetOutOfRangeError:
             return errors.OFFSET_OUT_OF_RANGE, plog, None
         return errors.NONE, plog, data
@@ -453,6 +570,7 @@ class ReplicaManager:
         """Drop every delayed operation unanswered (broker shutdown)."""
         self.fetch_purgatory.cancel_all()
         self.produce_purgatory.cancel_all()
+        self.remote_list_offsets_purgatory.cancel_all()
 
     # ------------------------------------------------------------------ acks=all
     def wait_for_replication(
@@ -499,7 +617,7 @@ class ReplicaManager:
         """A coordinator's own batch (control batches allowed) on a partition this broker leads:
         the leader's epoch, the high watermark and waiting fetches as for a produce."""
         try:
-            info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms, from_client=False)
+            info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms, origin=AppendOrigin.COORDINATOR)
         except OSError as e:
             self.handle_log_dir_failure(plog.dir, e)
             raise
@@ -531,7 +649,8 @@ class ReplicaManager:
         return errors.UNKNOWN_LEADER_EPOCH if current_leader_epoch >= 0 else errors.NOT_LEADER_OR_FOLLOWER
 
     def on_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched from ``fetch_offset``: that is its log end offset now."""
+        """A follower fetched from ``fetch_offset``: that is its log end offset now (``now_ms`` by
+        :attr:`lag_clock_ms`)."""
         part = self.partitions.get((topic, partition))
         plog = self.get_log(topic, partition)
         if part is None or plog is None or part.leader_state is None:
@@ -545,7 +664,8 @@ class ReplicaManager:
         self._maybe_advance_high_watermark(part, plog)
 
     def check_isr(self, now_ms: int, lag_time_max_ms: int) -> None:
-        """Followers that fell behind for replica.lag.time.max.ms leave the ISR."""
+        """Followers that fell behind for replica.lag.time.max.ms leave the ISR (``now_ms`` by
+        :attr:`lag_clock_ms`)."""
         for part in list(self.partitions.values()):
             ls = part.leader_state
             if ls is None or part.isr_write_in_flight:
@@ -597,7 +717,7 @@ class ReplicaManager:
             self.node_id, part.leader_epoch, list(part.replicas), list(part.isr),
             plog.log_end_offset, plog.high_watermark,
         )
-        ls.start(now_ms)
+        ls.start(self.lag_clock_ms())  # (now_ms: the wall clock)
         part.leader_state = ls
         self._maybe_advance_high_watermark(part, plog)
 
@@ -609,11 +729,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ cluster mode: the controller's requests
     def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
         """``listener`` hears of every change of this broker's role for ``topic``'s partitions
-        (Kafka's onLeadershipChange: the coordinators load and unload their internal topics)."""
+        (Kafka's onLeadershipChange: the coordinators load and unload their internal topics);
+        ``topic`` :data:`ANY_TOPIC` for every partition's (the share-partition manager's, Kafka's
+        PartitionListener)."""
         self._leadership_listeners.setdefault(topic, []).append(listener)
 
     def _leadership_changed(self, topic: str, partition: int, leader: bool) -> None:
-        for listener in self._leadership_listeners.get(topic, ()):
+        listeners = self._leadership_listeners
+        for listener in (*listeners.get(topic, ()), *listeners.get(ANY_TOPIC, ())):
             try:
                 listener(topic, partition, leader)
             except Exception:
@@ -653,6 +776,8 @@ class ReplicaManager:
             epoch = int(ps["leader_epoch"])
             if tp in self.log_manager.offline_partitions:
                 code = errors.KAFKA_STORAGE_ERROR  # its log dir failed: the controller moves it elsewhere
+            elif self._inconsistent_topic_id(tp, topic_ids):
+                code = errors.INCONSISTENT_TOPIC_ID
             elif current is not None and epoch < current.leader_epoch:
                 code = errors.STALE_CONTROLLER_EPOCH
             elif current is not None and epoch == current.leader_epoch and current.leader == int(ps["leader"]):
@@ -665,6 +790,22 @@ class ReplicaManager:
                 code = self._become(ps, leaders, now_ms, topic_ids)
             out.append({"topic": topic, "partition": index, "error_code": code})
         return out
+
+    def _inconsistent_topic_id(self, tp: tuple[str, int], topic_ids: dict[str, str]) -> bool:
+        """The log here belongs to another topic of the same name than the one the controller names
+        (Kafka's ReplicaManager.becomeLeaderOrFollower: INCONSISTENT_TOPIC_ID, the partition's role
+        unchanged, so one topic's records are never served as another's)."""
+        named = topic_ids.get(tp[0])
+        plog = self.log_manager.get_log(*tp)
+        if not named or plog is None or plog.topic_id is None:
+            return False
+        wanted = topic_id_from_str(named)
+        if plog.topic_id == wanted:
+            return False
+        log.error("Topic id in the log of %s-%d (%s, %s) does not match the topic id %s in the controller's "
+                  "request; the partition is not served here (INCONSISTENT_TOPIC_ID)",
+                  tp[0], tp[1], plog.topic_id, plog.dir, wanted)
+        return True
 
     def _topic_id(self, topic: str, topic_ids: dict[str, str]) -> uuid.UUID | None:
         named = topic_ids.get(topic)
@@ -682,6 +823,9 @@ class ReplicaManager:
         lm = self.log_manager
         try:
             plog = lm.get_or_create_log(topic, index, self._topic_id(topic, topic_ids))
+        except InconsistentTopicIdError as e:  # an unloaded folder of another topic of this name
+            log.error("%s; the partition is not served here (INCONSISTENT_TOPIC_ID)", e.message)
+            return errors.INCONSISTENT_TOPIC_ID
         except OSError as e:
             self.handle_log_dir_failure(lm.log_dir_of(topic, index) or lm.log_dirs[0], e)
             return errors.KAFKA_STORAGE_ERROR
@@ -735,6 +879,13 @@ class ReplicaManager:
             tp = (str(ps["topic"]), int(ps["partition"]))
             self.fetchers.remove(tp)
             part = self.partitions.pop(tp, None)
+            plog = self.log_manager.get_log(*tp)
+            if (ps["delete"] and int(ps.get("leader_epoch", -1)) == EPOCH_DURING_DELETE and part is not None
+                    and part.leader == self.node_id and plog is not None and plog.config.remote_storage_enable
+                    and self.remote_reader is not None):
+                # Kafka's RemoteLogManager.stopPartitions with deleteRemoteLog: the topic is deleted and this
+                # broker was its leader
+                self.remote_reader.delete_remote_log_partition(plog)
             if part is not None:
                 self.make_follower(part)
                 self._leadership_changed(tp[0], tp[1], False)
@@ -743,6 +894,17 @@ class ReplicaManager:
                 log.info("deleted replica %s-%d", *tp)
             out.append({"topic": tp[0], "partition": tp[1], "error_code": errors.NONE})
         return out
+
+    def flush_dirty(self, now_ms: int) -> None:
+        """The log flusher's tick: a log that cannot be flushed takes its log dir offline."""
+        self.log_manager.flush_dirty(now_ms, on_error=self.handle_log_dir_failure)
+
+    def checkpoint(self) -> None:
+        """The periodic checkpoints (recovery points, log start offsets, high watermarks): a log dir
+        whose checkpoint cannot be written goes offline, as an append's I/O error takes it (Kafka's
+        CheckpointFileWithFailureHandler); before, a full disk only logged a traceback each time and
+        left the dir serving."""
+        self.log_manager.checkpoint(on_error=self.handle_log_dir_failure)
 
     def handle_log_dir_failure(self, path: Any, error: OSError) -> None:
         """An I/O error in a log: its log dir goes offline (Kafka's LogDirFailureChannel and

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from odradek.server.finalized_features import FinalizedFeatureCache
     from odradek.server.quota.client_quotas import ClientQuotas
     from odradek.server.replica_manager import ReplicaManager
+    from odradek.server.share_services import ShareServices
 
 
 class ConnectionHandle(Protocol):
@@ -97,6 +98,8 @@ class TopicAdmin(Protocol):
     def set_client_metrics_configs(self, name: str, configs: Mapping[str, str], *,
                                    validate_only: bool = False) -> None: ...
 
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None: ...
+
 
 class ProducerIdSource(Protocol):
     """Kafka's ProducerIdManager: unique producer ids for InitProducerId."""
@@ -127,6 +130,7 @@ class BrokerServices:
     quotas: ClientQuotas  # client quotas (KIP-546) and their rates
     security: SecurityServices = OPEN  # SCRAM credentials and the authorizer (none: all allowed)
     fetch_max_bytes: int = 57671680  # fetch.max.bytes: the bound on one Fetch response's record bytes
+    share: ShareServices | None = None  # share groups (KIP-932)
 
 
 class RequestContext:
@@ -167,6 +171,16 @@ class RequestContext:
         if security.acls is None:
             return True
         return security.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def resource_filter(self, operation: AclOperation, resource_type: ResourceType) -> Callable[[str], bool] | None:
+        """Whether the request's principal, from its host, may do ``operation`` on a resource of
+        ``resource_type`` named later (what a coordinator keeps to decide after the request is
+        answered: the topics a KIP-848 regex subscription matches); None without an authorizer."""
+        security = self.services.security
+        if security.acls is None:
+            return None
+        principal, host = self.principal, self.client_host
+        return lambda name: security.authorize(principal, host, operation, resource_type, name)
 
     def authorize_cluster(self, operation: AclOperation) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -18,11 +18,11 @@ def test_java_client_properties_translated(tmp_path: Path) -> None:
     )
     conf = admin_config("h:9094", str(f))
     assert conf == {
-        "bootstrap.servers": "h:9094", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "bootstrap.servers": "h:9094", "log_level": "4", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "admin", "sasl.password": "p=w;d", "ssl.ca.location": "/etc/ca.pem",
         "ssl.certificate.location": "/etc/client.pem", "ssl.key.location": "/etc/client.pem",
         "ssl.endpoint.identification.algorithm": "none",
     }
     assert read_properties(f)["sasl.mechanism"] == "SCRAM-SHA-512"
     assert librdkafka_settings({"ssl.ca.location": "/x"}) == {"ssl.ca.location": "/x"}  # librdkafka names pass
-    assert admin_config("h:1", None) == {"bootstrap.servers": "h:1"}
+    assert admin_config("h:1", None) == {"bootstrap.servers": "h:1", "log_level": "4"}

@@ -37,6 +37,25 @@ def test_cluster_view_sorts_and_marks_the_controller_and_under_replicated() -> N
     assert b.size == 150
 
 
+def test_local_and_remote_sizes_of_a_tiered_topic() -> None:
+    """Tiered storage (KIP-405): the remote tier's bytes beside the local ones, in columns of their own on the
+    topics and topic pages; a cluster with no remote size shows the one Size column as before."""
+    c = model.cluster_view(metadata(), {("b", 0): 100, ("b", 1): 50}, {("b", 0): 4096})
+    b = c.topics[1]
+    assert [(p.size, p.remote_size) for p in b.partitions] == [(100, 4096), (50, None)]
+    assert (b.size, b.remote_size, c.topics[0].remote_size) == (150, 4096, None)
+    page = pages.topics_page(c.topics, "tok")
+    assert "<th>Local size</th><th>Remote size</th>" in page and "4.0 KiB" in page
+    topic = pages.topic_page(b, None, [], {}, "tok")
+    assert "<th>Local size</th><th>Remote size</th>" in topic
+    assert '<td class="num">100 B</td><td class="num">4.0 KiB</td>' in topic
+    assert '<td class="num">50 B</td><td class="num">–</td>' in topic
+    plain = model.cluster_view(metadata(), {("b", 0): 100})
+    assert "<th>Size</th>" in pages.topics_page(plain.topics, "tok")
+    assert "Remote size" not in pages.topics_page(plain.topics, "tok") + pages.topic_page(
+        plain.topics[1], None, [], {}, "tok")
+
+
 def test_log_sizes_keeps_the_largest_copy_and_skips_dirs_in_error() -> None:
     part = lambda i, n: NS(partition_index=i, partition_size=n)  # noqa: E731
     resp = NS(results=[NS(error_code=0, topics=[NS(name="t", partitions=[part(0, 10)])]),

@@ -90,7 +90,7 @@ def test_all_isr_dead_stays_offline_unless_unclean() -> None:
     store.delete("/brokers/ids/2")
     zd.register_broker(store, zd.BrokerInfo(2, "127.0.0.1", 9002))
     c.process_all()
-    c.put("TopicChange")  # any event re-runs elections for offline partitions
+    c.put("UncleanLeaderElectionEnable")  # a config change: offline partitions are tried again
     c.process_all()
     st = state(store, 0)
     assert (st.leader, st.isr) == (2, [2])  # unclean: a live replica outside the ISR, ISR = just it
@@ -138,6 +138,9 @@ def test_new_topic_and_new_partitions() -> None:
     store.set("/brokers/topics/u", json.dumps({"version": 3, "partitions": {"0": [3, 1], "1": [1, 2]}}).encode())
     c.put("TopicChange")
     c.process_all()
+    assert zd.read_partition_state(store, "u", 1) is None  # TopicChange reads new topics only
+    c.put("PartitionModifications", topic="u")
+    c.process_all()
     st = zd.read_partition_state(store, "u", 1)
     assert st is not None and st.leader == 1
     store.delete("/brokers/topics/u", recursive=True)
@@ -146,6 +149,30 @@ def test_new_topic_and_new_partitions() -> None:
     c.process_all()
     stops = ch.take(ib.STOP_REPLICA)
     assert {b for b, _ in stops} == {1, 2, 3}
+
+
+def test_creating_topics_one_by_one_reads_each_topic_once() -> None:
+    """TopicChange reads the new topics only: creating n topics, each followed by the watches'
+    events (TopicChange, then the new topic's PartitionModifications as its state znodes appear),
+    reads O(n) topic documents, not the O(n^2) of re-reading every topic on every change."""
+    store, c, _ = cluster()
+    reads: list[str] = []
+    real_get = store.get
+
+    def counting_get(path: str) -> Any:
+        if path.startswith("/brokers/topics/") and path.count("/") == 3:
+            reads.append(path)
+        return real_get(path)
+
+    store.get = counting_get  # type: ignore[method-assign]
+    n = 60
+    for i in range(n):
+        store.create(f"/brokers/topics/n{i}", json.dumps({"version": 3, "partitions": {"0": [1, 2]}}).encode())
+        c.put("TopicChange")
+        c.put("PartitionModifications", topic=f"n{i}")
+        c.process_all()
+    assert all(zd.read_partition_state(store, f"n{i}", 0) is not None for i in range(n))
+    assert len(reads) <= 3 * n, f"{len(reads)} topic reads for {n} topics"
 
 
 def test_partition_and_replica_state_machines_follow_events() -> None:
@@ -229,3 +256,26 @@ def test_a_large_new_topic_is_elected_in_batches_each_its_own_event() -> None:
     c.put("ElectNewPartitions")
     c.process_all()
     assert zd.read_partition_state(store, "gone", NEW_PARTITION_BATCH) is None
+
+
+def test_reassignment_may_forbid_a_change_of_replication_factor() -> None:
+    """AlterPartitionReassignments v1 (KIP-860): without allow_replication_factor_change, a target
+    of another size than the replication factor is INVALID_REPLICATION_FACTOR (the original
+    replicas' count while a reassignment runs); a cancellation is not checked."""
+    store, c, _ = cluster()
+    replies: list[Any] = []
+
+    def alter(target: list[int] | None, allow: bool = False) -> Any:
+        c.put("AlterReassignments", requests={("t", 0): target}, reply=replies.append,
+              allow_replication_factor_change=allow)
+        c.process_all()
+        return replies[-1][("t", 0)]
+
+    assert alter([1, 2]) == (errors.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 2")
+    assert ("t", 0) not in c.ctx.reassignments
+    assert alter([9, 2, 3]) == (errors.NONE, None)  # same factor: started
+    assert c.ctx.assignments["t"][0] == [9, 2, 3, 1]  # four replicas while it runs; the factor is still 3
+    assert alter([9, 2, 3, 1]) == (errors.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 4")
+    assert alter([9, 3, 2]) == (errors.NONE, None)
+    assert alter(None) == (errors.NONE, None)  # cancelled back to [1, 2, 3]
+    assert alter([1, 2], allow=True) == (errors.NONE, None)  # allowed: v0's behaviour

@@ -15,11 +15,11 @@ from odradek.controller.store import LocalStore
 from odradek.protocol import errors
 from odradek.server.finalized_features import FinalizedFeatureCache
 
-CURRENT = {"group.version": 1, "transaction.version": 1}
+CURRENT = {"group.version": 1, "share.version": 1, "transaction.version": 1}
 
 
 def test_defaults_finalize_the_highest_supported_levels() -> None:
-    assert ft.default_finalized() == {"group.version": 1, "transaction.version": 1}
+    assert ft.default_finalized() == {"group.version": 1, "share.version": 1, "transaction.version": 1}
     assert ft.default_finalized({"a": (0, 0), "b": (0, 3)}) == {"b": 3}
 
 
@@ -51,7 +51,7 @@ def test_upgrade_to_a_lower_level_via_downgrade_type_is_refused() -> None:
 @pytest.mark.parametrize("kind", [SAFE_DOWNGRADE, UNSAFE_DOWNGRADE])
 def test_downgrade_to_zero_removes_the_feature(kind: int) -> None:
     r = ft.apply_updates([FeatureUpdate("group.version", 0, kind)], CURRENT)
-    assert (r.error_code, r.finalized) == (errors.NONE, {"transaction.version": 1})
+    assert (r.error_code, r.finalized) == (errors.NONE, {"share.version": 1, "transaction.version": 1})
 
 
 def test_upgrade_and_same_level_are_accepted() -> None:
@@ -100,17 +100,17 @@ def test_controller_update_against_the_store(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "meta.json")
     zd.ensure_feature_znode(store, ft.default_finalized())
     zd.ensure_feature_znode(store, {})  # an existing node is kept
-    assert FinalizedFeatureCache.read(store) == ({"group.version": 1, "transaction.version": 1}, 0)
+    assert FinalizedFeatureCache.read(store) == ({"group.version": 1, "share.version": 1, "transaction.version": 1}, 0)
     # validate only: the answer, no write
     code, _, finalized, epoch = zd.update_features(store, [FeatureUpdate("group.version", 0, SAFE_DOWNGRADE)], True)
-    assert (code, finalized, epoch) == (errors.NONE, {"transaction.version": 1}, 0)
-    assert FinalizedFeatureCache.read(store) == ({"group.version": 1, "transaction.version": 1}, 0)
+    assert (code, finalized, epoch) == (errors.NONE, {"share.version": 1, "transaction.version": 1}, 0)
+    assert FinalizedFeatureCache.read(store) == ({"group.version": 1, "share.version": 1, "transaction.version": 1}, 0)
     code, _, finalized, epoch = zd.update_features(store, [FeatureUpdate("group.version", 0, SAFE_DOWNGRADE)], False)
-    assert (code, finalized, epoch) == (errors.NONE, {"transaction.version": 1}, 1)
+    assert (code, finalized, epoch) == (errors.NONE, {"share.version": 1, "transaction.version": 1}, 1)
     # persisted: a new store on the same file reads it back with its epoch
-    assert FinalizedFeatureCache.read(LocalStore(tmp_path / "meta.json")) == ({"transaction.version": 1}, 1)
+    assert FinalizedFeatureCache.read(LocalStore(tmp_path / "meta.json")) == ({"share.version": 1, "transaction.version": 1}, 1)
     code, msg, finalized, epoch = zd.update_features(store, [FeatureUpdate("group.version", 3)], False)
-    assert code == errors.INVALID_UPDATE_VERSION and finalized == {"transaction.version": 1} and epoch == 1
+    assert code == errors.INVALID_UPDATE_VERSION and finalized == {"share.version": 1, "transaction.version": 1} and epoch == 1
 
 
 def test_controller_update_of_a_corrupt_znode_fails_without_writing(tmp_path: Path) -> None:

@@ -2,32 +2,49 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from odradek.controller import store_file
 from odradek.controller.store import LocalStore, NodeExistsError, Op, PersistError
 from odradek.controller.topics import TopicError, TopicRegistry
 from odradek.protocol import errors
 
 
 class Fault:
-    """Makes the store's file writes fail while ``on`` (a directory at the temporary file's path)."""
+    """Makes the store's file writes fail while on: a directory at the journal's path (the journal moved
+    aside, and back after) and at the temporary snapshot's (a compaction fails too)."""
 
     def __init__(self, store: LocalStore) -> None:
         assert store.file is not None
         self.tmp = store.file.with_suffix(".tmp")
+        self.journal = store_file.journal_path(store.file)
+        self.aside = self.journal.with_name("journal-aside")
 
     def __enter__(self) -> Fault:
+        if self.journal.exists():
+            os.replace(self.journal, self.aside)
+        self.journal.mkdir()
         self.tmp.mkdir()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.tmp.rmdir()
+        self.journal.rmdir()
+        if self.aside.exists():
+            os.replace(self.aside, self.journal)
+
+
+def _on_disk(store: LocalStore) -> tuple[bytes, bytes]:
+    assert store.file is not None
+    return store.file.read_bytes(), store_file.journal_path(store.file).read_bytes()
 
 
 def _state(store: LocalStore) -> tuple[object, ...]:
-    return dict(store._nodes), set(store._ephemeral), store._sequence
+    kids = {parent: set(names) for parent, names in store._kids.items()}
+    return dict(store._nodes), set(store._ephemeral), store._sequence, kids
 
 
 def _store(tmp_path: Path) -> tuple[LocalStore, list[str]]:
@@ -57,12 +74,12 @@ def _store(tmp_path: Path) -> tuple[LocalStore, list[str]]:
 def test_failed_write_rolls_back_and_fires_nothing(tmp_path: Path, mutation) -> None:  # type: ignore[no-untyped-def]
     store, fired = _store(tmp_path)
     before = _state(store)
-    on_disk = store.file.read_bytes()  # type: ignore[union-attr]
+    on_disk = _on_disk(store)
     with Fault(store), pytest.raises(PersistError):
         mutation(store)
     assert _state(store) == before
     assert fired == []
-    assert store.file.read_bytes() == on_disk  # type: ignore[union-attr]
+    assert _on_disk(store) == on_disk
     mutation(store)  # the fault cleared, the same change goes through
     assert fired and _state(store) != before
     persistent = {k: v for k, v in store._nodes.items() if k not in store._ephemeral}

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from odradek.coordinator import records as rec
-from odradek.coordinator.group.consumer_group import (
+from odradek.coordinator.group.consumer_group import ConsumerGroupCoordinator
+from odradek.coordinator.group.consumer_model import (
     ConsumerGroupConfig,
-    ConsumerGroupCoordinator,
     ConsumerGroupState,
     HeartbeatRequest,
     HeartbeatResult,
@@ -258,6 +258,35 @@ def test_subscription_change_and_regex() -> None:
     assert r2.error_code == errors.NONE
     req = HeartbeatRequest("g", "m3", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="(", topic_partitions=[])
     assert c.heartbeat(req, 1, "c", "/h").error_code == 128  # INVALID_REGULAR_EXPRESSION
+    # RE2's syntax, as Kafka's RE2/J reads it: lookaround and backreferences are refused, \Q...\E quotes
+    for bad in ("(?=u).*", "(u)\\1"):
+        req = HeartbeatRequest("g", "m4", 0, rebalance_timeout_ms=1000, subscribed_topic_regex=bad, topic_partitions=[])
+        assert c.heartbeat(req, 1, "c", "/h").error_code == 128, bad
+    req = HeartbeatRequest("g", "m5", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="\\Qu\\E", topic_partitions=[])
+    assert c.heartbeat(req, 1, "c", "/h").error_code == errors.NONE
+    assert c.member_topics(c.groups["g"].members["m5"]) == {"u"}
+
+
+def test_a_regex_matches_only_the_topics_the_members_principal_may_describe() -> None:
+    """Kafka's filterTopicDescribeAuthorizedTopics: each member's regex resolves to the topics its
+    principal may DESCRIBE; a grant counts from the next heartbeat that recomputes the subscriptions."""
+    c, _, _ = make()
+    allowed = {"t"}
+    req = HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=1000, subscribed_topic_regex=".*", topic_partitions=[],
+                           may_describe=allowed.__contains__)
+    r = c.heartbeat(req, 1, "c", "/h")
+    assert r.error_code == errors.NONE and r.assignment is not None and set(r.assignment) == {T}
+    assert set(c.groups["g"].subscription_metadata) == {"t"}
+    # another member of the group with no authorizer behind it matches both
+    req = HeartbeatRequest("g", "m2", 0, rebalance_timeout_ms=1000, subscribed_topic_regex=".*", topic_partitions=[])
+    c.heartbeat(req, 1, "c", "/h")
+    assert set(c.groups["g"].subscription_metadata) == {"t", "u"}
+    assert c.member_topics(c.groups["g"].members["m1"]) == {"t"}
+    allowed.add("u")
+    req = HeartbeatRequest("g", "m1", r.member_epoch, topic_partitions=[(T, sorted(r.assignment[T]))],
+                           may_describe=allowed.__contains__)
+    assert c.heartbeat(req, 1, "c", "/h").error_code == errors.NONE
+    assert c.member_topics(c.groups["g"].members["m1"]) == {"t", "u"}
 
 
 def test_range_assignor_on_request() -> None:

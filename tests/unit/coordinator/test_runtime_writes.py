@@ -9,8 +9,8 @@ from typing import Any
 
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime, append_error
 from odradek.protocol import errors
+from odradek.purgatory import DelayedOperationPurgatory
 from odradek.replication.delayed_produce import DelayedProduce
-from odradek.server.purgatory import DelayedOperationPurgatory
 
 from ..fake_scheduler import FakeScheduler
 

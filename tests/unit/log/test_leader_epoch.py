@@ -1,4 +1,7 @@
+import os
 from pathlib import Path
+
+import pytest
 
 from odradek.log.leader_epoch import EpochEntry, LeaderEpochCache
 
@@ -56,3 +59,26 @@ def test_assign_is_written_by_sync(tmp_path: Path) -> None:
     assert not (tmp_path / "leader-epoch-checkpoint").exists()
     c.sync()
     assert LeaderEpochCache(tmp_path).entries == [EpochEntry(3, 0)]
+
+
+def test_what_each_write_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's flush (sync): the file and the directory, as Kafka's CheckpointFile.write; a
+    truncation: the file only, at once (Kafka writes it in full on its scheduler, KAFKA-15046)."""
+    c = LeaderEpochCache(tmp_path)
+    for e, o in ((0, 0), (1, 10), (2, 20)):
+        c.assign(e, o)
+    real_fsync = os.fsync
+    synced: list[str] = []
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    c.sync()
+    assert synced == ["leader-epoch-checkpoint.tmp", "dir"]
+    synced.clear()
+    c.truncate_from_end(15)
+    assert synced == ["leader-epoch-checkpoint.tmp"]
+    assert LeaderEpochCache(tmp_path).entries == [EpochEntry(0, 0), EpochEntry(1, 10)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["leader-epoch-checkpoint"]

@@ -146,6 +146,27 @@ def test_delete_log_and_leftovers(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
 
 
+def test_deleted_logs_keep_a_bounded_number_of_files_open(tmp_path: Path) -> None:
+    """Deleted logs stay readable for file.delete.delay.ms, but no more than the manager's budget
+    of them keeps files open: the oldest are closed first, and their folders still go on time."""
+    mgr = _manager([tmp_path], file_delete_delay_ms=60_000)
+    mgr.startup()
+    mgr.deleted_logs_open_files = 3
+    logs = []
+    for p in range(5):
+        lg = mgr.get_or_create_log("churn", p)
+        append(lg, make_batch(1))
+        logs.append(lg)
+    for p in range(5):
+        assert mgr.delete_log("churn", p, now_ms=NOW)
+    assert [lg.closed for lg in logs] == [True, True, False, False, False]
+    assert len([d for d in tmp_path.iterdir() if d.name.endswith("-delete")]) == 5  # the folders wait
+    mgr.cleanup_logs(NOW + 60_000)
+    assert not [d for d in tmp_path.iterdir() if d.name.endswith("-delete")]
+    assert all(lg.closed for lg in logs) and mgr._deleted_open_files == 0
+    mgr.shutdown()
+
+
 def test_cleanup_and_flush(tmp_path: Path) -> None:
     mgr = _manager([tmp_path], segment_bytes=1000, retention_ms=1000, file_delete_delay_ms=0)
     mgr.startup()

@@ -9,6 +9,7 @@ import pytest
 from odradek.config import BrokerConfig, ConfigError
 from odradek.log import LogConfig, LogManager
 from odradek.log.producer_state import ProducerStateManager, snapshot_path
+from odradek.log.validator import AppendOrigin
 from odradek.protocol.records import build_batch, validate_batches
 
 from .log_helpers import NOW, append, make_batch, new_log, reopen
@@ -40,7 +41,7 @@ def test_transaction_marker_refreshes_and_closes(tmp_path: Path) -> None:
     marker = build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")], control=True, producer_id=7,
                          producer_epoch=0, timestamp=NOW - 30 * 60_000, transactional=True)
     data = bytearray(marker)
-    log.append_as_leader(data, validate_batches(data), 0, NOW, from_client=False)
+    log.append_as_leader(data, validate_batches(data), 0, NOW, origin=AppendOrigin.COORDINATOR)
     ps = log.producer_state
     entry = ps.producers[7]
     assert entry.current_txn_first_offset == -1 and entry.last_timestamp == NOW - 30 * 60_000

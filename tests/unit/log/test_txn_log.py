@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.log import Log, LogConfig, ProducerStateError
+from odradek.log import FetchIsolation, IsolationLevel, Log, LogConfig, ProducerStateError
 from odradek.log.errors import CorruptIndexError
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
@@ -29,6 +29,8 @@ from .log_helpers import NOW, region_bytes
 
 COMMIT = ControlRecordType.COMMIT
 ABORT = ControlRecordType.ABORT
+LOG_END, HIGH_WATERMARK = FetchIsolation.LOG_END, FetchIsolation.HIGH_WATERMARK
+TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 
 # ---------------------------------------------------------------------------------- txn index
@@ -155,7 +157,7 @@ def test_lso_progression_commit(tmp_path: Path) -> None:
     assert log.last_stable_offset == 1
     log.update_high_watermark(6)
     assert log.first_unstable_offset() is None and log.last_stable_offset == 6
-    assert log.latest_offset(1) == 6 and log.latest_offset(0) == 6
+    assert log.latest_offset(TXN_COMMITTED) == 6 and log.latest_offset(HIGH_WATERMARK) == 6
     assert all(seg.txn_index.entries == [] for seg in log.segments)  # commits are not indexed
     assert log.producer_entry(1).current_txn_first_offset == -1  # type: ignore[union-attr]
 
@@ -166,21 +168,54 @@ def test_abort_is_indexed_and_read_committed(tmp_path: Path) -> None:
     produce(log, bytearray(build_batch([(None, b"plain")], timestamp=NOW)))  # 2
     produce(log, txn_batch(1, 2))  # 3..4
     assert log.last_stable_offset == 0
-    data, aborted = log.read_committed(0, 1 << 20, True)
+    data, aborted = log.read_isolated(0, 1 << 20, TXN_COMMITTED, True)
     assert data.size == 0 and aborted == []
     assert end_txn(log, 1, ABORT) == 5
     assert log.last_stable_offset == 6
     assert log.active_segment.txn_index.entries == [AbortedTxn(1, 0, 5, 6)]
-    data, aborted = log.read_committed(0, 1 << 20, True)
+    data, aborted = log.read_isolated(0, 1 << 20, TXN_COMMITTED, True)
     assert [h.base_offset for _p, h in iter_batches(region_bytes(data))] == [0, 2, 3, 5]
     assert aborted == [AbortedTxn(1, 0, 5, 6)]
     # a fetch beyond the transaction does not see it
     produce(log, txn_batch(1, 4))  # 6..7: a new transaction
     end_txn(log, 1, COMMIT)  # 8
-    data, aborted = log.read_committed(6, 1 << 20, True)
+    data, aborted = log.read_isolated(6, 1 << 20, TXN_COMMITTED, True)
     assert aborted == [] and data.size > 0
     assert log.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 5, 6)]
     assert log.collect_aborted_transactions(6, 9) == []
+
+
+def test_each_isolation_reads_to_its_own_offset(tmp_path: Path) -> None:
+    """Log.latest_offset: LOG_END the log end, HIGH_WATERMARK the high watermark, TXN_COMMITTED the last stable
+    offset (Kafka's UnifiedLog.read maxOffsetMetadata); read_isolated reads to it and lists aborted
+    transactions for TXN_COMMITTED only."""
+    log = new_log(tmp_path)
+    produce(log, txn_batch(1, 0))  # 0..1, aborted below
+    end_txn(log, 1, ABORT)  # 2
+    produce(log, bytearray(build_batch([(None, b"plain")], timestamp=NOW)))  # 3
+    produce(log, txn_batch(2, 0))  # 4..5: open, so the last stable offset stays at 4
+    produce(log, bytearray(build_batch([(None, b"past")], timestamp=NOW)), hw=False)  # 6: not replicated yet
+    assert (log.last_stable_offset, log.high_watermark, log.log_end_offset) == (4, 6, 7)
+    assert [log.latest_offset(i) for i in (LOG_END, HIGH_WATERMARK, TXN_COMMITTED)] == [7, 6, 4]
+    bases: dict[FetchIsolation, list[int]] = {}
+    for isolation in FetchIsolation:
+        data, aborted = log.read_isolated(0, 1 << 20, isolation, True)
+        bases[isolation] = [h.base_offset for _p, h in iter_batches(region_bytes(data))]
+        assert aborted == ([AbortedTxn(1, 0, 2, 3)] if isolation is TXN_COMMITTED else [])
+    assert bases == {LOG_END: [0, 2, 3, 4, 6], HIGH_WATERMARK: [0, 2, 3, 4], TXN_COMMITTED: [0, 2, 3]}
+
+
+def test_fetch_isolation_of_a_request() -> None:
+    """Kafka's FetchIsolation.of for Fetch (a replica id >= 0 reads to the log end, whatever its level) and
+    ReplicaManager.fetchOffset's rule for ListOffsets (only replica id -1 is a client bound by its level)."""
+    of, lo = FetchIsolation.of, FetchIsolation.for_list_offsets
+    committed, uncommitted = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+    assert of(0, committed) is of(3, uncommitted) is LOG_END
+    assert of(-1, committed) is TXN_COMMITTED and of(-1, uncommitted) is HIGH_WATERMARK
+    assert of(-1, 1) is TXN_COMMITTED and of(-1, 0) is HIGH_WATERMARK  # the wire's int8
+    assert of(-2, 1) is TXN_COMMITTED and of(-3, 0) is HIGH_WATERMARK  # other negative ids: a consumer's
+    assert lo(-1, committed) is TXN_COMMITTED and lo(-1, uncommitted) is HIGH_WATERMARK
+    assert lo(-2, committed) is lo(0, committed) is lo(5, uncommitted) is LOG_END  # debugging tool, replicas
 
 
 def test_interleaved_producers(tmp_path: Path) -> None:

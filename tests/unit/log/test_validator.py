@@ -10,7 +10,7 @@ import crc32c
 import pytest
 
 from odradek.log.config import LogConfig
-from odradek.log.validator import ValidationPolicy, validate_and_assign_offsets
+from odradek.log.validator import AppendOrigin, ValidationPolicy, validate_and_assign_offsets
 from odradek.protocol.records import (
     COMPRESSION_GZIP,
     CORRUPT_MESSAGE,
@@ -89,7 +89,7 @@ def test_header_checks() -> None:
     assert refused(raw_batch(section(1), 1, producer_id=7, base_sequence=-1)).error_code == INVALID_RECORD
     control = bytearray(build_batch([(b"k", b"v")], timestamp=NOW, control=True))
     assert refused(bytes(control)).error_code == INVALID_RECORD
-    assert run(bytes(control), from_client=False).record_count == 1
+    assert run(bytes(control), origin=AppendOrigin.COORDINATOR).record_count == 1
     big = build_batch([(b"k", b"x" * 2000)], timestamp=NOW)
     assert refused(big, ValidationPolicy(max_message_bytes=1000)).error_code == MESSAGE_TOO_LARGE
 

@@ -102,3 +102,14 @@ def test_too_long(read: Reader) -> None:
 
 def test_error_is_a_value_error() -> None:
     assert issubclass(VarintError, ValueError)
+
+
+def test_high_bits_beyond_the_width_are_dropped_as_kafka_drops_them() -> None:
+    """ByteUtils.readVarint builds an int: the 5th byte's bits above bit 31 are lost, so a non-canonical
+    encoding reads as the value Kafka reads (not as a larger one that a length check would refuse, or an
+    offsetDelta that would name another offset). readVarlong does the same at 64 bits."""
+    assert read_varint(b"\x80\x80\x80\x80\x70", 0, 5) == (0, 5)
+    assert read_varint(b"\x82\x80\x80\x80\x10", 0, 5) == (1, 5)
+    assert read_varint(b"\xff\xff\xff\xff\x7f", 0, 5) == (-(2**31), 5)
+    assert read_varint(b"\xff" * 9 + b"\x7f", 0, 10, VARLONG_MAX_BYTES) == (-(2**63), 10)
+    assert read_varint(b"\xfe" + b"\xff" * 8 + b"\x03", 0, 10, VARLONG_MAX_BYTES) == (2**63 - 1, 10)

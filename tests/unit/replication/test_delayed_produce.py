@@ -1,7 +1,7 @@
 from odradek.protocol import errors
 from odradek.protocol.records import build_batch, complete_batches_length
+from odradek.purgatory import DelayedOperationPurgatory
 from odradek.replication.delayed_produce import DelayedProduce
-from odradek.server.purgatory import DelayedOperationPurgatory
 
 from ..fake_scheduler import FakeScheduler
 

@@ -11,12 +11,12 @@ import pytest
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller import zk_data as zd
 from odradek.controller.store import LocalStore
+from odradek.controller.zk_data import endpoint_for
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
     cluster_listeners,
-    endpoint_for,
     inter_broker_listener,
     refusal,
 )

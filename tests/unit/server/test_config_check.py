@@ -11,6 +11,7 @@ from odradek.config_check import (
     UNKNOWN,
     Unsupported,
     check_security,
+    check_share_group_bounds,
     check_startup,
     security_protocol_map,
     unsupported_settings,
@@ -122,3 +123,34 @@ def test_per_listener_settings_are_broker_settings() -> None:
     from odradek.config_check import PER_LISTENER_SETTINGS
 
     assert set(BROKER_CONFIGS) >= PER_LISTENER_SETTINGS
+
+
+@pytest.mark.parametrize(("props", "message"), [
+    ({"group.share.delivery.count.limit": "10", "group.share.max.delivery.count.limit": "5"},
+     "group.share.max.delivery.count.limit must be greater than or equal to group.share.delivery.count.limit"),
+    ({"group.share.delivery.count.limit": "2", "group.share.min.delivery.count.limit": "3"},
+     "group.share.delivery.count.limit must be greater than or equal to group.share.min.delivery.count.limit"),
+    ({"group.share.partition.max.record.locks": "5000"},
+     "group.share.max.partition.max.record.locks must be greater than or equal to "
+     "group.share.partition.max.record.locks"),
+    ({"group.share.partition.max.record.locks": "100", "group.share.min.partition.max.record.locks": "200"},
+     "group.share.partition.max.record.locks must be greater than or equal to "
+     "group.share.min.partition.max.record.locks"),
+    ({"group.share.record.lock.duration.ms": "10000"},
+     "group.share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
+    ({"group.share.record.lock.duration.ms": "70000"},
+     "group.share.max.record.lock.duration.ms must be greater than or equal to group.share.record.lock.duration.ms"),
+    ({"group.share.max.size": "1000", "group.share.max.share.sessions": "999"},
+     "group.share.max.share.sessions must be greater than or equal to group.share.max.size"),
+])
+def test_share_group_bounds_refused_with_kafkas_messages(props: dict[str, str], message: str) -> None:
+    """Kafka 4.4's ShareGroupConfig.validate: a broker whose share-group settings lie outside their bounds does
+    not start."""
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        check_share_group_bounds(BrokerConfig(props).get)
+
+
+def test_share_group_bounds_default_and_at_the_edges() -> None:
+    check_share_group_bounds(BrokerConfig({}).get)
+    check_share_group_bounds(BrokerConfig({"group.share.delivery.count.limit": "10",
+                                           "group.share.max.delivery.count.limit": "10"}).get)

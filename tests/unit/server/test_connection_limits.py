@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from odradek.config import ConfigError
-from odradek.protocol import framing
-from odradek.server.connection import Connection, ConnectionEdges
-from odradek.server.connection_quotas import (
+from odradek.connection_quotas import (
     FD_RESERVE_MIN,
     INT_MAX,
     ConnectionQuotas,
@@ -22,6 +20,8 @@ from odradek.server.connection_quotas import (
     normalise_ip,
     parse_ip_overrides,
 )
+from odradek.protocol import framing
+from odradek.server.connection import Connection, ConnectionEdges
 
 
 def test_parse_ip_overrides() -> None:

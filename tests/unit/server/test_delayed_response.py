@@ -10,8 +10,8 @@ import socket
 import struct
 
 from odradek.protocol.framing import response_header
+from odradek.purgatory import DelayedOperation, DelayedResponse
 from odradek.server.connection import Connection, ConnectionEdges
-from odradek.server.purgatory import DelayedOperation, DelayedResponse
 
 
 class Op(DelayedOperation[bytes]):

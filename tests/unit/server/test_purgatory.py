@@ -1,4 +1,4 @@
-"""server.purgatory: delayed operations complete exactly once, on a key check, on expiry or not at
+"""odradek.purgatory: delayed operations complete exactly once, on a key check, on expiry or not at
 all when cancelled (Kafka's DelayedOperation / DelayedOperationPurgatory). No loop, no socket: a
 fake scheduler drives time."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from odradek.server.purgatory import DelayedOperation, DelayedOperationPurgatory, future_of
+from odradek.purgatory import DelayedOperation, DelayedOperationPurgatory, future_of
 
 from ..fake_scheduler import FakeScheduler
 

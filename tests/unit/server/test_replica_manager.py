@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from odradek.log import Log, LogConfig
+from odradek.log import FetchIsolation, Log, LogConfig
 from odradek.protocol import errors
 from odradek.protocol.records import build_batch
 from odradek.replication.delayed_fetch import DelayedFetch, FetchParams, LogReadResult
@@ -23,6 +23,7 @@ from ..fake_scheduler import FakeScheduler
 
 NOW = 1_700_000_000_000
 TP = ("t", 0)
+LOG_END = FetchIsolation.LOG_END  # a follower's fetch (FetchIsolation.of with a replica id >= 0)
 
 
 class _Topics:
@@ -108,10 +109,10 @@ def test_acks_all_waits_for_the_follower_to_move_the_high_watermark(tmp_path: Pa
     # a consumer sees nothing above the high watermark yet; the follower reads to the log end
     consumer = rm.fetch(FetchParams(), _at(0))
     assert isinstance(consumer, LogReadResult) and consumer.bytes == 0
-    follower = rm.fetch(FetchParams(replica_id=1), _at(0))
+    follower = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0))
     assert isinstance(follower, LogReadResult) and follower.bytes > 0 and not op.completed
     # its next fetch, from offset 2, says it has both records: the high watermark moves
-    rm.fetch(FetchParams(replica_id=1), _at(2))
+    rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(2))
     assert plog.high_watermark == 2 and part.leader_state is not None and part.leader_state.high_watermark == 2
     assert op.completed and op.response == {TP: errors.NONE}
     assert rm.produce_purgatory.delayed() == 0
@@ -198,7 +199,7 @@ def test_follower_state_moves_on_the_first_read_only(tmp_path: Path) -> None:
     rm.append("t", 0, _batch(), NOW)
     ls = part.leader_state
     assert ls is not None
-    op = rm.fetch(FetchParams(replica_id=1, max_wait_ms=500, min_bytes=1), _at(1))
+    op = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END, max_wait_ms=500, min_bytes=1), _at(1))
     assert isinstance(op, DelayedFetch)  # caught up: nothing to read, it waits
     assert ls.followers[1].log_end_offset == 1 and ls.followers[1].last_fetch_ms == NOW
     assert broker.logs[TP].high_watermark == 1
@@ -244,7 +245,7 @@ def test_a_consumer_fetch_waiting_on_an_acks_all_leader_is_not_read_until_the_hi
     rm.append("t", 0, _batch(2), NOW, acks=-1)
     sched.run_soon()
     assert not op.completed and reads == []  # woken, nothing below the high watermark: no read
-    follower = rm.fetch(FetchParams(replica_id=1), _at(2))  # the follower has both: the high watermark moves
+    follower = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(2))  # the follower has both: the high watermark moves
     assert isinstance(follower, LogReadResult) and broker.logs[TP].high_watermark == 2
     sched.run_soon()
     assert op.completed and op.response is not None and op.response.bytes > 0
@@ -267,12 +268,12 @@ def test_nothing_to_read_leaves_every_other_case_to_the_read(tmp_path: Path) -> 
     assert nothing(FetchParams(), 0, epoch=part.leader_epoch)
     assert not nothing(FetchParams(), 0, epoch=part.leader_epoch + 1)  # fenced / unknown epoch
     assert not nothing(FetchParams(), 1)  # past the high watermark: an error
-    assert nothing(FetchParams(replica_id=1), 2)  # a follower at the log end
-    assert not nothing(FetchParams(replica_id=1), 0)  # a follower with records to read
-    assert not nothing(FetchParams(replica_id=7), 2)  # not one of the replicas
+    assert nothing(FetchParams(replica_id=1, isolation=LOG_END), 2)  # a follower at the log end
+    assert not nothing(FetchParams(replica_id=1, isolation=LOG_END), 0)  # a follower with records to read
+    assert not nothing(FetchParams(replica_id=7, isolation=LOG_END), 2)  # not one of the replicas
     assert not nothing(FetchParams(), 0, tp=("other", 0))  # unknown topic
     assert not nothing(FetchParams(), 0, tp=("t", 1))  # no such partition
-    rm.fetch(FetchParams(replica_id=1), _at(2))  # the high watermark moves to 2
+    rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(2))  # the high watermark moves to 2
     assert plog.high_watermark == 2
     assert not nothing(FetchParams(), 0) and nothing(FetchParams(), 2)
     rm.make_follower(part)  # leadership moved away
@@ -286,7 +287,7 @@ def test_a_fetch_with_nothing_to_read_is_parked_without_reading(tmp_path: Path) 
     rm.append("t", 0, _batch(2), NOW, acks=-1)
     reads = _count_reads(rm)
     consumer = rm.fetch(FetchParams(max_wait_ms=500, min_bytes=1), _at(0))
-    follower = rm.fetch(FetchParams(replica_id=1, max_wait_ms=500, min_bytes=1), _at(2))
+    follower = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END, max_wait_ms=500, min_bytes=1), _at(2))
     assert isinstance(consumer, DelayedFetch) and isinstance(follower, DelayedFetch) and reads == []
     ls = part.leader_state
     assert ls is not None and ls.followers[1].log_end_offset == 2 and broker.logs[TP].high_watermark == 2
@@ -296,3 +297,63 @@ def test_a_fetch_with_nothing_to_read_is_parked_without_reading(tmp_path: Path) 
     # min_bytes 0 or no wait: answered at once, read
     assert isinstance(rm.fetch(FetchParams(max_wait_ms=500, min_bytes=0), _at(2)), LogReadResult)
     assert isinstance(rm.fetch(FetchParams(max_wait_ms=0, min_bytes=1), _at(2)), LogReadResult)
+
+
+def test_isr_expiry_runs_on_its_own_clock_not_the_wall_clock(tmp_path: Path) -> None:
+    # the broker gives ISR expiry the monotonic clock: with the wall clock (as Kafka stamps it), a
+    # follower's caught-up time taken while the wall clock was 2 minutes ahead, which only ever grows,
+    # kept that follower in the ISR 2 minutes after it stopped fetching, once the clock was set back
+    sched = FakeScheduler(NOW)  # the monotonic clock
+    wall = [NOW]
+    broker = _Broker(tmp_path, sched, LogConfig(min_insync_replicas=1))
+    rm = ReplicaManager(0, broker, broker.topics, lambda: wall[0], scheduler=sched, isr_writer=broker,  # type: ignore[arg-type]
+                        lag_clock_ms=lambda: sched.now_ms)
+    part = Partition("t", 0, [0, 1], 0, 1, [0, 1], 0, 1)
+    rm.partitions[TP] = part
+    rm.make_leader(part, broker.logs[TP], wall[0])
+    wall[0] += 120_000  # the wall clock jumps 2 minutes ahead
+    rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0))  # the follower is caught up
+    rm.check_isr(rm.lag_clock_ms(), 3000)
+    assert broker.isr_writes == []  # a jump of the wall clock is no lag
+    wall[0] -= 120_000  # ... and back; the follower stops fetching
+    sched.advance(3001)
+    wall[0] += 3001
+    rm.check_isr(rm.lag_clock_ms(), 3000)
+    assert [isr for isr, _ in broker.isr_writes] == [[0]]  # out after replica.lag.time.max.ms, not 2 minutes
+
+
+def test_each_isolation_bounds_the_read_and_the_wait(tmp_path: Path) -> None:
+    """A consumer at read_committed (TXN_COMMITTED) reads to the last stable offset, gets the aborted
+    transactions its data overlaps and waits there; one at read_uncommitted (HIGH_WATERMARK) reads to the high
+    watermark; a follower (LOG_END) to the log end (Kafka's FetchIsolation in ReplicaManager.readFromLog and
+    DelayedFetch.tryComplete)."""
+    rm, broker, _sched, part = _setup(tmp_path, [0, 1], [0, 1])
+    plog = broker.logs[TP]
+    plain = _batch()
+    txn = build_batch([(None, b"t" * 20)] * 2, timestamp=NOW, producer_id=7, producer_epoch=0, base_sequence=0,
+                      transactional=True)
+    follower = FetchParams(replica_id=1, isolation=LOG_END)
+    committed = FetchParams(isolation=FetchIsolation.TXN_COMMITTED)
+
+    def read(params: FetchParams, offset: int) -> tuple[int, Any]:
+        got = rm.fetch(params, _at(offset))
+        assert isinstance(got, LogReadResult)
+        (_, _, pr), = got.partitions
+        return got.bytes, pr
+
+    assert rm.append("t", 0, plain, NOW, acks=-1).error_code == errors.NONE  # 0
+    assert rm.append("t", 0, txn, NOW, acks=-1, transactional=True).error_code == errors.NONE  # 1..2, open
+    read(follower, 3)  # the follower has both: the high watermark moves to 3
+    assert (plog.last_stable_offset, plog.high_watermark, plog.log_end_offset) == (1, 3, 3)
+    size, pr = read(committed, 0)
+    assert size == len(plain) and pr.last_stable_offset == 1 and list(pr.aborted_transactions) == []
+    assert read(FetchParams(), 0)[0] == len(plain) + len(txn)
+    assert rm.nothing_to_read(committed, _at(1)) and not rm.nothing_to_read(FetchParams(), _at(1))
+    rm.append("t", 0, _batch(), NOW, acks=-1)  # 3, above the high watermark
+    assert rm.nothing_to_read(FetchParams(), _at(3)) and not rm.nothing_to_read(follower, _at(3))
+    assert read(FetchParams(), 3)[0] == 0 and read(follower, 3)[0] == len(_batch())
+    plog.append_txn_marker(7, 0, 0, False, part.leader_epoch, NOW)  # 4: aborted
+    read(follower, 5)  # the high watermark moves to 5, and the last stable offset with it
+    assert (plog.last_stable_offset, plog.high_watermark) == (5, 5)
+    size, pr = read(committed, 0)
+    assert size == plog.active_segment.size and list(pr.aborted_transactions) == [(7, 1)]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from odradek.controller.topics import topic_id_to_str
 from odradek.log import LogConfig
 from odradek.log.manager import LogManager
 from odradek.protocol import errors
@@ -117,6 +118,34 @@ def test_become_leader_creates_the_log_and_leads(tmp_path: Path) -> None:
     assert w.fetchers.added == [] and ("t", 0) not in w.fetchers.leader_of
     r = w.rm.append("t", 0, build_batch([(None, b"v")], timestamp=NOW), NOW)
     assert r.error_code == errors.NONE and r.base_offset == 0
+
+
+def test_a_log_of_another_topic_id_is_inconsistent_and_never_served(tmp_path: Path) -> None:
+    """The controller names topic id B for "t" while the log here holds topic id A (a topic of the
+    same name deleted and created again while this broker missed it): INCONSISTENT_TOPIC_ID, the
+    role unchanged, the old records not served as the new topic's (Kafka's becomeLeaderOrFollower)."""
+    w = _World(tmp_path)
+    w.rm.become_leader_or_follower(_leader_and_isr(_state("t", 0, ME, 1)))
+    assert w.rm.append("t", 0, build_batch([(None, b"old")], timestamp=NOW), NOW).error_code == errors.NONE
+    old_id = w.topics.metas["t"].topic_id
+    new_id = uuid.uuid4()
+    body = _leader_and_isr(_state("t", 0, ME, 0))
+    body["topic_ids"] = {"t": topic_id_to_str(new_id)}
+    out = w.rm.become_leader_or_follower(body)
+    assert _codes(out) == {("t", 0): errors.INCONSISTENT_TOPIC_ID}
+    plog = w.logs.get_log("t", 0)
+    assert plog is not None and plog.topic_id == old_id and plog.log_end_offset == 1
+    assert w.rm.partitions[("t", 0)].leader_epoch == 1  # unchanged
+    # the same from a folder not loaded yet (partition 1 of the old topic, on disk only)
+    from odradek.log.checkpoint import write_partition_metadata
+    from odradek.log.log import Log
+    d = w.dirs[0] / "t-1"
+    Log.create(w.dirs[0], "t", 1, LogConfig(), old_id).close()
+    write_partition_metadata(d, old_id, sync=False)
+    body = _leader_and_isr(_state("t", 1, ME, 0))
+    body["topic_ids"] = {"t": topic_id_to_str(new_id)}
+    assert _codes(w.rm.become_leader_or_follower(body)) == {("t", 1): errors.INCONSISTENT_TOPIC_ID}
+    assert w.logs.get_log("t", 1) is None and ("t", 1) not in w.rm.partitions and d.is_dir()
 
 
 def test_become_follower_fetches_from_the_live_leader(tmp_path: Path) -> None:
@@ -251,6 +280,52 @@ def test_the_last_log_dir_failing_halts_the_broker(tmp_path: Path) -> None:
     w.rm.become_leader_or_follower(_leader_and_isr(_state("t", 0, ME, 1)))
     w.rm.handle_log_dir_failure(w.dirs[0], OSError(28, "No space left on device"))
     assert w.halted == [1] and w.dir_offline_notices == 0 and not w.rm.partitions
+
+
+def test_a_checkpoint_that_cannot_be_written_takes_its_log_dir_offline(tmp_path: Path) -> None:
+    # a full disk refuses the periodic checkpoints as it refuses appends: Kafka's
+    # CheckpointFileWithFailureHandler takes the dir offline; this only logged a traceback and kept
+    # serving from the dir (found reading what the disk-full nemesis, odradek.verify, makes a broker do)
+    from odradek.log.manager import REPLICATION_OFFSET_CHECKPOINT
+
+    w = _World(tmp_path, dirs=2)
+    w.rm.become_leader_or_follower(_leader_and_isr(_state("t", 0, ME, 1), _state("t", 1, ME, 1)))
+    broken = w.dirs[1]
+    (broken / (REPLICATION_OFFSET_CHECKPOINT + ".tmp")).mkdir()  # the write of its temporary file fails
+    w.rm.checkpoint()
+    assert w.logs.offline_dirs == {broken} and w.dir_offline_notices == 1 and w.halted == []
+    assert (w.dirs[0] / REPLICATION_OFFSET_CHECKPOINT).exists()  # the other dir's checkpoints still written
+    with pytest.raises(OSError):  # without a handler (the shutdown's last checkpoint) it is raised
+        w2 = _World(tmp_path / "alone")
+        (w2.dirs[0] / (REPLICATION_OFFSET_CHECKPOINT + ".tmp")).mkdir()
+        w2.logs.checkpoint()
+    w2.rm.checkpoint()  # the only log dir: the broker halts
+    assert w2.halted == [1] and w2.logs.offline_dirs == {w2.dirs[0]}
+
+
+def test_a_log_that_cannot_be_flushed_takes_its_log_dir_offline(tmp_path: Path) -> None:
+    # the log flusher's tick (flush.ms, rolled segments) writes producer snapshots and leader epoch
+    # checkpoints: refused by a full disk, Kafka's flushDirtyLogs takes the log's dir offline; this logged
+    # a traceback each second, left the dir serving, and skipped the logs after the failing one
+    import dataclasses
+
+    w = _World(tmp_path, dirs=2)
+    w.rm.become_leader_or_follower(_leader_and_isr(_state("t", 0, ME, 1), _state("t", 1, ME, 1)))
+    logs = {tp: w.logs.get_log(*tp) for tp in (("t", 0), ("t", 1))}
+    assert all(lg is not None for lg in logs.values())
+    assert logs[("t", 0)].dir.parent != logs[("t", 1)].dir.parent  # type: ignore[union-attr]  # one log per dir
+    for tp, lg in logs.items():
+        assert lg is not None
+        lg.config = dataclasses.replace(lg.config, flush_ms=0)
+        assert w.rm.append(*tp, build_batch([(None, b"v")], timestamp=NOW), NOW).error_code == errors.NONE
+    broken = logs[("t", 0)]
+    assert broken is not None
+    broken.leader_epoch_cache.assign(2, broken.log_end_offset)  # a new epoch: written by the next flush
+    (broken.dir / "leader-epoch-checkpoint.tmp").mkdir()  # ... which cannot write it
+    w.rm.flush_dirty(2 * NOW)  # later than the logs' last flush (which read the real clock)
+    assert w.logs.offline_dirs == {broken.dir.parent} and w.dir_offline_notices == 1 and w.halted == []
+    kept = logs[("t", 1)]
+    assert kept is not None and kept.recovery_point == kept.log_end_offset == 1  # still flushed
 
 
 def test_a_fetchers_storage_error_reaches_the_replica_manager(tmp_path: Path) -> None:

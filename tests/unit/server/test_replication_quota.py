@@ -12,7 +12,7 @@ from odradek.server.quota.replication import ALL, ReplicationQuotaManager, parse
 from odradek.server.replica_manager import ReplicaManager
 
 from ..fake_scheduler import FakeScheduler
-from .test_replica_manager import NOW, TP, _at, _batch, _Broker
+from .test_replica_manager import LOG_END, NOW, TP, _at, _batch, _Broker
 
 
 def test_parse_throttled_takes_this_brokers_partitions() -> None:
@@ -54,11 +54,11 @@ def _setup(tmp_path: Path, isr: list[int], bound: int) -> tuple[ReplicaManager, 
 
 def test_a_follower_outside_the_isr_is_held_back_over_the_quota(tmp_path: Path) -> None:
     rm, quota = _setup(tmp_path, [0], bound=1000)
-    first = rm.fetch(FetchParams(replica_id=1), _at(0, 1 << 20))
+    first = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0, 1 << 20))
     assert isinstance(first, LogReadResult) and first.bytes > 1000
     rm.record_leader_replication(first)
     assert quota.is_quota_exceeded()
-    held = rm.fetch(FetchParams(replica_id=1), _at(0, 1 << 20))
+    held = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0, 1 << 20))
     assert isinstance(held, LogReadResult) and held.bytes == 0 and not held.has_error
     # a consumer is not a follower: never held by a replication quota
     consumer = rm.fetch(FetchParams(), _at(0, 1 << 20))
@@ -67,9 +67,9 @@ def test_a_follower_outside_the_isr_is_held_back_over_the_quota(tmp_path: Path) 
 
 def test_a_follower_in_the_isr_is_never_held_back(tmp_path: Path) -> None:
     rm, quota = _setup(tmp_path, [0, 1], bound=1000)
-    first = rm.fetch(FetchParams(replica_id=1), _at(0, 1 << 20))
+    first = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0, 1 << 20))
     assert isinstance(first, LogReadResult)
     rm.record_leader_replication(first)  # its bytes count against the quota all the same
     assert quota.is_quota_exceeded()
-    again = rm.fetch(FetchParams(replica_id=1), _at(0, 1 << 20))
+    again = rm.fetch(FetchParams(replica_id=1, isolation=LOG_END), _at(0, 1 << 20))
     assert isinstance(again, LogReadResult) and again.bytes == first.bytes

@@ -38,240 +38,71 @@ within its rebalance timeout, is fenced: removed from the group, whose epoch is 
 the broker restarts; members then get UNKNOWN_MEMBER_ID and rejoin with epoch 0. Committed
 offsets do persist: they go through the classic coordinator's OffsetCommit records.
 
+Members may speak the classic protocol (``ConsumerMember.classic``) after KIP-848's online
+upgrade of a classic group, or when a classic consumer joins a consumer group: they are served
+by odradek.coordinator.group.consumer_classic, and the group becomes a classic group again when
+the last consumer-protocol member leaves (odradek.coordinator.group.migration).
+
 One concept in one file (over 600 lines): the KIP-848 consumer group state machine and its reconciliation.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import enum
+import functools
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Protocol
 
 from odradek.coordinator.group.assignors import ASSIGNORS, AssignorError, MemberSpec
-from odradek.coordinator.group.coordinator import Cancellable, Scheduler
+from odradek.coordinator.group.consumer_model import (
+    INVALID_REGULAR_EXPRESSION,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerMember,
+    GroupError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    MemberState,
+    TopicView,
+    is_subset,
+    new_member_id,
+    reconcile,
+)
+from odradek.coordinator.group.coordinator import Cancellable, JoinResult, Scheduler, SyncResult
 from odradek.protocol import errors
+from odradek.re2_syntax import Re2SyntaxError, compile_re2
 
 log = logging.getLogger("odradek.coordinator")
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-INVALID_REGULAR_EXPRESSION = 128
-
-Parts = dict[uuid.UUID, frozenset[int]]
-TP = tuple[uuid.UUID, int]
-
-
-class MemberState(enum.Enum):
-    STABLE = "STABLE"
-    UNREVOKED_PARTITIONS = "UNREVOKED_PARTITIONS"
-    UNRELEASED_PARTITIONS = "UNRELEASED_PARTITIONS"
+@functools.lru_cache(maxsize=1024)
+def topic_regex(pattern: str) -> re.Pattern[str]:
+    """A subscription regex as Kafka reads it (RE2/J syntax: odradek.re2_syntax), compiled once;
+    :class:`Re2SyntaxError` when RE2 refuses it (lookaround, backreferences, ...). Match whole names."""
+    return compile_re2(pattern)
 
 
-class ConsumerGroupState(enum.Enum):
-    EMPTY = "Empty"
-    ASSIGNING = "Assigning"
-    RECONCILING = "Reconciling"
-    STABLE = "Stable"
-    DEAD = "Dead"
+class Migration(Protocol):
+    """KIP-848's online migration between a classic group and a consumer group
+    (``group.consumer.migration.policy``; odradek.coordinator.group.migration)."""
 
+    def upgrade(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group a classic group with members becomes, None if it may not."""
 
-class GroupError(Exception):
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message or str(code))
-        self.code = code
-        self.message = message
-
-
-class TopicView(Protocol):
-    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
-        """(topic id, partition count) of a topic, None if it does not exist."""
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None: ...
-
-    def names(self) -> Iterable[str]:
-        """Every non-internal topic name (for regex subscriptions)."""
-
-
-@dataclass
-class ConsumerGroupConfig:
-    heartbeat_interval_ms: int = 5000
-    session_timeout_ms: int = 45000
-    assignors: tuple[str, ...] = ("uniform", "range")
-    max_size: int = 2**31 - 1
-
-
-@dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    rebalance_timeout_ms: int = -1
-    member_epoch: int = 0
-    previous_member_epoch: int = -1
-    state: MemberState = MemberState.STABLE
-    assigned: Parts = field(default_factory=dict)
-    pending_revocation: Parts = field(default_factory=dict)
-
-    def is_reconciled_to(self, epoch: int) -> bool:
-        return self.state == MemberState.STABLE and self.member_epoch == epoch
-
-    def with_epoch(self, epoch: int, **changes: object) -> ConsumerMember:
-        """A copy at ``epoch`` whose previous epoch is the current one (Kafka's updateMemberEpoch)."""
-        return dataclasses.replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch, **changes)  # type: ignore[arg-type]
-
-
-@dataclass
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    target: dict[str, Parts] = field(default_factory=dict)  # member id -> target partitions
-    subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    partition_owner: dict[TP, str] = field(default_factory=dict)  # assigned or pending revocation
-    assignor_name: str = ""
-    state_timestamp: int = -1
-
-    @property
-    def state(self) -> ConsumerGroupState:
-        if not self.members:
-            return ConsumerGroupState.EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return ConsumerGroupState.ASSIGNING
-        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
-            return ConsumerGroupState.RECONCILING
-        return ConsumerGroupState.STABLE
-
-    def put_member(self, new: ConsumerMember, old: ConsumerMember | None) -> None:
-        """Store ``new`` and move the ownership of its partitions from ``old``'s."""
-        if old is not None:
-            for parts in (old.assigned, old.pending_revocation):
-                for t, ps in parts.items():
-                    for p in ps:
-                        if self.partition_owner.get((t, p)) == old.member_id:
-                            del self.partition_owner[(t, p)]
-        for parts in (new.assigned, new.pending_revocation):
-            for t, ps in parts.items():
-                for p in ps:
-                    self.partition_owner[(t, p)] = new.member_id
-        self.members[new.member_id] = new
-        if new.instance_id is not None:
-            self.static_members[new.instance_id] = new.member_id
-
-    def drop_member(self, member_id: str) -> ConsumerMember | None:
-        m = self.members.pop(member_id, None)
-        if m is None:
-            return None
-        for parts in (m.assigned, m.pending_revocation):
-            for t, ps in parts.items():
-                for p in ps:
-                    if self.partition_owner.get((t, p)) == member_id:
-                        del self.partition_owner[(t, p)]
-        if m.instance_id is not None and self.static_members.get(m.instance_id) == member_id:
-            del self.static_members[m.instance_id]
-        self.target.pop(member_id, None)
-        return m
-
-
-@dataclass
-class HeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    topic_partitions: list[tuple[uuid.UUID, list[int]]] | None = None
-
-
-@dataclass
-class HeartbeatResult:
-    error_code: int
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Parts | None = None
-
-
-def new_member_id() -> str:
-    """A random id in Kafka's Uuid text form (URL-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def owns_any(owned: list[tuple[uuid.UUID, list[int]]] | None, parts: Parts) -> bool:
-    """Whether the owned partitions reported by a member include any of ``parts``; a member
-    that did not report them (null) is assumed to still own everything."""
-    if owned is None:
-        return True
-    return any(p in parts.get(t, ()) for t, ps in owned for p in ps)
-
-
-def is_subset(owned: list[tuple[uuid.UUID, list[int]]] | None, parts: Parts) -> bool:
-    if owned is None:
-        return False
-    return all(p in parts.get(t, ()) for t, ps in owned for p in ps)
-
-
-def reconcile(
-    member: ConsumerMember,
-    target_epoch: int,
-    target: Parts,
-    owned: list[tuple[uuid.UUID, list[int]]] | None,
-    is_free: Callable[[uuid.UUID, int], bool],
-) -> ConsumerMember:
-    """The next state of ``member`` towards ``target`` (see the module docstring)."""
-    if member.state == MemberState.STABLE:
-        if member.member_epoch == target_epoch:
-            return member
-    elif member.state == MemberState.UNREVOKED_PARTITIONS and owns_any(owned, member.pending_revocation):
-        return member
-    keep: dict[uuid.UUID, frozenset[int]] = {}
-    revoke: dict[uuid.UUID, frozenset[int]] = {}
-    add: dict[uuid.UUID, frozenset[int]] = {}
-    unreleased = False
-    for t in set(target) | set(member.assigned):
-        tgt = target.get(t, frozenset())
-        cur = member.assigned.get(t, frozenset())
-        k, r = cur & tgt, cur - tgt
-        wanted = tgt - k
-        free = frozenset(p for p in wanted if is_free(t, p))
-        unreleased = unreleased or free != wanted
-        if k:
-            keep[t] = k
-        if r:
-            revoke[t] = r
-        if free:
-            add[t] = free
-    if revoke and owns_any(owned, revoke):
-        return member.with_epoch(
-            member.member_epoch, state=MemberState.UNREVOKED_PARTITIONS, assigned=keep, pending_revocation=revoke
-        )
-    assigned = dict(keep)
-    for t, ps in add.items():
-        assigned[t] = assigned.get(t, frozenset()) | ps
-    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={})
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """Whether ``group``, losing ``leaving_member_id``, became a classic group."""
 
 
 class ConsumerGroupCoordinator:
     """Consumer-protocol groups; ``classic_group_active(group_id)`` tells whether a classic group
-    with members holds the id, ``on_empty(group_id, now_ms)`` is called when a group empties."""
+    with members holds the id, ``on_empty(group_id, now_ms)`` is called when a group empties.
+    ``migration``, when set, turns a classic group into a consumer group (and back) as members
+    of the other protocol join (and leave); members speaking the classic protocol are served by
+    :attr:`classic` (odradek.coordinator.group.consumer_classic)."""
 
     def __init__(
         self,
@@ -292,6 +123,15 @@ class ConsumerGroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._session_timers: dict[tuple[str, str], Cancellable] = {}
         self._rebalance_timers: dict[tuple[str, str], Cancellable] = {}
+        # classic-protocol members: the join (rebalance) and sync timeouts, by (group, member, kind)
+        self._classic_timers: dict[tuple[str, str, str], Cancellable] = {}
+        self.migration: Migration | None = None
+        # a group's own (session timeout, heartbeat interval) when it has config overrides (KIP-848's
+        # GROUP config resource), else None for the configured ones
+        self.group_settings: Callable[[str], tuple[int, int] | None] = lambda _g: None
+        from odradek.coordinator.group.consumer_classic import ClassicProtocolMembers
+
+        self.classic = ClassicProtocolMembers(self)
 
     # ------------------------------------------------------------------ heartbeat
     def heartbeat(self, req: HeartbeatRequest, api_version: int, client_id: str, client_host: str) -> HeartbeatResult:
@@ -342,8 +182,8 @@ class ConsumerGroupCoordinator:
             )
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
+                topic_regex(req.subscribed_topic_regex)
+            except Re2SyntaxError as e:
                 raise GroupError(INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is not a valid regular expression: {e}.") from e
 
     def _group_for_heartbeat(self, group_id: str, create: bool) -> ConsumerGroup:
@@ -351,7 +191,13 @@ class ConsumerGroupCoordinator:
         if g is not None:
             return g
         if self.classic_group_active(group_id):
-            raise GroupError(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            upgraded = self.migration.upgrade(group_id) if create and self.migration is not None else None
+            if upgraded is None:
+                raise GroupError(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            self.groups[group_id] = upgraded
+            for m in upgraded.members.values():
+                self._schedule_session_timeout(group_id, m.member_id)
+            return upgraded
         if not create:
             # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka treats as fatal; as groups are
             # not persisted here (lost on restart), tell the member to rejoin instead
@@ -453,39 +299,11 @@ class ConsumerGroupCoordinator:
             m.subscribed_topic_regex = req.subscribed_topic_regex or None
         if req.server_assignor is not None:
             m.server_assignor = req.server_assignor
-        bump = is_new or (
-            m.subscribed_topic_names != old.subscribed_topic_names
-            or m.subscribed_topic_regex != old.subscribed_topic_regex
-            or m.server_assignor != old.server_assignor
-        )
-        if is_new:
-            log.info("member %s joins consumer group %s", mid, g.group_id)
-        g.put_member(m, old if not is_new else None)
-        metadata = self._subscription_metadata(g)
-        if metadata != g.subscription_metadata:
-            g.subscription_metadata = metadata
-            bump = True
-        if bump:
-            g.group_epoch += 1
-            log.info("consumer group %s: bumped group epoch to %d", g.group_id, g.group_epoch)
-
-        # 2. a new target assignment when the group epoch moved past it
-        if g.group_epoch > g.assignment_epoch:
-            self._compute_target(g)
-
-        # 3. reconcile the member towards its target
-        new = m
-        if not m.is_reconciled_to(g.assignment_epoch):
-            new = reconcile(
-                m, g.assignment_epoch, g.target.get(mid, {}), req.topic_partitions,
-                lambda t, p: g.partition_owner.get((t, p), mid) == mid,
-            )
-            if new is not m:
-                g.put_member(new, m)
-                if new.state == MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(g, new)
-                else:
-                    self._cancel_rebalance_timeout(g.group_id, mid)
+        m.may_describe = req.may_describe  # the principal of its latest heartbeat
+        m.classic = None  # a member heartbeating this way speaks the consumer protocol
+        self.update_member(g, old, m, is_new)
+        # 2 and 3: the target assignment, and the member reconciled towards it
+        new = self.reconcile_member(g, m, req.topic_partitions)
         self._schedule_session_timeout(g.group_id, mid)
 
         full = req.member_epoch == 0 or (
@@ -497,9 +315,53 @@ class ConsumerGroupCoordinator:
             errors.NONE,
             member_id=mid,
             member_epoch=new.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(g.group_id),
             assignment=dict(new.assigned) if full or new.assigned != old.assigned else None,
         )
+
+    def update_member(self, g: ConsumerGroup, old: ConsumerMember, m: ConsumerMember, is_new: bool) -> None:
+        """Step 1 of a heartbeat or a classic JoinGroup: store the updated member ``m``; a new
+        member, a changed subscription or assignor, or changed subscription metadata bumps the
+        group epoch."""
+        bump = is_new or (
+            m.subscribed_topic_names != old.subscribed_topic_names
+            or m.subscribed_topic_regex != old.subscribed_topic_regex
+            or m.server_assignor != old.server_assignor
+        )
+        if is_new:
+            log.info("member %s joins consumer group %s", m.member_id, g.group_id)
+        g.put_member(m, old if not is_new else None)
+        metadata = self.subscription_metadata(g)
+        if metadata != g.subscription_metadata:
+            g.subscription_metadata = metadata
+            bump = True
+        if bump:
+            g.group_epoch += 1
+            log.info("consumer group %s: bumped group epoch to %d", g.group_id, g.group_epoch)
+
+    def reconcile_member(
+        self, g: ConsumerGroup, m: ConsumerMember, owned: list[tuple[uuid.UUID, list[int]]] | None
+    ) -> ConsumerMember:
+        """Steps 2 and 3: a new target assignment when the group epoch moved past it, then ``m``
+        reconciled towards its target given the partitions it reports ``owned``; returns the
+        member as stored."""
+        if g.group_epoch > g.assignment_epoch:
+            self._compute_target(g)
+        if m.is_reconciled_to(g.assignment_epoch):
+            return m
+        mid = m.member_id
+        new = reconcile(
+            m, g.assignment_epoch, g.target.get(mid, {}), owned,
+            lambda t, p: g.partition_owner.get((t, p), mid) == mid,
+        )
+        if new is not m:
+            g.put_member(new, m)
+            # a classic member is held to its rebalance timeout by the join and sync timeouts
+            if new.state == MemberState.UNREVOKED_PARTITIONS and new.classic is None:
+                self._schedule_rebalance_timeout(g, new)
+            else:
+                self._cancel_rebalance_timeout(g.group_id, mid)
+        return new
 
     def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
         g = self.groups.get(req.group_id)
@@ -534,16 +396,22 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ group epoch inputs
     def member_topics(self, m: ConsumerMember) -> set[str]:
+        """The topics ``m`` subscribes to: its topic names, and what its regex matches of the topics
+        its principal may DESCRIBE (Kafka resolves a regex to the topics the heartbeat's principal
+        may DESCRIBE, GroupMetadataManager's filterTopicDescribeAuthorizedTopics; a topic name the
+        principal may not DESCRIBE is refused with the heartbeat, in the handler)."""
         names = set(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
             try:
-                rx = re.compile(m.subscribed_topic_regex)
-            except re.error:
+                rx = topic_regex(m.subscribed_topic_regex)
+            except Re2SyntaxError:
                 return names
-            names |= {t for t in self.topics.names() if rx.fullmatch(t)}
+            may_describe = m.may_describe
+            names |= {t for t in self.topics.names()
+                      if rx.fullmatch(t) and (may_describe is None or may_describe(t))}
         return names
 
-    def _subscription_metadata(self, g: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def subscription_metadata(self, g: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         names: set[str] = set()
         for m in g.members.values():
             names |= self.member_topics(m)
@@ -596,18 +464,26 @@ class ConsumerGroupCoordinator:
         for g in self.groups.values():
             if not g.members:
                 continue
-            metadata = self._subscription_metadata(g)
+            metadata = self.subscription_metadata(g)
             if metadata != g.subscription_metadata:
                 g.subscription_metadata = metadata
                 g.group_epoch += 1
                 log.info("consumer group %s: metadata of %s changed, group epoch %d", g.group_id, topic, g.group_epoch)
 
     # ------------------------------------------------------------------ removal and timers
-    def _remove_member(self, g: ConsumerGroup, member_id: str, reason: str) -> None:
+    def _remove_member(self, g: ConsumerGroup, member_id: str, reason: str, may_downgrade: bool = True) -> None:
+        """Fence or remove a member (Kafka's consumerGroupFenceMember): when every member left
+        speaks the classic protocol the group may become a classic group instead (the online
+        downgrade; a classic LeaveGroup does not, as in Kafka)."""
         self._cancel_timers(g.group_id, member_id)
-        if g.drop_member(member_id) is None:
+        if member_id not in g.members:
             return
-        g.subscription_metadata = self._subscription_metadata(g)
+        if may_downgrade and self.migration is not None and self.migration.downgrade(g, member_id):
+            log.info("member %s left consumer group %s (%s); the group is a classic group now", member_id, g.group_id, reason)
+            self._forget(g.group_id)
+            return
+        g.drop_member(member_id)
+        g.subscription_metadata = self.subscription_metadata(g)
         g.group_epoch += 1
         log.info("member %s removed from consumer group %s (%s); group epoch %d", member_id, g.group_id, reason, g.group_epoch)
         if not g.members:
@@ -620,8 +496,42 @@ class ConsumerGroupCoordinator:
             t = timers.pop((group_id, member_id), None)
             if t is not None:
                 t.cancel()
+        for kind in ("join", "sync"):
+            self.cancel_classic_timer(group_id, member_id, kind)
+
+    def _forget(self, group_id: str) -> None:
+        """Drop a group and every timer of its members (it was deleted, unloaded or downgraded)."""
+        self.groups.pop(group_id, None)
+        for timers in (self._session_timers, self._rebalance_timers):
+            for key in [k for k in timers if k[0] == group_id]:
+                timers.pop(key).cancel()
+        for ckey in [k for k in self._classic_timers if k[0] == group_id]:
+            self._classic_timers.pop(ckey).cancel()
+
+    def schedule_classic_timer(self, group_id: str, member_id: str, kind: str, timeout_ms: int, if_absent: bool = False) -> None:
+        """The join (rebalance) or sync timeout of a classic member: it is fenced when it fires."""
+        key = (group_id, member_id, kind)
+        if if_absent and key in self._classic_timers:
+            return
+        self.cancel_classic_timer(group_id, member_id, kind)
+
+        def expire() -> None:
+            self._classic_timers.pop(key, None)
+            g = self.groups.get(group_id)
+            if g is not None and member_id in g.members:
+                what = "join within the rebalance timeout" if kind == "join" else "sync within the rebalance timeout"
+                self._remove_member(g, member_id, f"the classic member failed to {what}")
+
+        self._classic_timers[key] = self.scheduler.call_later(max(timeout_ms, 0) / 1000.0, expire)
+
+    def cancel_classic_timer(self, group_id: str, member_id: str, kind: str) -> None:
+        t = self._classic_timers.pop((group_id, member_id, kind), None)
+        if t is not None:
+            t.cancel()
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        """A member silent for its session timeout is fenced: group.consumer.session.timeout.ms,
+        or for a classic member the session timeout of its JoinGroup."""
         key = (group_id, member_id)
         old = self._session_timers.pop(key, None)
         if old is not None:
@@ -633,7 +543,19 @@ class ConsumerGroupCoordinator:
             if g is not None and member_id in g.members:
                 self._remove_member(g, member_id, "session timeout expired")
 
-        self._session_timers[key] = self.scheduler.call_later(self.config.session_timeout_ms / 1000.0, expire)
+        g = self.groups.get(group_id)
+        m = g.members.get(member_id) if g is not None else None
+        timeout = (m.classic.session_timeout_ms if m is not None and m.classic is not None
+                   else self.session_timeout_ms(group_id))
+        self._session_timers[key] = self.scheduler.call_later(timeout / 1000.0, expire)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        own = self.group_settings(group_id)
+        return own[0] if own is not None else self.config.session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        own = self.group_settings(group_id)
+        return own[1] if own is not None else self.config.heartbeat_interval_ms
 
     def _schedule_rebalance_timeout(self, g: ConsumerGroup, m: ConsumerMember) -> None:
         key, epoch, group_id = (g.group_id, m.member_id), m.member_epoch, g.group_id
@@ -658,17 +580,13 @@ class ConsumerGroupCoordinator:
         """Forget the groups coordinated by ``partition`` of __consumer_offsets (leadership
         moved away; KIP-848 membership is not persisted, members rejoin the new coordinator)."""
         for gid in [g for g in self.groups if partition_of(g) == partition]:
-            self.groups.pop(gid)
-            for key in [k for k in self._session_timers if k[0] == gid]:
-                self._session_timers.pop(key).cancel()
-            for key in [k for k in self._rebalance_timers if k[0] == gid]:
-                self._rebalance_timers.pop(key).cancel()
+            self._forget(gid)
 
     def unload(self) -> None:
-        for t in list(self._session_timers.values()) + list(self._rebalance_timers.values()):
-            t.cancel()
-        self._session_timers.clear()
-        self._rebalance_timers.clear()
+        for timers in (self._session_timers, self._rebalance_timers, self._classic_timers):
+            for t in list(timers.values()):
+                t.cancel()
+            timers.clear()
 
     # ------------------------------------------------------------------ hooks for the classic coordinator
     def owns(self, group_id: str) -> bool:
@@ -679,10 +597,8 @@ class ConsumerGroupCoordinator:
         return g is None or not g.members
 
     def delete(self, group_id: str) -> None:
-        g = self.groups.pop(group_id, None)
-        if g is not None:
-            for mid in list(g.members):
-                self._cancel_timers(group_id, mid)
+        if group_id in self.groups:
+            self._forget(group_id)
             log.info("deleted consumer group %s", group_id)
 
     def subscribed_topics(self, group_id: str) -> set[str]:
@@ -699,7 +615,8 @@ class ConsumerGroupCoordinator:
         if m is None:
             return errors.UNKNOWN_MEMBER_ID
         if member_epoch != m.member_epoch:
-            return errors.STALE_MEMBER_EPOCH
+            # a classic member commits with its generation, which is its member epoch
+            return errors.ILLEGAL_GENERATION if m.classic is not None else errors.STALE_MEMBER_EPOCH
         return errors.NONE
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -712,6 +629,31 @@ class ConsumerGroupCoordinator:
         if member_epoch != m.member_epoch:
             return errors.STALE_MEMBER_EPOCH
         return errors.NONE
+
+    # ------------------------------------------------------------------ classic-protocol members
+    def classic_join(
+        self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
+        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+    ) -> JoinResult:
+        from odradek.coordinator.group.consumer_classic import ClassicJoin
+
+        return self.classic.join(ClassicJoin(
+            group_id, member_id, instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+            protocol_type, tuple(protocols), require_known_member_id,
+        ))
+
+    def classic_sync(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None,
+    ) -> SyncResult:
+        return self.classic.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name)
+
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        return self.classic.heartbeat(group_id, generation_id, member_id, instance_id)
+
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]:
+        return self.classic.leave(group_id, members)
 
     # ------------------------------------------------------------------ describe / list
     def describe(self, group_id: str) -> ConsumerGroup | None:

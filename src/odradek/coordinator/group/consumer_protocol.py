@@ -3,7 +3,9 @@ assignments (Kafka's ConsumerProtocol, schemas ConsumerProtocolSubscription and
 ConsumerProtocolAssignment; KIP-429 added owned_partitions, KIP-792 generation_id, KIP-881
 rack_id): the one codec of it. The classic coordinator reads subscriptions
 (:func:`subscription_topics`); DescribeGroups writes v0 of both for a KIP-848 group's members
-(:func:`encode_subscription`, :func:`encode_assignment`).
+(:func:`encode_subscription`, :func:`encode_assignment`); a classic member of a KIP-848 group
+(online migration) is read whole (:func:`decode_subscription`) and answered in its own
+version (:func:`metadata_version`).
 
 ConsumerProtocolSubscription (int16 version first)::
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -49,6 +52,85 @@ def _count(data: bytes, pos: int) -> tuple[int, int]:
     return max(n, 0), pos + 4
 
 
+@dataclass(frozen=True)
+class Subscription:
+    """A decoded ConsumerProtocolSubscription (fields a version lacks are empty or None)."""
+
+    version: int
+    topics: tuple[str, ...]
+    user_data: bytes | None
+    owned_partitions: dict[str, list[int]]
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+def metadata_version(data: bytes) -> int:
+    """The version of a subscription or assignment (Kafka's ConsumerProtocol.deserializeVersion)."""
+    if len(data) < 2:
+        raise ValueError("truncated")
+    return int(_H.unpack_from(data, 0)[0])
+
+
+def _nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    if pos + 2 > len(data):
+        raise ValueError("truncated")
+    if _H.unpack_from(data, pos)[0] == -1:
+        return None, pos + 2
+    return _string(data, pos)
+
+
+def _nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    if pos + 4 > len(data):
+        raise ValueError("truncated")
+    n = _I.unpack_from(data, pos)[0]
+    pos += 4
+    if n < 0:
+        return None, pos
+    if pos + n > len(data):
+        raise ValueError("bad bytes length")
+    return data[pos : pos + n], pos + n
+
+
+def _topic_partitions(data: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
+    n, pos = _count(data, pos)
+    out: dict[str, list[int]] = {}
+    for _ in range(n):
+        t, pos = _string(data, pos)
+        k, pos = _count(data, pos)
+        if pos + 4 * k > len(data):
+            raise ValueError("truncated")
+        out[t] = list(struct.unpack_from(f">{k}i", data, pos))
+        pos += 4 * k
+    return out, pos
+
+
+def decode_subscription(data: bytes) -> Subscription:
+    """Every field of a subscription; a version above 3 is read as 3 (later versions only add
+    fields, as Kafka's ConsumerProtocol reads them)."""
+    version = metadata_version(data)
+    if version < 0:
+        raise ValueError(f"bad version {version}")
+    pos = 2
+    n, pos = _count(data, pos)
+    topics = []
+    for _ in range(n):
+        t, pos = _string(data, pos)
+        topics.append(t)
+    user_data, pos = _nullable_bytes(data, pos)
+    owned: dict[str, list[int]] = {}
+    generation, rack = -1, None
+    if version >= 1:
+        owned, pos = _topic_partitions(data, pos)
+    if version >= 2:
+        if pos + 4 > len(data):
+            raise ValueError("truncated")
+        generation = _I.unpack_from(data, pos)[0]
+        pos += 4
+    if version >= 3:
+        rack, pos = _nullable_string(data, pos)
+    return Subscription(version, tuple(topics), user_data, owned, generation, rack)
+
+
 def subscription_topics(data: bytes) -> set[str]:
     pos = 2  # version
     n, pos = _count(data, pos)
@@ -62,17 +144,7 @@ def subscription_topics(data: bytes) -> set[str]:
 def assignment_partitions(data: bytes) -> dict[str, list[int]]:
     if len(data) < 2:
         return {}
-    pos = 2
-    n, pos = _count(data, pos)
-    out: dict[str, list[int]] = {}
-    for _ in range(n):
-        t, pos = _string(data, pos)
-        k, pos = _count(data, pos)
-        if pos + 4 * k > len(data):
-            raise ValueError("truncated")
-        out[t] = list(struct.unpack_from(f">{k}i", data, pos))
-        pos += 4 * k
-    return out
+    return _topic_partitions(data, 2)[0]
 
 
 def _encode_string(s: str) -> bytes:
@@ -86,9 +158,10 @@ def encode_subscription(topics: Iterable[str]) -> bytes:
     return _VERSION_COUNT.pack(0, len(names)) + b"".join(_encode_string(t) for t in names) + _NULL_BYTES
 
 
-def encode_assignment(partitions: Mapping[str, Iterable[int]]) -> bytes:
-    """ConsumerProtocolAssignment v0: topics and their partitions (both sorted), null user data."""
-    out = bytearray(_VERSION_COUNT.pack(0, len(partitions)))
+def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int = 0) -> bytes:
+    """ConsumerProtocolAssignment (v0 by default; every version up to 3 has the same fields):
+    topics and their partitions (both sorted), null user data."""
+    out = bytearray(_VERSION_COUNT.pack(max(0, min(version, 3)), len(partitions)))
     for t in sorted(partitions):
         ps = sorted(partitions[t])
         out += _encode_string(t)

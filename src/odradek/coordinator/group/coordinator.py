@@ -15,10 +15,12 @@ One concept in one file (over 600 lines): the classic group coordinator's state 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from odradek.coordinator import records as rec
@@ -36,8 +38,11 @@ E, PR, CR, ST, DEAD = (
 )
 
 
-# JoinGroup answers given per loop turn when a rebalance completes (see _answer_joined)
-JOIN_ANSWER_SLICE = 500
+# JoinGroup answers given per loop turn when a rebalance completes (see _answer_joined), and
+# SyncGroup answers once the leader's assignment is stored (see sync_group): each answer is a
+# response to encode and write, 100 of them some 10-20 ms of the event loop
+JOIN_ANSWER_SLICE = 100
+SYNC_ANSWER_SLICE = 100
 
 
 class Cancellable(Protocol):
@@ -69,6 +74,18 @@ class ModernGroups(Protocol):
     def delete(self, group_id: str) -> None: ...
     def subscribed_topics(self, group_id: str) -> set[str]: ...
     def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int: ...
+    # members speaking the classic protocol inside a consumer group (KIP-848 online migration)
+    def classic_join(
+        self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
+        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+    ) -> JoinResult: ...
+    def classic_sync(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None,
+    ) -> SyncResult: ...
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int: ...
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]: ...
 
 
 @dataclass
@@ -121,6 +138,7 @@ class GroupCoordinator:
         # static members that rejoined a Stable group, answered once the group record is written
         self._static_rejoins: dict[str, list[tuple[str, str, str, Callable[[JoinResult], None]]]] = {}
         self.modern: ModernGroups | None = None
+        self._hb_expired = self._on_heartbeat_expired  # one bound method for every heartbeat timer
 
     def _modern_owns(self, group_id: str) -> bool:
         return self.modern is not None and self.modern.owns(group_id)
@@ -172,8 +190,10 @@ class GroupCoordinator:
         if old is not None:
             old.cancel()
         timeout = m.session_timeout_ms
+        # a partial of one bound method, not a closure per timer: fewer objects per member for the
+        # garbage collector to walk in a group of 10,000
         self._hb_timers[key] = self.scheduler.call_later(
-            timeout / 1000.0, lambda: self._on_heartbeat_expired(g.group_id, m.member_id)
+            timeout / 1000.0, partial(self._hb_expired, g.group_id, m.member_id)
         )
 
     def _cancel_heartbeat(self, group_id: str, member_id: str) -> None:
@@ -331,13 +351,17 @@ class GroupCoordinator:
         if cb is not None:
             cb(self._join_result(g, m))
 
-    def _remove_member_and_update(self, g: ClassicGroup, m: Member, reason: str) -> None:
+    def _fail_waiting(self, g: ClassicGroup, m: Member, code: int, member_id: str | None = None) -> None:
+        """Answer ``m``'s waiting JoinGroup (with ``member_id``, default its own) and SyncGroup with ``code``."""
         cb = g.take_join(m)
         if cb is not None:
-            cb(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=m.member_id))
+            cb(JoinResult(code, member_id=m.member_id if member_id is None else member_id))
         if m.awaiting_sync is not None:
             cb2, m.awaiting_sync = m.awaiting_sync, None
-            cb2(SyncResult(errors.UNKNOWN_MEMBER_ID))
+            cb2(SyncResult(code))
+
+    def _remove_member_and_update(self, g: ClassicGroup, m: Member, reason: str) -> None:
+        self._fail_waiting(g, m, errors.UNKNOWN_MEMBER_ID)
         g.remove(m.member_id)
         self._cancel_heartbeat(g.group_id, m.member_id)
         if g.is_in(ST, CR):
@@ -371,7 +395,11 @@ class GroupCoordinator:
             rebalance_timeout_ms = session_timeout_ms
         if self.modern is not None and self.modern.owns(group_id):
             if not self.modern.is_empty(group_id):
-                return fail(errors.INCONSISTENT_GROUP_PROTOCOL)
+                # a classic member of a consumer group (KIP-848's online migration)
+                return respond(self.modern.classic_join(
+                    group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                    rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+                ))
             self.modern.delete(group_id)  # an empty consumer-protocol group becomes a classic one
         g = self.groups.get(group_id)
         if g is None:
@@ -400,7 +428,7 @@ class GroupCoordinator:
             if require_known_member_id and group_instance_id is None:
                 g.pending_members.add(mid)
                 self._hb_timers[(group_id, mid)] = self.scheduler.call_later(
-                    session_timeout_ms / 1000.0, lambda: self._on_heartbeat_expired(group_id, mid)
+                    session_timeout_ms / 1000.0, partial(self._hb_expired, group_id, mid)
                 )
                 respond(JoinResult(errors.MEMBER_ID_REQUIRED, member_id=mid))
                 return None
@@ -457,12 +485,7 @@ class GroupCoordinator:
         m = g.members.get(member_id)
         if m is None:
             return
-        cb = g.take_join(m)
-        if cb is not None:
-            cb(JoinResult(errors.GROUP_MAX_SIZE_REACHED, member_id=""))
-        if m.awaiting_sync is not None:
-            cb2, m.awaiting_sync = m.awaiting_sync, None
-            cb2(SyncResult(errors.GROUP_MAX_SIZE_REACHED))
+        self._fail_waiting(g, m, errors.GROUP_MAX_SIZE_REACHED, member_id="")
         g.remove(member_id)
         self._maybe_complete_join(g)
 
@@ -503,12 +526,7 @@ class GroupCoordinator:
         new_id = self._new_member_id(instance)
         old = g.members[old_id]
         self._cancel_heartbeat(g.group_id, old_id)
-        cb = g.take_join(old)
-        if cb is not None:
-            cb(JoinResult(errors.FENCED_INSTANCE_ID, member_id=old_id))
-        if old.awaiting_sync is not None:
-            cb2, old.awaiting_sync = old.awaiting_sync, None
-            cb2(SyncResult(errors.FENCED_INSTANCE_ID))
+        self._fail_waiting(g, old, errors.FENCED_INSTANCE_ID)
         m = g.replace_static(instance, old_id, new_id)
         protocols_changed = not m.matches(proto.protocols)
         m.client_id, m.client_host = proto.client_id, proto.client_host
@@ -570,6 +588,10 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
         respond: Callable[[SyncResult], None],
     ) -> None:
+        if self.modern is not None and self.modern.owns(group_id):
+            return respond(self.modern.classic_sync(
+                group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            ))
         g = self.groups.get(group_id)
         if g is None or g.is_in(DEAD):
             return respond(SyncResult(errors.UNKNOWN_MEMBER_ID))
@@ -609,14 +631,32 @@ class GroupCoordinator:
             self._prepare_rebalance(g, "failed to persist the assignment")
             return None
         g.transition(ST, self.scheduler.now_ms())
+        # every waiting member's answer is decided now (Kafka's propagateAssignment answers them
+        # all at once, on its own request thread); they are given SYNC_ANSWER_SLICE per loop turn,
+        # the leader's first, so that 10,000 answers do not hold every other client
+        answers: list[tuple[Callable[[SyncResult], None], SyncResult]] = []
         for member in g.members.values():
             if member.awaiting_sync is not None:
                 cb, member.awaiting_sync = member.awaiting_sync, None
-                cb(SyncResult(errors.NONE, g.protocol_type, g.protocol_name, member.assignment))
+                answer = (cb, SyncResult(errors.NONE, g.protocol_type, g.protocol_name, member.assignment))
+                if member is m:
+                    answers.insert(0, answer)
+                else:
+                    answers.append(answer)
+        self._answer_synced(answers, 0)
         return None
+
+    def _answer_synced(self, answers: list[tuple[Callable[[SyncResult], None], SyncResult]], start: int) -> None:
+        end = min(start + SYNC_ANSWER_SLICE, len(answers))
+        for cb, result in answers[start:end]:
+            cb(result)
+        if end < len(answers):
+            self.scheduler.call_later(0, partial(self._answer_synced, answers, end))
 
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        if self.modern is not None and self.modern.owns(group_id):
+            return self.modern.classic_heartbeat(group_id, generation_id, member_id, group_instance_id)
         g = self.groups.get(group_id)
         if g is None or g.is_in(DEAD):
             return errors.UNKNOWN_MEMBER_ID
@@ -636,6 +676,8 @@ class GroupCoordinator:
     def leave_group(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        if self.modern is not None and self.modern.owns(group_id):
+            return errors.NONE, self.modern.classic_leave(group_id, members)
         g = self.groups.get(group_id)
         if g is None or g.is_in(DEAD):
             return errors.UNKNOWN_MEMBER_ID, [(mid, iid, errors.UNKNOWN_MEMBER_ID) for mid, iid in members]
@@ -666,6 +708,67 @@ class GroupCoordinator:
             self._remove_member_and_update(g, m, "the consumer is leaving the group")
             out.append((mid, iid, errors.NONE))
         return errors.NONE, out
+
+    # ------------------------------------------------------------------ online migration (KIP-848)
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        g = self.groups.get(group_id)
+        return g if g is not None and not g.is_in(DEAD) else None
+
+    def release_for_upgrade(self, group_id: str) -> None:
+        """The group became a consumer group (odradek.coordinator.group.migration): its waiting
+        JoinGroups and SyncGroups are answered REBALANCE_IN_PROGRESS, its timers stop, and it is
+        kept empty, holding the group's committed offsets; the empty group record written
+        replaces the one naming its members."""
+        g = self.groups[group_id]
+        self._cancel_join_timer(group_id)
+        self._initial_delay.discard(group_id)
+        for mid in list(g.pending_members):
+            self._cancel_heartbeat(group_id, mid)
+        g.pending_members.clear()
+        for m in list(g.members.values()):
+            self._cancel_heartbeat(group_id, m.member_id)
+            self._fail_waiting(g, m, errors.REBALANCE_IN_PROGRESS)
+        g.clear_members()
+        g.leader_id = None
+        g.protocol_name = None
+        g.state, g.state_timestamp = E, self.scheduler.now_ms()
+        code = self._store_group(g)
+        if code:
+            log.warning("group %s: writing the empty group record after its upgrade failed: error %d", group_id, code)
+
+    def adopt_downgraded(
+        self, group_id: str, generation: int, members: list[Member], assignments: dict[str, dict[str, list[int]]]
+    ) -> None:
+        """A consumer group whose members all speak the classic protocol becomes this classic
+        group (odradek.coordinator.group.migration): Stable at ``generation`` with each member's
+        assignment, then a rebalance prepared at once (Kafka's convertToClassicGroup)."""
+        from odradek.coordinator.group.consumer_protocol import encode_assignment, metadata_version
+
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = ClassicGroup(group_id)
+        g.clear_members()
+        g.pending_members.clear()
+        g.leader_id = None
+        g.generation_id = generation
+        g.protocol_type = "consumer"
+        for m in members:
+            g.add(m)
+        g.protocol_type = "consumer"
+        g.protocol_name = g.select_protocol()
+        for m in members:
+            try:
+                version = metadata_version(m.metadata(g.protocol_name))
+            except (KeyError, ValueError):
+                version = 0
+            m.assignment = encode_assignment(assignments.get(m.member_id, {}), version)
+        g.state, g.state_timestamp = ST, self.scheduler.now_ms()
+        for m in members:
+            self._schedule_heartbeat(g, m)
+        code = self._store_group(g)
+        if code:
+            log.warning("group %s: writing the group record after its downgrade failed: error %d", group_id, code)
+        self._prepare_rebalance(g, f"Downgrade group {group_id} from consumer to classic.")
 
     # ------------------------------------------------------------------ offsets
     def commit_offsets(
@@ -944,11 +1047,14 @@ class GroupCoordinator:
 
 
 def make_scheduler(loop: asyncio.AbstractEventLoop, now_ms: Callable[[], int]) -> Scheduler:
-    """A Scheduler over an asyncio loop."""
+    """A Scheduler over an asyncio loop. Its callbacks all run in one context, copied when it is made
+    (the loop would copy the current one for each timer: 10,000 heartbeat timers, 10,000 contexts
+    for the garbage collector to walk)."""
+    context = contextvars.copy_context()
 
     class _S:
         def call_later(self, delay_s: float, fn: Callable[[], None]) -> Cancellable:
-            return loop.call_later(delay_s, fn)
+            return loop.call_later(delay_s, fn, context=context)
 
         def now_ms(self) -> int:
             return now_ms()

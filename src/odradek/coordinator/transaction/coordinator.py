@@ -57,6 +57,7 @@ from odradek.coordinator.transaction.state import (
     supports_epoch_bump,
 )
 from odradek.protocol import errors
+from odradek.re2_syntax import Re2SyntaxError, compile_re2
 
 log = logging.getLogger("odradek.coordinator.transaction")
 
@@ -345,13 +346,8 @@ class TransactionCoordinator:
             callback(errors.NOT_COORDINATOR)
             return
         record = self._record(transactional_id, transit)
-        answered = False
 
         def on_done(raw_code: int) -> None:
-            nonlocal answered
-            if answered:
-                return
-            answered = True
             err = append_error(raw_code)
             code2, cache2 = self._lookup(transactional_id)
             md = cache2.txns.get(transactional_id) if cache2 is not None else None
@@ -380,14 +376,16 @@ class TransactionCoordinator:
 
     @staticmethod
     def _call_edge(name: str, call: Callable[[Done], None], on_done: Done) -> None:
-        """Call an edge with ``on_done``; one that raises before calling back (with an
-        ``error_code`` attribute, like the group coordinator's WriteError, or not) counts as a
-        failed call, so that no pending state is left behind. What the callback itself raises
-        propagates."""
+        """Call an edge with ``on_done``, which is called once: a second call back from the
+        edge is dropped. An edge that raises before calling back (with an ``error_code``
+        attribute, like the group coordinator's WriteError, or not) counts as a failed call, so
+        that no pending state is left behind. What the callback itself raises propagates."""
         called = False
 
         def done(code: int) -> None:
             nonlocal called
+            if called:
+                return
             called = True
             on_done(code)
 
@@ -400,7 +398,7 @@ class TransactionCoordinator:
             if not isinstance(code, int):
                 log.exception("%s raised instead of calling back", name)
                 code = errors.UNKNOWN_SERVER_ERROR
-            on_done(code if code != errors.NONE else errors.UNKNOWN_SERVER_ERROR)
+            done(code if code != errors.NONE else errors.UNKNOWN_SERVER_ERROR)
 
     # ------------------------------------------------------------------ InitProducerId
     def init_producer_id(
@@ -586,8 +584,8 @@ class TransactionCoordinator:
         """EndTxn: PrepareCommit/PrepareAbort is written, the client answered, the markers sent,
         then CompleteCommit/CompleteAbort written. A retry after completion with the same result
         answers NONE; with the other result INVALID_TXN_STATE; while the markers are being
-        written CONCURRENT_TRANSACTIONS. ``client_transaction_version`` 2 (EndTxn v5) takes
-        KIP-890 part 2's path (:meth:`_end_transaction_v2`)."""
+        written CONCURRENT_TRANSACTIONS. ``client_transaction_version`` 2 (EndTxn v5) is
+        KIP-890 part 2's transaction version (:meth:`_end_transaction`)."""
         result = TransactionResult.COMMIT if commit else TransactionResult.ABORT
         self._end_transaction(transactional_id, producer_id, producer_epoch, result, True, respond,
                               client_transaction_version)
@@ -602,9 +600,16 @@ class TransactionCoordinator:
         respond: Callable[[EndTxnResult], None],
         client_transaction_version: int | None = None,
     ) -> None:
-        """Kafka's TransactionCoordinator.endTransaction. ``client_transaction_version`` is
-        the request's (EndTxn v5: 2); None for the coordinator's own aborts (timeout, fence),
-        which take the finalized transaction.version, as Kafka's do."""
+        """Kafka's TransactionCoordinator.endTransaction, one path for both transaction versions.
+        ``client_transaction_version`` is the request's (EndTxn v5: 2); None for the
+        coordinator's own aborts (timeout, fence), which take the finalized transaction.version,
+        as Kafka's do ("not from client, use server TV").
+
+        Transaction version 2 (KIP-890 part 2) differs in three places: which epochs a request
+        may carry (:meth:`_refuse_end_transaction`), PrepareX bumping the epoch
+        (``prepare_abort_or_commit``), and, when that bump exhausts the epochs, the next producer
+        id allocated now and taken by CompleteX. It also lets a client abort when no transaction
+        runs (from Empty / CompleteX: PrepareAbort and CompleteAbort with no markers)."""
         if not transactional_id:
             respond(EndTxnResult(errors.INVALID_REQUEST))
             return
@@ -617,150 +622,22 @@ class TransactionCoordinator:
             respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
             return
         tv = self.config.transaction_version if client_transaction_version is None else client_transaction_version
-        if supports_epoch_bump(tv):
-            self._end_transaction_v2(transactional_id, cache.coordinator_epoch, md, producer_id, producer_epoch,
-                                     result, from_client, tv, respond)
-            return
+        bump = supports_epoch_bump(tv)
         coordinator_epoch = cache.coordinator_epoch
-        commit = result == TransactionResult.COMMIT
-        fencing = md.pending_state == S.PREPARE_EPOCH_FENCE
-        valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
-        if md.producer_id != producer_id:
-            respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
-            return
-        if not valid_epoch:
-            respond(EndTxnResult(errors.PRODUCER_FENCED))
-            return
-        if md.pending_transition_in_progress and (not fencing or from_client):
-            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS))
-            return
-        if md.state == S.COMPLETE_COMMIT or md.state == S.COMPLETE_ABORT:
-            if commit == (md.state == S.COMPLETE_COMMIT):  # a retry of a completed EndTxn
-                respond(EndTxnResult(errors.NONE, md.producer_id, md.producer_epoch))
-            else:
-                respond(EndTxnResult(errors.INVALID_TXN_STATE))
-            return
-        if md.state == S.PREPARE_COMMIT or md.state == S.PREPARE_ABORT:
-            same = commit == (md.state == S.PREPARE_COMMIT)
-            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS if same else errors.INVALID_TXN_STATE))
-            return
-        if md.state == S.EMPTY:
-            respond(EndTxnResult(errors.INVALID_TXN_STATE))
-            return
-        if md.state != S.ONGOING:
-            log.error("transactional id %s found in state %s, which it should never be in",
-                      transactional_id, md.state.state_name)
-            respond(EndTxnResult(errors.UNKNOWN_SERVER_ERROR))
-            return
-        next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        is_epoch_fence = False
-        if next_state == S.PREPARE_ABORT and fencing:
-            # the fence goes on to PrepareAbort under the bumped epoch (it is never written itself)
-            is_epoch_fence = True
-            md.pending_state = None
-            md.producer_epoch = producer_epoch
-            md.last_producer_epoch = NO_PRODUCER_EPOCH
-        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), tv)
-
-        def after_prepare(error: int) -> None:
-            if error != errors.NONE:
-                if is_epoch_fence:
-                    _, c = self._lookup(transactional_id)
-                    m = c.txns.get(transactional_id) if c is not None else None
-                    if c is not None and m is not None and c.coordinator_epoch == coordinator_epoch:
-                        # the bumped epoch stays (never returned); the next fence does not bump again
-                        m.has_failed_epoch_fence = True
-                        log.warning("writing the epoch fence of %s failed with %d; its epoch stays %d",
-                                    transactional_id, error, m.producer_epoch)
-                respond(EndTxnResult(error))
-                return
-            self._after_prepare_written(transactional_id, coordinator_epoch, producer_id, producer_epoch,
-                                        result, respond)
-
-        self._append(transactional_id, coordinator_epoch, transit, after_prepare)
-
-    def _end_transaction_v2(
-        self,
-        transactional_id: str,
-        coordinator_epoch: int,
-        md: TransactionMetadata,
-        producer_id: int,
-        producer_epoch: int,
-        result: TransactionResult,
-        from_client: bool,
-        client_transaction_version: int,
-        respond: Callable[[EndTxnResult], None],
-    ) -> None:
-        """Kafka's TransactionCoordinator.endTransaction with transaction version 2 (KIP-890
-        part 2). The request may carry the current epoch, or the one before a bump it has not
-        heard of (a retry: ``md`` at epoch + 1, or at epoch 0 of the next producer id after an
-        overflow). PrepareX bumps the epoch; when that exhausts it, the next producer id is
-        allocated now and taken by CompleteX. An abort from Empty / CompleteX (no transaction
-        running, e.g. a client unsure of the state) writes PrepareAbort and CompleteAbort with
-        no markers and bumps the epoch too."""
-        commit = result == TransactionResult.COMMIT
+        # the coordinator's abort of a transaction it fenced (timeout sweep, InitProducerId)
         fencing = md.pending_state == S.PREPARE_EPOCH_FENCE and not from_client
-        retry_on_overflow = (not fencing and md.previous_producer_id == producer_id and md.producer_epoch == 0
-                             and is_epoch_exhausted(producer_epoch))
-        retry_on_bump = not fencing and md.producer_id == producer_id and md.producer_epoch == producer_epoch + 1
-        is_retry = retry_on_bump or retry_on_overflow
-        state = md.state
-        # the epoch a request may carry depends on the state: the current one while a transaction
-        # runs or none does, the one before the bump while the markers are written, either once done
+        refusal = self._refuse_end_transaction(md, producer_id, producer_epoch, result, from_client, fencing, bump)
+        if refusal is not None:
+            respond(refusal)
+            return
         if fencing:
-            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
-        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            valid_epoch = retry_on_bump
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            valid_epoch = is_retry or producer_epoch == md.producer_epoch
-        else:
-            valid_epoch = producer_epoch == md.producer_epoch
-        if md.producer_id != producer_id and not retry_on_overflow:
-            respond(EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING))
-            return
-        if not valid_epoch:
-            respond(EndTxnResult(errors.PRODUCER_FENCED))
-            return
-        if md.pending_transition_in_progress and not fencing:
-            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS))
-            return
-        no_partition_added = False
-        if state == S.ONGOING:
-            pass
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            same = commit == (state == S.COMPLETE_COMMIT)
-            if same and is_retry:
-                respond(EndTxnResult(errors.NONE, md.producer_id, md.producer_epoch))
-                return
-            if commit or is_retry:
-                respond(EndTxnResult(errors.INVALID_TXN_STATE))
-                return
-            no_partition_added = True  # an abort with no transaction running
-        elif state == S.EMPTY:
-            if commit:
-                respond(EndTxnResult(errors.INVALID_TXN_STATE))
-                return
-            no_partition_added = True
-        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            same = commit == (state == S.PREPARE_COMMIT)
-            respond(EndTxnResult(errors.CONCURRENT_TRANSACTIONS if same else errors.INVALID_TXN_STATE))
-            return
-        else:
-            log.error("transactional id %s found in state %s, which it should never be in",
-                      transactional_id, state.state_name)
-            respond(EndTxnResult(errors.UNKNOWN_SERVER_ERROR))
-            return
-        next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        if fencing:
-            if next_state != S.PREPARE_ABORT:
-                respond(EndTxnResult(errors.INVALID_TXN_STATE))
-                return
-            # the fence goes on to PrepareAbort under the fenced epoch, which PrepareAbort bumps again
+            # the fence goes on to PrepareAbort under the fenced epoch (it is never written
+            # itself); with transaction version 2, PrepareAbort bumps it again
             md.pending_state = None
             md.producer_epoch = producer_epoch
             md.last_producer_epoch = NO_PRODUCER_EPOCH
         next_producer_id = NO_PRODUCER_ID
-        if is_epoch_exhausted(md.producer_epoch):
+        if bump and is_epoch_exhausted(md.producer_epoch):
             try:
                 next_producer_id = self._producer_ids()
             except ProducerIdUnavailable as e:
@@ -770,22 +647,95 @@ class TransactionCoordinator:
                 return
             log.info("producer epochs of producer id %d are exhausted; %s moves to producer id %d when its "
                      "transaction completes", md.producer_id, transactional_id, next_producer_id)
-        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), client_transaction_version,
-                                             next_producer_id, no_partition_added)
+        next_state = S.PREPARE_COMMIT if result == TransactionResult.COMMIT else S.PREPARE_ABORT
+        # past the checks, a state other than Ongoing is transaction version 2's abort of no transaction
+        transit = md.prepare_abort_or_commit(next_state, self.scheduler.now_ms(), tv, next_producer_id,
+                                             no_partition_added=md.state != S.ONGOING)
 
         def after_prepare(error: int) -> None:
-            if error != errors.NONE:
-                if fencing:
-                    _, c = self._lookup(transactional_id)
-                    m = c.txns.get(transactional_id) if c is not None else None
-                    if c is not None and m is not None and c.coordinator_epoch == coordinator_epoch:
-                        m.has_failed_epoch_fence = True
-                respond(EndTxnResult(error))
+            if error == errors.NONE:
+                self._after_prepare_written(transactional_id, coordinator_epoch, producer_id, producer_epoch,
+                                            result, respond)
                 return
-            self._after_prepare_written(transactional_id, coordinator_epoch, transit.producer_id,
-                                        transit.producer_epoch, result, respond)
+            current = self._current(transactional_id, coordinator_epoch) if fencing else None
+            if current is not None:
+                # the fenced epoch stays (never returned); the next fence does not bump again
+                current.has_failed_epoch_fence = True
+                log.warning("writing the epoch fence of %s failed with %d; its epoch stays %d",
+                            transactional_id, error, current.producer_epoch)
+            respond(EndTxnResult(error))
 
         self._append(transactional_id, coordinator_epoch, transit, after_prepare)
+
+    @staticmethod
+    def _refuse_end_transaction(
+        md: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        result: TransactionResult,
+        from_client: bool,
+        fencing: bool,
+        bump: bool,
+    ) -> EndTxnResult | None:
+        """The answer of an EndTxn that writes nothing (an error, or NONE for the retry of a
+        completed one), or None when PrepareX is to be written (Kafka's checks in endTransaction).
+
+        Transaction version 1 wants the client's epoch to be the current one (the coordinator's
+        own abort carries the fence's, which may be higher). Version 2 (KIP-890 part 2, with
+        ``bump``; not under a fence, whose epoch bumping is its own) goes by the state: the
+        current epoch while a transaction runs or none does; while the markers are written, the
+        epoch before the bump (a retry: ``md`` at epoch + 1); once done, either, or the last
+        epoch of the previous producer id when the bump exhausted it (a retry after an overflow:
+        ``md`` at epoch 0 of the next producer id). Only a retry is answered NONE after
+        completion; any other abort there starts and ends an empty transaction."""
+        commit = result == TransactionResult.COMMIT
+        state = md.state
+        v2 = bump and not fencing
+        retry_on_overflow = (v2 and md.previous_producer_id == producer_id and md.producer_epoch == 0
+                             and is_epoch_exhausted(producer_epoch))
+        retry_on_bump = v2 and md.producer_id == producer_id and md.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        if not v2:
+            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid_epoch = producer_epoch == md.producer_epoch
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(errors.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return EndTxnResult(errors.PRODUCER_FENCED)
+        if md.pending_transition_in_progress and not fencing:
+            return EndTxnResult(errors.CONCURRENT_TRANSACTIONS)
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            same = commit == (state == S.COMPLETE_COMMIT)
+            if same and (is_retry or not bump):  # a retry of a completed EndTxn
+                return EndTxnResult(errors.NONE, md.producer_id, md.producer_epoch)
+            if commit or is_retry or not bump:
+                return EndTxnResult(errors.INVALID_TXN_STATE)
+        elif state == S.EMPTY:
+            if commit or not bump:
+                return EndTxnResult(errors.INVALID_TXN_STATE)
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            same = commit == (state == S.PREPARE_COMMIT)
+            return EndTxnResult(errors.CONCURRENT_TRANSACTIONS if same else errors.INVALID_TXN_STATE)
+        elif state != S.ONGOING:
+            log.error("transactional id %s found in state %s, which it should never be in",
+                      md.transactional_id, state.state_name)
+            return EndTxnResult(errors.UNKNOWN_SERVER_ERROR)
+        if fencing and commit:  # a fence ends in PrepareAbort only
+            return EndTxnResult(errors.INVALID_TXN_STATE)
+        return None
+
+    def _current(self, transactional_id: str, coordinator_epoch: int) -> TransactionMetadata | None:
+        """The metadata of ``transactional_id`` if this broker still coordinates it at
+        ``coordinator_epoch``."""
+        _, cache = self._lookup(transactional_id)
+        if cache is None or cache.coordinator_epoch != coordinator_epoch:
+            return None
+        return cache.txns.get(transactional_id)
 
     def _after_prepare_written(
         self,
@@ -796,7 +746,9 @@ class TransactionCoordinator:
         result: TransactionResult,
         respond: Callable[[EndTxnResult], None],
     ) -> None:
-        """PrepareX is written: check again (Kafka's sendTxnMarkersCallback), answer, send markers."""
+        """PrepareX is written: check again the request's producer id and epoch (Kafka's
+        sendTxnMarkersCallback; with transaction version 2 PrepareX carries that epoch bumped,
+        Kafka's endTxnEpochBumped), answer, send markers."""
         code, cache = self._lookup(transactional_id)
         if cache is None:
             respond(EndTxnResult(code))
@@ -808,7 +760,8 @@ class TransactionCoordinator:
         expected = S.PREPARE_COMMIT if result == TransactionResult.COMMIT else S.PREPARE_ABORT
         if md.producer_id != producer_id:
             err = errors.INVALID_PRODUCER_ID_MAPPING
-        elif md.producer_epoch != producer_epoch:
+        elif md.producer_epoch != producer_epoch and not (
+                supports_epoch_bump(md.client_transaction_version) and md.producer_epoch == producer_epoch + 1):
             err = errors.PRODUCER_FENCED
         elif md.pending_transition_in_progress:
             err = errors.CONCURRENT_TRANSACTIONS
@@ -827,9 +780,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ markers and completion
     def _still_completing(self, transactional_id: str, coordinator_epoch: int, md: TransactionMetadata,
                           complete: TxnTransitMetadata) -> bool:
-        cache = self._owned.get(self.partition_for(transactional_id))
-        return (cache is not None and cache.coordinator_epoch == coordinator_epoch
-                and cache.txns.get(transactional_id) is md and md.pending_state == complete.txn_state)
+        return self._current(transactional_id, coordinator_epoch) is md and md.pending_state == complete.txn_state
 
     def _markers(self, transactional_id: str, coordinator_epoch: int, result: TransactionResult,
                  md: TransactionMetadata, complete: TxnTransitMetadata) -> None:
@@ -839,13 +790,8 @@ class TransactionCoordinator:
         if not partitions:
             self._write_completion(transactional_id, coordinator_epoch, md, complete)
             return
-        answered = False
 
         def on_done(code: int) -> None:
-            nonlocal answered
-            if answered:
-                return
-            answered = True
             if not self._still_completing(transactional_id, coordinator_epoch, md, complete):
                 log.info("dropping the markers of %s: no longer completing it here", transactional_id)
                 return
@@ -938,13 +884,8 @@ class TransactionCoordinator:
     def _write_tombstones(self, partition: int, coordinator_epoch: int,
                           expired: list[tuple[TransactionMetadata, TxnTransitMetadata]]) -> None:
         records: Records = [(rec.encode_key(md.transactional_id), None) for md, _ in expired]
-        answered = False
 
         def on_done(raw_code: int) -> None:
-            nonlocal answered
-            if answered:
-                return
-            answered = True
             err = append_error(raw_code)
             cache = self._owned.get(partition)
             if cache is None:
@@ -990,13 +931,23 @@ class TransactionCoordinator:
         state_filters: Iterable[str] = (),
         producer_id_filters: Iterable[int] = (),
         duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
     ) -> ListTransactionsResult:
-        """ListTransactions (KIP-664; the duration filter of v1, KIP-994): by state names, by
-        producer ids, and transactions running longer than ``duration_filter_ms`` when >= 0."""
+        """ListTransactions (KIP-664; the duration filter of v1, KIP-994; the transactional id
+        pattern of v2, KIP-1152): by state names, by producer ids, transactions running longer
+        than ``duration_filter_ms`` when >= 0, and transactional ids the whole of which match
+        ``transactional_id_pattern`` (an RE2 regular expression; null or empty: all), as Kafka's
+        TransactionStateManager.listTransactionStates. An invalid pattern is INVALID_REGULAR_EXPRESSION."""
         if not self.active:
             return ListTransactionsResult(errors.COORDINATOR_NOT_AVAILABLE)
         if self._loading:
             return ListTransactionsResult(errors.COORDINATOR_LOAD_IN_PROGRESS)
+        pattern = None
+        if transactional_id_pattern:
+            try:
+                pattern = compile_re2(transactional_id_pattern)
+            except Re2SyntaxError:
+                return ListTransactionsResult(errors.INVALID_REGULAR_EXPRESSION)
         names = list(state_filters)
         states: set[TransactionState] = set()
         unknown: list[str] = []
@@ -1018,6 +969,8 @@ class TransactionCoordinator:
                 if names and md.state not in states:
                     continue
                 if duration_filter_ms >= 0 and now - md.txn_start_timestamp <= duration_filter_ms:
+                    continue
+                if pattern is not None and pattern.fullmatch(md.transactional_id) is None:
                     continue
                 out.append(ListedTransaction(md.transactional_id, md.producer_id, md.state.state_name))
         return ListTransactionsResult(errors.NONE, unknown, out)

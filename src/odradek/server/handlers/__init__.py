@@ -56,6 +56,9 @@ class _ModuleHandler:
     # headers are flexible from ``FIRST_FLEXIBLE`` on
     decode: Callable[[int, Any, int], Any] | None = None
     first_flexible: int = 1 << 15
+    # a module's ``check_frame(services, version, frame, body_offset)``: why a request must be refused
+    # before it is decoded (the connection closes), or None
+    check_frame: Callable[[Any, int, Any, int], str | None] | None = None
 
     def handle(self, ctx: Any, request: Any) -> Any:
         return self.module.handle(ctx, request)
@@ -115,6 +118,18 @@ _MODULES = [
     "alter_client_quotas",
     "list_config_resources",
     "describe_topic_partitions",
+    "share_group_heartbeat",
+    "share_group_describe",
+    "share_fetch",
+    "share_acknowledge",
+    "initialize_share_group_state",
+    "read_share_group_state",
+    "write_share_group_state",
+    "delete_share_group_state",
+    "read_share_group_state_summary",
+    "describe_share_group_offsets",
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
 ]
 
 registry: dict[int, _ModuleHandler] = {}
@@ -130,6 +145,7 @@ def _register() -> None:
         registry[mod.API_KEY] = _ModuleHandler(
             mod.API_KEY, mod.MIN_VERSION, mod.MAX_VERSION, mod,
             getattr(mod, "decode_request", None), getattr(mod, "FIRST_FLEXIBLE", 1 << 15),
+            getattr(mod, "check_frame", None),
         )
 
 

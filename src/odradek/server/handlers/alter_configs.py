@@ -11,6 +11,7 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
+from odradek.server.group_configs import RESOURCE_GROUP
 from odradek.server.request_context import BrokerServices, RequestContext
 
 API_KEY = 33
@@ -19,10 +20,14 @@ MAX_VERSION = 2
 
 
 def alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str | None]:
-    """ALTER_CONFIGS on the topic, or on the cluster for broker configs (Kafka's ConfigAdminManager)."""
+    """ALTER_CONFIGS on the topic, on the group for group configs, or on the cluster for broker and client
+    metrics configs (Kafka's ConfigAdminManager / AuthHelper)."""
     if resource_type == RESOURCE_TOPIC:
         if not ctx.permits(ResourceType.TOPIC, name):
             return errors.TOPIC_AUTHORIZATION_FAILED, None
+    elif resource_type == RESOURCE_GROUP:
+        if not ctx.permits(ResourceType.GROUP, name):
+            return errors.GROUP_AUTHORIZATION_FAILED, None
     elif not ctx.permits(ResourceType.CLUSTER):
         return errors.CLUSTER_AUTHORIZATION_FAILED, None
     return errors.NONE, None
@@ -39,6 +44,8 @@ def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str
             svc.admin.set_broker_configs(name, new, validate_only=validate_only)
         elif resource_type == RESOURCE_CLIENT_METRICS:
             svc.admin.set_client_metrics_configs(name, new, validate_only=validate_only)
+        elif resource_type == RESOURCE_GROUP:
+            svc.admin.set_group_configs(name, new, validate_only=validate_only)
         else:
             return errors.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     except TopicError as e:

@@ -1,6 +1,8 @@
 """AlterPartitionReassignments (45, KIP-455): start or cancel (replicas = null) partition
 reassignments. Answered by the controller (NOT_CONTROLLER elsewhere), which runs them on
-its event queue (controller.reassignment)."""
+its event queue (controller.reassignment). v1 (KIP-860) may forbid a change of replication
+factor (allow_replication_factor_change false): such a partition is answered INVALID_REPLICATION_FACTOR,
+and the response repeats the flag."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from odradek.server.request_context import RequestContext
 
 API_KEY = 45
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 TP = tuple[str, int]
 
@@ -30,6 +32,7 @@ def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], t
         for t in request.topics
     )
     return make(m.AlterPartitionReassignmentsResponse, throttle_time=0, error_code=top, error_message=top_msg,
+                allow_replication_factor_change=getattr(request, "allow_replication_factor_change", True),
                 responses=topics)
 
 
@@ -50,4 +53,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return _response(m, request, {}, errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
         return _response(m, request, results)
 
-    return cluster.call_controller("AlterReassignments", respond, requests=wanted)
+    return cluster.call_controller("AlterReassignments", respond, requests=wanted,
+                                   allow_replication_factor_change=getattr(request, "allow_replication_factor_change",
+                                                                           True))

@@ -2,7 +2,14 @@
 assign the member id; v1: the client generates it and may subscribe with a regex).
 
 Gated by the finalized ``group.version`` (KIP-584): below 1 the request is answered
-UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis does when the consumer protocol is not enabled."""
+UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis does when the consumer protocol is not enabled.
+
+Authorization (KafkaApis.handleConsumerGroupHeartbeat): READ on the group, else
+GROUP_AUTHORIZATION_FAILED; then DESCRIBE on every topic named in SubscribedTopicNames, else
+TOPIC_AUTHORIZATION_FAILED for the whole request (the member is not changed). A regex subscription
+is not refused: it matches only the topics the principal may DESCRIBE (ConsumerMember.may_describe,
+Kafka's GroupMetadataManager resolving regexes through the authorizer). A share group's id is refused with
+GROUP_ID_NOT_FOUND, as Kafka's getOrMaybeCreateConsumerGroup does for a group of another type."""
 
 from __future__ import annotations
 
@@ -10,10 +17,10 @@ import datetime
 from typing import Any
 
 from odradek.controller.features import GROUP_VERSION
-from odradek.coordinator.group.consumer_group import HeartbeatRequest
+from odradek.coordinator.group.consumer_model import HeartbeatRequest
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.security.acl import ResourceType
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
 API_KEY = 68
@@ -52,10 +59,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if owned is not None
             else None
         ),
+        may_describe=ctx.resource_filter(AclOperation.DESCRIBE, ResourceType.TOPIC),
     )
-    not_here = ctx.services.groups.coordinator_error(request.group_id)
     if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
+    elif names and not all(ctx.permits(ResourceType.TOPIC, n) for n in set(names)):
+        not_here = errors.TOPIC_AUTHORIZATION_FAILED
+    else:
+        not_here = ctx.services.groups.coordinator_error(request.group_id)
+    share = ctx.services.share
+    if not not_here and share is not None and request.group_id in share.groups.groups:
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=errors.GROUP_ID_NOT_FOUND,
+                    error_message=f"Group {request.group_id} is not a consumer group.",
+                    member_id=request.member_id or None, member_epoch=int(request.member_epoch),
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
     if not_here:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,
                     member_id=request.member_id or None, member_epoch=int(request.member_epoch),

@@ -1,4 +1,6 @@
-"""DeleteGroups (42): only empty groups; their offsets go too."""
+"""DeleteGroups (42): only empty groups; their offsets go too. An empty share group (KIP-932) is removed with the
+state of its share-partitions in __share_group_state (server.share_services.ShareServices.delete_group); its
+records in __consumer_offsets are tombstoned. Answered once the tombstones are replicated."""
 
 from __future__ import annotations
 
@@ -19,13 +21,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.services.groups
     allowed = {g for g in request.groups_names if ctx.permits(ResourceType.GROUP, g)}
     mine = [g for g in request.groups_names if g in allowed and not groups.coordinator_error(g)]
-    results = groups.coordinator.delete_groups(mine)
+    share = ctx.services.share
+    shared = [g for g in mine if share is not None and g in share.groups.groups]
+    results = groups.coordinator.delete_groups([g for g in mine if g not in shared])
+    for g in shared:  # a share group (KIP-932): only when it has no members
+        assert share is not None
+        results[g] = share.delete_group(g)
     for g in request.groups_names:
         if g not in allowed:
             results[g] = errors.GROUP_AUTHORIZATION_FAILED
         elif g not in results:
             results[g] = groups.coordinator_error(g)
-    # answered once the tombstones are replicated (coordinator.runtime)
+    # answered once the tombstones (classic and share groups') are replicated (coordinator.runtime)
     parts = [groups.coordinator.partition_for(g) for g in mine]
 
     def build(failed: int) -> Any:

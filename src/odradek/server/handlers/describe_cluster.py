@@ -1,19 +1,21 @@
 """DescribeCluster (60): the cluster's live brokers on the listener the client came in through, and its
-controller, from the same metadata cache as Metadata (Kafka's MetadataCache). v2's fenced brokers are a
-KRaft notion: a ZooKeeper-mode broker that is registered is live, and one that is not is absent."""
+controller, from the same metadata cache as Metadata (Kafka's MetadataCache). v2 (KIP-1073) lists fenced
+brokers too when asked (include_fenced_brokers), each with is_fenced. Fencing is a KRaft notion: a
+ZooKeeper-mode broker that is registered is live (is_fenced false), and one that is not is absent, so the
+answer is the same with or without the flag."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.controller.zk_data import live_broker_endpoints
 from odradek.protocol import errors
 from odradek.protocol.codec import make
-from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1  # v2 lists fenced brokers (KRaft)
+MAX_VERSION = 2  # v2: include_fenced_brokers and is_fenced (KIP-1073)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.config import ConfigError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
@@ -22,6 +23,9 @@ from odradek.server.config_view import (
     broker_entries,
     topic_entries,
 )
+from odradek.server.group_configs import RESOURCE_GROUP, SRC_GROUP_CONFIG
+from odradek.server.group_configs import defs as group_config_defs
+from odradek.server.group_configs import store_name as group_store_name
 from odradek.server.request_context import RequestContext
 
 API_KEY = 32
@@ -71,6 +75,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     for k, v in sorted(svc.topics.client_metrics_configs(res.resource_name).items())
                     if k in CLIENT_METRICS_CONFIGS
                 ]
+        elif res.resource_type == RESOURCE_GROUP:
+            # Kafka's ConfigHelper: DESCRIBE_CONFIGS on the group; every group config, the group's own
+            # value (GROUP_CONFIG) or the broker's default (DEFAULT_CONFIG)
+            if not ctx.permits(ResourceType.GROUP, res.resource_name):
+                code, msg = errors.GROUP_AUTHORIZATION_FAILED, None
+            else:
+                try:
+                    own = svc.topics.group_configs(group_store_name(res.resource_name))
+                except ConfigError as e:
+                    code, msg = errors.INVALID_REQUEST, str(e)
+                else:
+                    entries = []
+                    for k, d in group_config_defs(svc.config).items():
+                        value, src = (own[k], SRC_GROUP_CONFIG) if k in own else (d.default, 5)
+                        entries.append(Entry(k, value, src, False, False, d.type, d.doc, [(k, value, src)]))
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         keys = set(res.configuration_keys) if res.configuration_keys else None

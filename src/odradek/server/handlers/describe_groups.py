@@ -1,4 +1,6 @@
-"""DescribeGroups (15): a missing group is reported as Dead (Kafka's behaviour up to v5).
+"""DescribeGroups (15): a missing group is reported as Dead, with no error up to v5 and, from v6
+(KIP-1043), with GROUP_ID_NOT_FOUND and the message "Group <id> not found." (Kafka's
+GroupMetadataManager.describeGroups).
 
 A consumer-protocol (KIP-848) group is described too, with its state, protocol type
 ``consumer``, its server assignor as the protocol, and per member a ConsumerProtocolSubscription
@@ -19,7 +21,7 @@ from odradek.server.request_context import RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -45,10 +47,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             out.append(_consumer_group(m, consumer, cg, ops))
             continue
         g = coord.describe(gid)
-        if g is None:
+        if g is None:  # describe() leaves out Dead groups, as Kafka removes them
+            missing = ctx.api_version >= 6  # KIP-1043: an error, where older versions only say Dead
             out.append(
-                make(m.DescribedGroup, error_code=errors.NONE, group_id=gid, group_state="Dead", protocol_type="",
-                     protocol_data="", members=(), authorized_operations=-(2**31))
+                make(m.DescribedGroup, error_code=errors.GROUP_ID_NOT_FOUND if missing else errors.NONE,
+                     error_message=f"Group {gid} not found." if missing else None, group_id=gid,
+                     group_state="Dead", protocol_type="", protocol_data="", members=(),
+                     authorized_operations=-(2**31))
             )
             continue
         stable = g.state == GroupState.STABLE

@@ -18,7 +18,7 @@ from odradek.server.request_context import RequestContext
 
 API_KEY = 35
 MIN_VERSION = 1
-MAX_VERSION = 4
+MAX_VERSION = 5  # v5: is_cordoned (KIP-1066), false: cordoned.log.dirs is accepted but not acted on
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

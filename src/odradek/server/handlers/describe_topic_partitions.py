@@ -4,7 +4,11 @@ asks it first and falls back to Metadata only when a broker does not offer it.
 
 - No topic named: every topic the principal may DESCRIBE (the others are left out); named topics: each one,
   an unknown one with UNKNOWN_TOPIC_OR_PARTITION, one it may not DESCRIBE with TOPIC_AUTHORIZATION_FAILED.
-  Topics come sorted by name.
+  Topics come sorted by name, those it may not DESCRIBE after the others (Kafka appends them last).
+- Each topic the principal may DESCRIBE carries its KIP-430 authorized operations (``topic_authorized_operations``,
+  the bits ``Admin.describeTopics`` turns into ``TopicDescription.authorizedOperations()``): Kafka sets them on
+  every answer, there being no include flag in this request. The refused ones keep the field's default
+  (-2147483648: not given), as Kafka's.
 - At most ``min(response_partition_limit, max.request.partition.size.limit)`` partitions are answered;
   ``next_cursor`` names the topic and partition to ask from next, and a request's ``cursor`` starts there
   (a cursor topic missing from the named topics is INVALID_REQUEST).
@@ -46,17 +50,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         names = [n for n in names if n >= start_topic]
     limit = max(1, min(int(request.response_partition_limit), MAX_REQUEST_PARTITION_SIZE_LIMIT))
     out: list[Any] = []
+    denied: list[Any] = []
     next_cursor = None
     for name in names:
         allowed = ctx.permits(ResourceType.TOPIC, name)
         if not allowed:
             if not fetch_all:
-                out.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
+                denied.append(_error_topic(m, name, errors.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
             continue
         meta = reg.get(name)
         if meta is None:
             if not fetch_all:
-                out.append(_error_topic(m, name, errors.UNKNOWN_TOPIC_OR_PARTITION, uuid.UUID(int=0)))
+                out.append(_error_topic(m, name, errors.UNKNOWN_TOPIC_OR_PARTITION, uuid.UUID(int=0),
+                                        ctx.authorized_operations(ResourceType.TOPIC, name)))
             continue
         first = start_partition if name == start_topic else 0
         parts = [p for p in meta.partitions if p.index >= first]
@@ -67,16 +73,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         limit -= len(taken)
         out.append(make(m.DescribeTopicPartitionsResponseTopic, error_code=errors.NONE, name=name,
                         topic_id=meta.topic_id, is_internal=meta.is_internal,
-                        partitions=tuple(_partition(m, p, live) for p in taken)))
+                        partitions=tuple(_partition(m, p, live) for p in taken),
+                        topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
         if rest:
             next_cursor = make(m.Cursor, topic_name=name, partition_index=rest[0].index)
             break
-    return make(m.DescribeTopicPartitionsResponse, throttle_time=0, topics=tuple(out), next_cursor=next_cursor)
+    return make(m.DescribeTopicPartitionsResponse, throttle_time=0, topics=(*out, *denied), next_cursor=next_cursor)
 
 
-def _error_topic(m: Any, name: str, code: int, topic_id: uuid.UUID) -> Any:
+_NOT_GIVEN = -2147483648  # TopicAuthorizedOperations' default: no operations given
+
+
+def _error_topic(m: Any, name: str, code: int, topic_id: uuid.UUID, ops: int = _NOT_GIVEN) -> Any:
     return make(m.DescribeTopicPartitionsResponseTopic, error_code=code, name=name, topic_id=topic_id,
-                is_internal=False, partitions=())
+                is_internal=False, partitions=(), topic_authorized_operations=ops)
 
 
 def _partition(m: Any, p: Any, live: set[int] | None) -> Any:

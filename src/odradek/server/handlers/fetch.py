@@ -16,6 +16,15 @@ does not name gets Partition.followerReplicaOrThrow's error (UNKNOWN_LEADER_EPOC
 request carries a leader epoch, else NOT_LEADER_OR_FOLLOWER) and changes nothing. A follower's
 response counts its bytes of throttled partitions against the leader replication quota (KIP-73,
 server.quota.replication; the ReplicaManager holds back followers outside the ISR over it).
+
+A Fetch may name at most :data:`PARTITIONS_OVER_CLUSTER` more partition entries (fetched and
+forgotten ones, duplicates included) than the cluster holds, and as many topic entries; a larger
+one is refused before it is decoded (:func:`check_frame`: a log line and a closed connection).
+Kafka sets no such bound, but serves each request on one of many handler threads; here every
+request shares the event loop, and decoding and answering a million entries held it for 20-24 s
+while every other client waited. No client that names partitions from its metadata gets near the
+bound: every partition of the cluster may be fetched in one request, and 10,000 more besides
+(deleted, or not yet known to this broker).
 """
 
 from __future__ import annotations
@@ -23,16 +32,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.log.fetch_isolation import FetchIsolation
 from odradek.metrics.error_counts import add_error
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
+from odradek.protocol.fetch_request_scan import count_partitions, min_entry_bytes
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from odradek.purgatory import DelayedResponse
 from odradek.replication.delayed_fetch import FetchParams, LogReadResult
 from odradek.security.acl import ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.server.handlers import RawResponse
-from odradek.server.purgatory import DelayedResponse
 from odradek.server.request_context import RequestContext
 
 API_KEY = 1
@@ -47,6 +58,28 @@ _NOT_FAILED_FETCH = frozenset({
     errors.NOT_LEADER_OR_FOLLOWER, errors.OFFSET_OUT_OF_RANGE, errors.FENCED_LEADER_EPOCH,
     errors.UNKNOWN_LEADER_EPOCH, errors.KAFKA_STORAGE_ERROR, errors.TOPIC_AUTHORIZATION_FAILED,
 })
+
+
+PARTITIONS_OVER_CLUSTER = 10_000  # partition entries one Fetch may name beyond the cluster's partitions
+
+
+def check_frame(services: Any, version: int, frame: Any, offset: int) -> str | None:
+    """Why a Fetch must be refused before it is decoded: more partition entries, or more topic
+    entries, than the cluster holds partitions plus :data:`PARTITIONS_OVER_CLUSTER`. A body too short
+    to name that many is let through on its length alone (at most 30-60 KB: an entry takes 3 to 6
+    bytes at least); a longer one is counted on the wire, the count stopping once it passes the
+    bound. The cluster's partitions (a sum over its topics) are only counted for a Fetch naming more
+    than :data:`PARTITIONS_OVER_CLUSTER`."""
+    body = len(frame) - offset
+    if body <= PARTITIONS_OVER_CLUSTER * min_entry_bytes(version):
+        return None
+    if count_partitions(version, frame, offset, PARTITIONS_OVER_CLUSTER) <= PARTITIONS_OVER_CLUSTER:
+        return None
+    limit = services.topics.partition_count() + PARTITIONS_OVER_CLUSTER
+    if count_partitions(version, frame, offset, limit) <= limit:
+        return None
+    return (f"a Fetch naming more than {limit} partitions or topics (the cluster's "
+            f"{limit - PARTITIONS_OVER_CLUSTER} partitions and {PARTITIONS_OVER_CLUSTER} more) in {body} bytes")
 
 
 def _unknown_name(topic_id: Any) -> str:
@@ -177,7 +210,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         int(request.max_wait.total_seconds() * 1000),  # max_wait_ms
         min(max(int(request.min_bytes), 0), max_bytes),  # min_bytes, at most max_bytes (Kafka's fetchMinBytes)
         max_bytes,
-        getattr(request, "isolation_level", 0) == 1,  # read_committed
+        FetchIsolation.of(replica_id, getattr(request, "isolation_level", 0)),  # the level, converted once
         version >= 13,  # topic_ids
     )
     if params.replica_id >= 0 and (

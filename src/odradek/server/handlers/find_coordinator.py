@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.controller.zk_data import endpoint_for
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.cluster_access import endpoint_for
 from odradek.server.request_context import RequestContext
 
 API_KEY = 10

@@ -1,5 +1,5 @@
-"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics, brokers and client metrics
-subscriptions (KIP-339, KIP-714).
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topics, brokers, client metrics
+subscriptions and groups (KIP-339, KIP-714, KIP-848's GROUP resource).
 
 APPEND and SUBTRACT work on LIST configs only, as Kafka's ConfigurationControlManager
 (``incrementalAlterConfigResource``) and ConfigAdminManager (``prepareIncrementalConfigs``) do: the old
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS
+from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS, ConfigError
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.server.client_metrics import CLIENT_METRICS_CONFIGS, RESOURCE_CLIENT_METRICS, name_error
@@ -27,6 +27,7 @@ from odradek.server.config_view import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
 )
+from odradek.server.group_configs import GROUP_CONFIG_TYPES, RESOURCE_GROUP, store_name
 from odradek.server.handlers.alter_configs import alter_configs_denied, apply
 from odradek.server.request_context import RequestContext
 
@@ -47,7 +48,8 @@ def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
     """The resource's new overrides after (name, operation, value) triples; ValueError (INVALID_CONFIG)
     on an operation Kafka refuses."""
     result = dict(current)
-    defs: Mapping[str, Any] = {"topic": TOPIC_CONFIGS, "client metrics": CLIENT_METRICS_CONFIGS}.get(kind, BROKER_CONFIGS)
+    defs: Mapping[str, Any] = {"topic": TOPIC_CONFIGS, "client metrics": CLIENT_METRICS_CONFIGS,
+                               "group": GROUP_CONFIG_TYPES}.get(kind, BROKER_CONFIGS)
     for name, op, value in ops:
         if op == OP_SET:
             if value is None:
@@ -100,6 +102,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, msg = errors.INVALID_REQUEST, why
             else:
                 current = svc.topics.client_metrics_configs(res.resource_name)
+        elif res.resource_type == RESOURCE_GROUP:
+            try:
+                current = svc.topics.group_configs(store_name(res.resource_name))
+            except ConfigError as e:
+                code, msg = errors.INVALID_REQUEST, str(e)
         else:
             code, msg = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         if current is not None:
@@ -108,8 +115,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, msg = errors.INVALID_REQUEST, "Duplicate config keys in request"
             else:
                 try:
-                    kind = {RESOURCE_TOPIC: "topic", RESOURCE_CLIENT_METRICS: "client metrics"}.get(
-                        res.resource_type, "broker")
+                    kind = {RESOURCE_TOPIC: "topic", RESOURCE_CLIENT_METRICS: "client metrics",
+                            RESOURCE_GROUP: "group"}.get(res.resource_type, "broker")
                     new = apply_ops(current, [(c.name, c.config_operation, c.value) for c in res.configs], kind)
                     code, msg = apply(svc, res.resource_type, res.resource_name, new, request.validate_only)
                 except ValueError as e:

@@ -1,4 +1,5 @@
-"""ListGroups (16): with the state (v4) and type (v5) filters."""
+"""ListGroups (16): with the state (v4) and type (v5) filters; share groups (KIP-932) listed as type "share",
+protocol type "share", as Kafka 4.4 lists them."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         out += [
             make(m.ListedGroup, group_id=g.group_id, protocol_type="consumer", group_state=g.state.value, group_type="consumer")
             for g in ctx.services.groups.consumer.list_groups(states or None)
+            if visible(g.group_id)
+        ]
+    share = ctx.services.share
+    if share is not None and (not types or "share" in types):
+        out += [
+            make(m.ListedGroup, group_id=g.group_id, protocol_type="share", group_state=g.state, group_type="share")
+            for g in share.groups.list_groups(states or None)
             if visible(g.group_id)
         ]
     return make(m.ListGroupsResponse, throttle_time=0, error_code=errors.NONE, groups=tuple(out))

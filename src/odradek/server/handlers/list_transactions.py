@@ -1,5 +1,8 @@
-"""ListTransactions (66, KIP-664; v1 adds the duration filter of KIP-994): the transactional ids
-this broker coordinates, filtered by state, producer id and age (kafka-transactions.sh list)."""
+"""ListTransactions (66, KIP-664; v1 adds the duration filter of KIP-994, v2 the transactional id
+pattern of KIP-1152): the transactional ids this broker coordinates, filtered by state, producer id,
+age and a regular expression (RE2 syntax, as Kafka's RE2/J; matching the whole id) on the id
+(kafka-transactions.sh list). A pattern that is not a valid regular expression is answered
+INVALID_REGULAR_EXPRESSION with no transactions."""
 
 from __future__ import annotations
 
@@ -11,14 +14,14 @@ from odradek.server.request_context import RequestContext
 
 API_KEY = 66
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     r = ctx.services.txn.coordinator.list_transactions(
         request.state_filters, [int(p) for p in request.producer_id_filters],
-        int(getattr(request, "duration_filter", -1)),
+        int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
     )
     return make(
         m.ListTransactionsResponse, throttle_time=0, error_code=r.error_code,

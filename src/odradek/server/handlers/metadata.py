@@ -1,4 +1,4 @@
-"""Metadata (3): brokers, topics with ids, partitions from the metadata cache the
+"""Metadata (3): brokers, topics with ids (by id from v12), partitions from the metadata cache the
 controller keeps; auto-creates topics when allowed (the answer waits briefly for the
 controller to elect their leaders)."""
 
@@ -10,16 +10,17 @@ from typing import Any
 
 from odradek.controller.partition_limits import MAX_PARTITIONS_PER_REQUEST
 from odradek.controller.topics import TopicError, validate_topic_name
+from odradek.controller.zk_data import live_broker_endpoints
 from odradek.protocol import codec, errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.cluster_access import live_broker_endpoints
 from odradek.server.request_context import RequestContext
 from odradek.server.turns import in_turns
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13  # v13: the top-level error code (KIP-1102), 0 here as on Kafka, whose brokers set it only in an
+# error response built for a failed request (MetadataRequest.getErrorResponse); Odradek closes such a connection
 
 log = logging.getLogger("odradek.metadata")
 _NO_OPS = -(2**31)

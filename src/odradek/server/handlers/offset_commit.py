@@ -1,7 +1,10 @@
-"""OffsetCommit (8): answered once the commit is replicated (coordinator.runtime)."""
+"""OffsetCommit (8): answered once the commit is replicated (coordinator.runtime). From v10 (KIP-848)
+topics are named by id: an id this broker does not know is answered UNKNOWN_TOPIC_ID on each of its
+partitions (Kafka's KafkaApis.handleOffsetCommitRequest), and the offsets are kept by topic name."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from odradek.protocol import errors
@@ -11,23 +14,33 @@ from odradek.server.request_context import RequestContext
 
 API_KEY = 8
 MIN_VERSION = 2
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
+    by_id = ctx.api_version >= 10
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
-    order: list[tuple[str, list[int]]] = []
+    # (the topic's name, or None for an unknown id; its id from v10; its partitions) in the request's order
+    order: list[tuple[str | None, uuid.UUID | None, list[int]]] = []
+    unknown_ids: list[tuple[uuid.UUID | None, list[int]]] = []
     for t in request.topics:
-        parts = []
+        tid = t.topic_id if by_id else None
+        name: str | None = t.name if not by_id else None
+        if by_id:
+            meta = ctx.services.topics.by_id.get(tid) if tid is not None else None
+            name = meta.name if meta is not None else None
+        parts = [p.partition_index for p in t.partitions]
+        order.append((name, tid, parts))
+        if name is None:
+            unknown_ids.append((tid, parts))
+            continue
         for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = (
+            offsets[(name, p.partition_index)] = (
                 int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "",
             )
-            parts.append(p.partition_index)
-        order.append((t.name, parts))
     # partitions of unknown topics are answered first, as Kafka's request layer does
     groups = ctx.services.groups
     exists = groups.partition_exists
@@ -55,17 +68,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
 
     def respond(replicated: int = errors.NONE) -> Any:
+        def error(name: str | None, p: int) -> int:
+            if name is None:  # an unknown topic id (v10)
+                return errors.GROUP_AUTHORIZATION_FAILED if not group_allowed else errors.UNKNOWN_TOPIC_ID
+            return results.get((name, p)) or code or replicated
+
         topics = tuple(
             make(
                 m.OffsetCommitResponseTopic,
-                name=name,
+                name=name or "",
+                topic_id=tid,
                 partitions=tuple(
-                    make(m.OffsetCommitResponsePartition, partition_index=p,
-                         error_code=results.get((name, p)) or code or replicated)
+                    make(m.OffsetCommitResponsePartition, partition_index=p, error_code=error(name, p))
                     for p in parts
                 ),
             )
-            for name, parts in order
+            for name, tid, parts in order
         )
         return make(m.OffsetCommitResponse, throttle_time=0, topics=topics)
 

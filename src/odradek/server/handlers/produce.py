@@ -31,9 +31,9 @@ from odradek.protocol.produce import (
     encode_produce_response,
 )
 from odradek.protocol.produce import decode_produce_request as decode_request
+from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import NO_RESPONSE, RawResponse
-from odradek.server.purgatory import DelayedResponse, future_of
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, produce_error, run_check, verify_transactional_append
 

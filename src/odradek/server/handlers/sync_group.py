@@ -4,6 +4,7 @@ it is replicated (coordinator.runtime: Kafka answers SyncGroup in storeGroup's c
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from odradek.coordinator.group.coordinator import SyncResult
@@ -17,15 +18,30 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    m = ctx.response_module
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+class _WaitingSync:
+    """A SyncGroup waiting for the leader's assignment: one object and the bound method the
+    coordinator keeps, not closures and cells per member (see join_group._WaitingJoin)."""
 
-    def answer(r: SyncResult) -> None:
-        if not fut.done():
-            fut.set_result(
+    __slots__ = ("ctx", "group_id", "fut")
+
+    def __init__(self, ctx: RequestContext, group_id: str, fut: asyncio.Future[Any]) -> None:
+        self.ctx = ctx
+        self.group_id = group_id
+        self.fut = fut
+
+    def respond(self, r: SyncResult) -> None:
+        # the assignment is given out once the group record holding it is replicated
+        groups = self.ctx.services.groups
+        groups.after_write(self.ctx, [groups.coordinator.partition_for(self.group_id)], partial(self._then, r))
+
+    def _then(self, r: SyncResult, code: int) -> None:
+        self.answer(r if code == errors.NONE or r.error_code != errors.NONE else SyncResult(code))
+
+    def answer(self, r: SyncResult) -> None:
+        if not self.fut.done():
+            self.fut.set_result(
                 make(
-                    m.SyncGroupResponse,
+                    self.ctx.response_module.SyncGroupResponse,
                     throttle_time=0,
                     error_code=r.error_code,
                     protocol_type=r.protocol_type,
@@ -34,21 +50,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
 
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    waiting = _WaitingSync(ctx, request.group_id, fut)
     groups = ctx.services.groups
     not_here = groups.coordinator_error(request.group_id)
     if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
-        answer(SyncResult(not_here))
+        waiting.answer(SyncResult(not_here))
         return fut.result()
-
-    def respond(r: SyncResult) -> None:
-        # the assignment is given out once the group record holding it is replicated
-        def then(code: int) -> None:
-            answer(r if code == errors.NONE or r.error_code != errors.NONE else SyncResult(code))
-
-        groups.after_write(ctx, [groups.coordinator.partition_for(request.group_id)], then)
-
     groups.coordinator.sync_group(
         request.group_id,
         request.generation_id,
@@ -57,7 +69,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "protocol_type", None),
         getattr(request, "protocol_name", None),
         {a.member_id: bytes(a.assignment) for a in request.assignments},
-        respond,
+        waiting.respond,
     )
     if fut.done():
         return fut.result()

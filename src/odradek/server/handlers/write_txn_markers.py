@@ -1,5 +1,5 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to append the
-COMMIT/ABORT marker of a producer's transaction to partitions (server.txn_markers), answered
+COMMIT/ABORT marker of a producer's transaction to partitions (coordinator.txn_markers), answered
 once the markers are replicated (KafkaApis.handleWriteTxnMarkersRequest). Versions 1-2 (Kafka
 4 dropped v0). The principal needs CLUSTER_ACTION on the cluster (Kafka's rule; always granted
 without an authorizer). On top of that, a COMMIT marker is accepted only on the inter-broker or
@@ -13,12 +13,12 @@ import asyncio
 import logging
 from typing import Any
 
+from odradek.coordinator.txn_markers import write_markers
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import may_write_txn_marker
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_markers import write_markers
 
 log = logging.getLogger("odradek.txn")
 

@@ -228,6 +228,28 @@ def test_fencing_a_zombie() -> None:
     assert env.end(1000, 2, commit=True) == EndTxnResult(errors.NONE, 1000, 2)
 
 
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_a_fence_ends_in_prepare_abort_only(transaction_version: int) -> None:
+    """The coordinator ends a transaction it fenced with an abort; a commit under the fence is
+    refused (INVALID_TXN_STATE) and the fence stays, under either transaction version (at
+    version 1 this raised IllegalTransitionError out of the coordinator)."""
+    env = Env(transaction_version=transaction_version)
+    env.init()
+    assert env.add(1000, 0, PARTS) == errors.NONE
+    md = env.md()
+    fence = md.prepare_fence_producer_epoch()
+    box: list[EndTxnResult] = []
+    env.coord._end_transaction(TID, fence.producer_id, fence.producer_epoch, TransactionResult.COMMIT, False,
+                               box.append)
+    assert box == [EndTxnResult(errors.INVALID_TXN_STATE)]
+    assert (md.state, md.pending_state, md.producer_epoch) == (S.ONGOING, S.PREPARE_EPOCH_FENCE, 0)
+    env.coord._end_transaction(TID, fence.producer_id, fence.producer_epoch, TransactionResult.ABORT, False,
+                               box.append)
+    bumped = 2 if transaction_version == 2 else 1  # version 2's PrepareAbort bumps the fence's epoch again
+    assert box[1] == EndTxnResult(errors.NONE, 1000, bumped)
+    assert env.log.states()[-2:] == [("PrepareAbort", 1000, bumped), ("CompleteAbort", 1000, bumped)]
+
+
 def test_kip360_retry_gets_the_same_epoch() -> None:
     env = Env()
     env.init()
@@ -414,6 +436,14 @@ def test_describe_and_list() -> None:
     running = env.coord.list_transactions(["Ongoing"], duration_filter_ms=1500)
     assert [t.transactional_id for t in running.transactions] == [TID]
     assert env.coord.list_transactions(["Ongoing"], duration_filter_ms=5000).transactions == []
+    # KIP-1152: an RE2 pattern the whole id must match; null or empty: all; an invalid one is refused
+    assert [t.transactional_id for t in env.coord.list_transactions(transactional_id_pattern="id.*").transactions] \
+        == ["idle"]
+    assert env.coord.list_transactions(transactional_id_pattern="idl").transactions == []  # not a search
+    assert len(env.coord.list_transactions(transactional_id_pattern="").transactions) == 2
+    for bad in ("(", "(?=i)dle", "(i)\\1dle", "id**"):  # RE2 has no lookahead or backreference
+        refused = env.coord.list_transactions(transactional_id_pattern=bad)
+        assert refused.error_code == errors.INVALID_REGULAR_EXPRESSION and refused.transactions == [], bad
     env.coord.shutdown()
     assert env.coord.list_transactions().error_code == errors.COORDINATOR_NOT_AVAILABLE
 
@@ -506,6 +536,48 @@ def test_an_edge_that_raises_counts_as_a_failed_call() -> None:
     env.coord._write = broken_write
     assert env.add(1000, 0, PARTS) == errors.UNKNOWN_SERVER_ERROR
     assert env.md().pending_state is None
+
+
+def test_an_edge_calling_back_twice_counts_once() -> None:
+    """A log write or a marker send that calls back twice (or calls back after raising) is
+    answered once: the first call back counts, for every edge (the coordinator's _call_edge)."""
+    env = Env()
+    env.init()
+    inner_write = env.coord._write
+
+    def twice_write(partition: int, records: list[tuple[bytes, bytes | None]],
+                    on_done: Callable[[int], None]) -> None:
+        inner_write(partition, records, on_done)
+        on_done(errors.NOT_ENOUGH_REPLICAS)
+
+    env.coord._write = twice_write
+    answers: list[int] = []
+    env.coord.add_partitions(TID, 1000, 0, PARTS, answers.append)
+    assert answers == [errors.NONE] and env.md().state is S.ONGOING
+
+    def twice_markers(producer_id: int, producer_epoch: int, result: TransactionResult,
+                      partitions: frozenset[tuple[str, int]], on_done: Callable[[int], None], *,
+                      coordinator_epoch: int, transactional_id: str) -> None:
+        on_done(errors.NONE)
+        on_done(errors.NOT_LEADER_OR_FOLLOWER)
+
+    env.coord._send_markers = twice_markers
+    assert env.end(1000, 0, commit=True) == EndTxnResult(errors.NONE, 1000, 0)
+    env.clock.advance(1.0)  # no retry was scheduled by the second call back
+    assert env.log.states()[-2:] == [("PrepareCommit", 1000, 0), ("CompleteCommit", 1000, 0)]
+    assert env.md().state is S.COMPLETE_COMMIT and env.md().pending_state is None
+
+    def late_after_raise(partition: int, records: list[tuple[bytes, bytes | None]],
+                         on_done: Callable[[int], None]) -> None:
+        env.clock.call_later(0.1, lambda: inner_write(partition, records, on_done))
+        raise RuntimeError("bug")
+
+    env.coord._write = late_after_raise
+    answers.clear()
+    env.coord.add_partitions(TID, 1000, 0, PARTS, answers.append)
+    env.clock.advance(1.0)
+    assert answers == [errors.UNKNOWN_SERVER_ERROR]
+    assert env.md().state is S.COMPLETE_COMMIT and env.md().pending_state is None
 
 
 def test_replay_skips_states_never_written() -> None:

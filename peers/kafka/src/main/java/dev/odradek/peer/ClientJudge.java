@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -75,7 +76,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * interface and the producer and consumer paths, run in order against one broker, one JSON line per check on
  * stdout: {"check": name, "ok": bool, "error": "ExceptionClass: message" or null, "detail": {...}}.
  *
- * <p>Usage: {@code ClientJudge BOOTSTRAP PREFIX}. The broker is expected to have an authorizer with the client as a
+ * <p>Usage: {@code ClientJudge BOOTSTRAP PREFIX}, or {@code ClientJudge --authz BOOTSTRAP PREFIX ADMIN:PASSWORD
+ * USER:PASSWORD} for the authorization mode ({@link AuthzJudge}). The broker is expected to have an authorizer with the client as a
  * super user (ACL checks) or none (then the ACL checks report SecurityDisabledException). A check that fails does
  * not stop the ones after it; the caller compares the lines with what it expects of the broker.
  */
@@ -108,8 +110,18 @@ public final class ClientJudge {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 5 && args[0].equals("--authz")) {
+            // the authorization mode (AuthzJudge): a principal without, then with, the ACL each call needs
+            AuthzJudge authz = new AuthzJudge(args[1], args[2], args[3], args[4]);
+            try {
+                authz.run();
+            } finally {
+                authz.close();
+            }
+            System.exit(0);
+        }
         if (args.length != 2) {
-            System.err.println("usage: ClientJudge BOOTSTRAP PREFIX");
+            System.err.println("usage: ClientJudge BOOTSTRAP PREFIX | --authz BOOTSTRAP PREFIX ADMIN:PW USER:PW");
             System.exit(2);
         }
         ClientJudge judge = new ClientJudge(args[0], args[1]);
@@ -181,7 +193,9 @@ public final class ClientJudge {
 
     private static List<ConsumerRecord<String, String>> drain(KafkaConsumer<String, String> c, int want) {
         List<ConsumerRecord<String, String>> out = new ArrayList<>();
-        long deadline = System.currentTimeMillis() + 30000;
+        // a group's first join waits for __consumer_offsets and group.initial.rebalance.delay.ms: on a loaded
+        // machine Kafka itself once gave a subscribed consumer nothing within 30 s
+        long deadline = System.currentTimeMillis() + 60000;
         while (out.size() < want && System.currentTimeMillis() < deadline) {
             for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
                 out.add(r);
@@ -235,6 +249,54 @@ public final class ClientJudge {
             out.put("assignor", d.partitionAssignor());
             return out;
         }
+    }
+
+    /** KIP-848's online migration: a classic group becomes a consumer group when a member of the new protocol
+     * joins it, the two members share the partitions, and the group is classic again once that member leaves. */
+    private Map<String, Object> migrateGroup() throws Exception {
+        String group = prefix + "-migration";
+        Properties cp = consumerProps(group);
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500);
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaConsumer<String, String> classic = new KafkaConsumer<>(cp)) {
+            classic.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30000;
+            while (classic.assignment().isEmpty() && System.currentTimeMillis() < deadline) {
+                classic.poll(Duration.ofMillis(100));
+            }
+            int all = classic.assignment().size();
+            require(all > 1, "the classic member assigned every partition, got " + all);
+            out.put("classicAlone", describeType(group));
+            Properties np = consumerProps(group);
+            np.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            try (KafkaConsumer<String, String> modern = new KafkaConsumer<>(np)) {
+                modern.subscribe(List.of(topic));
+                deadline = System.currentTimeMillis() + 60000;
+                while (System.currentTimeMillis() < deadline) {
+                    classic.poll(Duration.ofMillis(50));
+                    modern.poll(Duration.ofMillis(50));
+                    Set<TopicPartition> a = classic.assignment(), b = modern.assignment();
+                    if (!a.isEmpty() && !b.isEmpty() && a.size() + b.size() == all && Collections.disjoint(a, b)) {
+                        break;
+                    }
+                }
+                require(!classic.assignment().isEmpty() && !modern.assignment().isEmpty(),
+                        "both members assigned, got " + classic.assignment() + " and " + modern.assignment());
+                out.put("shared", describeType(group));
+            }
+            deadline = System.currentTimeMillis() + 60000;
+            while (classic.assignment().size() < all && System.currentTimeMillis() < deadline) {
+                classic.poll(Duration.ofMillis(100));
+            }
+            require(classic.assignment().size() == all, "the classic member owns everything again");
+            out.put("classicAgain", describeType(group));
+        }
+        return out;
+    }
+
+    private String describeType(String group) throws Exception {
+        return get(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)).type().toString();
     }
 
     private void runAll() {
@@ -471,6 +533,7 @@ public final class ClientJudge {
         // ---------------------------------------------------------------- groups
         check("consumer.classic", () -> consumeInGroup("classic"));
         check("consumer.consumer", () -> consumeInGroup("consumer"));
+        check("consumer.migration", this::migrateGroup);
         check("admin.listGroups", () -> {
             Collection<GroupListing> all = get(admin.listGroups().all());
             Map<String, Object> out = new LinkedHashMap<>();

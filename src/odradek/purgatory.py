@@ -1,6 +1,9 @@
 """A generic, I/O-free purgatory of delayed operations (Kafka's DelayedOperation and
 DelayedOperationPurgatory).
 
+It sits at the bottom of the layers (it imports nothing from odradek): replication/ and coordinator/ build
+their delayed operations on it below server/, whose ReplicaManager owns the purgatories.
+
 A :class:`DelayedOperation` is a request that cannot be answered yet: an acks=all produce
 waiting for the high watermark (replication.delayed_produce.DelayedProduce), a fetch
 waiting for fetch.min.bytes (replication.delayed_fetch.DelayedFetch), a group

@@ -46,9 +46,11 @@ def normalise_ip(host: str) -> str:
     return str(ip)
 
 
-def parse_ip_overrides(raw: str, resolve: Callable[[str], list[str]] | None = None) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``host:n,host:n`` → {address: n}. A hostname stands for
-    every address it resolves to (Kafka resolves each with InetAddress.getByName)."""
+def parse_ip_overrides(raw: str, resolve: Callable[[str], list[str]] | None = None,
+                       name: str = "max.connections.per.ip.overrides") -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (or ``name``, ``http.max.connections.per.ip.overrides``):
+    ``host:n,host:n`` → {address: n}. A hostname stands for every address it resolves to (Kafka
+    resolves each with InetAddress.getByName)."""
     out: dict[str, int] = {}
     for item in raw.split(","):
         item = item.strip()
@@ -57,27 +59,27 @@ def parse_ip_overrides(raw: str, resolve: Callable[[str], list[str]] | None = No
         host, sep, n = item.rpartition(":")
         host = host.strip().strip("[]")
         if not sep or not host:
-            raise ConfigError(f"Invalid value {item} in max.connections.per.ip.overrides: expected host:count")
+            raise ConfigError(f"Invalid value {item} in {name}: expected host:count")
         try:
             limit = int(n)
         except ValueError:
-            raise ConfigError(f"Invalid value {item} in max.connections.per.ip.overrides: expected host:count") from None
+            raise ConfigError(f"Invalid value {item} in {name}: expected host:count") from None
         if not 0 <= limit <= INT_MAX:
-            raise ConfigError(f"Invalid connection count {limit} for {host} in max.connections.per.ip.overrides")
+            raise ConfigError(f"Invalid connection count {limit} for {host} in {name}")
         try:
             addresses = [str(ipaddress.ip_address(host))]
         except ValueError:
-            addresses = (resolve or _resolve)(host)
+            addresses = resolve(host) if resolve is not None else _resolve(host, name)
         for a in addresses:
             out[normalise_ip(a)] = limit
     return out
 
 
-def _resolve(host: str) -> list[str]:
+def _resolve(host: str, name: str) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError as e:
-        raise ConfigError(f"Cannot resolve {host} of max.connections.per.ip.overrides: {e}") from None
+        raise ConfigError(f"Cannot resolve {host} of {name}: {e}") from None
     return sorted({str(info[4][0]) for info in infos})
 
 
@@ -101,11 +103,15 @@ def nofile_soft_limit() -> int | None:
 
 
 class ConnectionQuotas:
-    def __init__(self, max_connections: int, max_per_ip: int, overrides: dict[str, int]) -> None:
+    """The Kafka listeners' counts (``Broker._admit``); the HTTP endpoint keeps an instance of its own
+    for ``http.max.connections.per.ip`` (``odradek.http.server.HttpServer``, per address only)."""
+
+    def __init__(self, max_connections: int, max_per_ip: int, overrides: dict[str, int],
+                 per_ip_name: str = "max.connections.per.ip") -> None:
         if max_per_ip == 0 and not overrides:
             # Kafka's KafkaConfig requirement
             raise ConfigError(
-                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+                f"{per_ip_name} can be set to zero only if {per_ip_name}.overrides property is set."
             )
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip

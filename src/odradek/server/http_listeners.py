@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from odradek.config import SRC_DEFAULT, BrokerConfig, ConfigError
-from odradek.http.server import HttpServer, parse_listener
-from odradek.metrics.collector import KafkaCollector, MetricsSources
-
-__all__ = ["HttpServer", "api_names", "committed_offsets", "http_listener", "start_http"]
+from odradek.connection_quotas import INT_MAX, ConnectionQuotas, parse_ip_overrides
 from odradek.http.host_check import HostPolicy, host_policy
+from odradek.http.server import Handler, HttpServer, parse_listener
+from odradek.metrics.collector import KafkaCollector, MetricsSources
 from odradek.metrics.endpoint import MetricsRoute
 from odradek.server.handlers import registry
+
+__all__ = ["HttpServer", "api_names", "committed_offsets", "http_listener", "start_http"]
 
 log = logging.getLogger("odradek.http")
 
@@ -61,16 +62,27 @@ def http_host_policy(config: BrokerConfig, http_host: str) -> HostPolicy:
     return host_policy(hosts, allowed)
 
 
+def http_connection_quotas(config: BrokerConfig) -> ConnectionQuotas:
+    """``http.max.connections.per.ip`` and its overrides, counted by Kafka's ConnectionQuotas (the
+    class the Kafka listeners count ``max.connections.per.ip`` with; the HTTP server bounds the total)."""
+    name = "http.max.connections.per.ip"
+    overrides = parse_ip_overrides(config.get(f"{name}.overrides") or "", name=f"{name}.overrides")
+    return ConnectionQuotas(INT_MAX, int(config.get(name)), overrides, per_ip_name=name)
+
+
 async def start_http(config: BrokerConfig, sources: MetricsSources,
-                     extra_routes: Mapping[str, Callable[..., Any]] | None = None) -> HttpServer | None:
-    """Bind ``http.listeners`` and serve ``/metrics``. When the default address is taken (another
+                     extra_routes: Mapping[str, Callable[..., Any]] | None = None,
+                     metrics_guard: Callable[[Handler], Handler] | None = None) -> HttpServer | None:
+    """Bind ``http.listeners`` and serve ``/metrics`` (through ``metrics_guard`` when given: the
+    console's login, for ``http.metrics.auth.required``). When the default address is taken (another
     broker on this host) the broker runs without it and says so; an address set explicitly that
     cannot be bound fails the start, as a Kafka listener does."""
     where = http_listener(config)
     if where is None:
         return None
-    server = HttpServer(*where, host_policy=http_host_policy(config, where[0]))
-    server.register("/metrics", MetricsRoute(KafkaCollector(sources)))
+    server = HttpServer(*where, host_policy=http_host_policy(config, where[0]), per_ip=http_connection_quotas(config))
+    metrics: Handler = MetricsRoute(KafkaCollector(sources))
+    server.register("/metrics", metrics_guard(metrics) if metrics_guard is not None else metrics)
     for prefix, handler in (extra_routes or {}).items():
         server.register(prefix, handler)
     try:

@@ -1,0 +1,81 @@
+"""DeleteShareGroupOffsets (92, KIP-932): forget a share group's state for whole topics
+(``kafka-share-groups --delete-offsets``): DeleteShareGroupState for each of their partitions, the
+share-partitions here dropped and the topics no longer the group's. Only for a group with no members
+(NON_EMPTY_GROUP otherwise; GROUP_ID_NOT_FOUND for an unknown one). Authorization: DELETE on the group, else
+GROUP_AUTHORIZATION_FAILED; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it. Gated by
+``share.version``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.share.share_state import PartitionResult
+from odradek.protocol import errors
+from odradek.protocol.codec import make
+from odradek.security.acl import ResourceType
+from odradek.server.handlers.alter_share_group_offsets import _call
+from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
+from odradek.server.request_context import RequestContext
+
+API_KEY = 92
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    svc = ctx.services
+    share = svc.share
+    gid = request.group_id
+
+    def failed(code: int, message: str | None = None) -> Any:
+        return make(m.DeleteShareGroupOffsetsResponse, throttle_time=0, error_code=code, error_message=message,
+                    responses=())
+
+    if not share_groups_enabled(ctx) or share is None:
+        return failed(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
+    if not ctx.permits(ResourceType.GROUP, gid):
+        return failed(errors.GROUP_AUTHORIZATION_FAILED)
+    not_here = svc.groups.coordinator_error(gid)
+    if not_here:
+        return failed(not_here)
+    group = share.groups.groups.get(gid)
+    if group is None:
+        return failed(errors.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+    if group.members:
+        return failed(errors.NON_EMPTY_GROUP, "The group is not empty.")
+
+    async def topic(topic_id: Any, count: int) -> tuple[int, str | None]:
+        results: list[PartitionResult] = []
+        for p in range(count):
+            share.manager.partitions.pop((gid, topic_id, p), None)
+            results.append(await _call(lambda done, p=p: share.persister.delete_state(gid, topic_id, p, done)))
+        bad = next((r for r in results if r.error_code), None)
+        return (bad.error_code, bad.error_message) if bad is not None else (errors.NONE, None)
+
+    before = share.groups.image(gid)
+    plan: list[tuple[str, Any, Any]] = []
+    for t in request.topics:
+        meta = svc.topics.get(t.topic_name)
+        if not ctx.permits(ResourceType.TOPIC, t.topic_name):
+            plan.append((t.topic_name, None, errors.TOPIC_AUTHORIZATION_FAILED))
+        elif meta is None:
+            plan.append((t.topic_name, None, errors.UNKNOWN_TOPIC_OR_PARTITION))
+        else:
+            group.topics.pop(meta.name, None)
+            plan.append((t.topic_name, meta.topic_id,
+                         asyncio.ensure_future(topic(meta.topic_id, len(meta.partitions)))))
+    share.groups.record_change(gid, before)  # the share-state topics (ShareGroupStatePartitionMetadata)
+    share.flush()
+
+    async def run() -> Any:
+        out = []
+        for name, tid, what in plan:
+            code, msg = (what, None) if isinstance(what, int) else await what
+            out.append(make(m.DeleteShareGroupOffsetsResponseTopic, topic_name=name, topic_id=tid, error_code=code,
+                            error_message=msg))
+        return make(m.DeleteShareGroupOffsetsResponse, throttle_time=0, error_code=errors.NONE, error_message=None,
+                    responses=tuple(out))
+
+    return asyncio.get_running_loop().create_task(run())

@@ -1,0 +1,27 @@
+"""DeleteShareGroupState (86, KIP-932): a tombstone on a share-partition's state
+(coordinator.share.share_state.ShareCoordinatorShard.delete_state). See _share_state_rpc."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.codec import make
+from odradek.server.handlers._share_state_rpc import serve
+from odradek.server.request_context import RequestContext
+
+API_KEY = 86
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.response_module
+    return serve(
+        ctx, request,
+        lambda c, key, p, done: c.delete_state(key, done),
+        lambda topics: make(m.DeleteShareGroupStateResponse, results=tuple(
+            make(m.DeleteStateResult, topic_id=tid, partitions=tuple(
+                make(m.PartitionResult, partition=p.partition, error_code=r.error_code, error_message=r.error_message)
+                for p, r in parts))
+            for tid, parts in topics)),
+    )

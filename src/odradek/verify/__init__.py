@@ -1,0 +1,2 @@
+"""Jepsen-style verification: histories of a Kafka workload (history), and the checker that reads
+them and names the anomalies it finds (checker)."""
