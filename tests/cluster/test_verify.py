@@ -107,7 +107,8 @@ def test_history_under_full_disks_and_clock_jumps_is_valid(tmp_path: Path) -> No
         (tmp_path / "cluster" / "broker2" / "broker.log").read_text()
     assert "No space left on device" in halted and "halting broker" in halted
     c = counts(tmp_path / "history.jsonl")
-    assert c[("send", "ok")] >= 30 and c[("poll", "ok")] >= 20 and c[("txn", "ok")] >= 1, c
+    # 9,000-11,000 sends on a quiet machine; 22 (8 on CI) while libfaketime broke CPython's GIL wait
+    assert c[("send", "ok")] >= 1000 and c[("poll", "ok")] >= 20 and c[("txn", "ok")] >= 10, c
     # the file systems are unmounted, the log dirs copied out of them first
     assert str(tmp_path) not in Path("/proc/self/mounts").read_text()
     assert (tmp_path / "cluster" / "broker1" / "data" / "jepsen-0").is_dir()

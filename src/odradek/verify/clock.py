@@ -3,9 +3,10 @@
 Each broker runs with ``LD_PRELOAD`` of libfaketime and reads its offset from its own file
 (``FAKETIME_TIMESTAMP_FILE``, ``+120s`` / ``-90.5s``, re-read on every call: ``FAKETIME_NO_CACHE=1``),
 which the nemesis rewrites (atomically: a rename). Only the wall clock moves
-(``FAKETIME_DONT_FAKE_MONOTONIC=1``), as Jepsen changes the wall clock only.
+(``FAKETIME_DONT_FAKE_MONOTONIC=1``), as Jepsen changes the wall clock only; files' timestamps are the
+kernel's, not shifted (``NO_FAKE_STAT=1``), as on a machine whose clock moved after they were written.
 
-Two things about Debian's libfaketime 0.9.10, found by experiment:
+Three things about Debian's libfaketime 0.9.10, found by experiment:
 
 - it is built in two flavours; the multi-threaded one (libfaketimeMT.so.1) is used: a broker calls
   ``time.time()`` from several threads at once;
@@ -13,7 +14,12 @@ Two things about Debian's libfaketime 0.9.10, found by experiment:
   deadline into a negative time (libfaketime issue #426, fixed after 0.9.10), and Python 3.11's
   ``time.sleep`` sleeps so: every ``time.sleep`` raises ``OSError: [Errno 22]``. The brokers are therefore
   started through :mod:`odradek.verify.faketime_boot`, which replaces ``time.sleep`` with a wait that
-  libfaketime passes through untouched (``select`` with a timeout), then runs ``odradek`` as usual.
+  libfaketime passes through untouched (``select`` with a timeout), then runs ``odradek`` as usual;
+- unless ``FAKETIME_FORCE_MONOTONIC_FIX=0``, its ``pthread_cond_timedwait`` reads the absolute
+  CLOCK_MONOTONIC deadline of CPython's GIL wait as a wall-clock time long past and returns at once:
+  a thread waiting for the GIL then forces a switch every few microseconds instead of every 5 ms
+  (``sys.getswitchinterval()``). Three brokers so took 3-8 s to start instead of 0.1-0.2 s, stopped
+  answering for 5 s at a time, and a 35-second run acknowledged 22 sends instead of about 9,000.
 
 :meth:`Clocks.observe` runs a Python process in the broker's environment (and network namespace) and
 reports the offset it sees, and whether the broker's process has libfaketime mapped; and
@@ -55,6 +61,8 @@ def environment(lib: str, offset_file: Path) -> dict[str, str]:
         "FAKETIME_TIMESTAMP_FILE": str(offset_file),
         "FAKETIME_NO_CACHE": "1",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "NO_FAKE_STAT": "1",
+        "FAKETIME_FORCE_MONOTONIC_FIX": "0",
     }
 
 

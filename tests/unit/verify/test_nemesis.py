@@ -124,6 +124,8 @@ def test_clock_files_and_environment(tmp_path: Path) -> None:
     env = c.env(1)
     assert env["LD_PRELOAD"] == "/lib/fake.so" and env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
     assert env["FAKETIME_TIMESTAMP_FILE"].endswith("clock-1") and env["FAKETIME_NO_CACHE"] == "1"
+    # CPython's GIL waits on a CLOCK_MONOTONIC condition: libfaketime's "fix" makes that wait return at once
+    assert env["FAKETIME_FORCE_MONOTONIC_FIX"] == "0" and env["NO_FAKE_STAT"] == "1"
 
 
 PROBE = """
