@@ -13,7 +13,8 @@ worker: ``connect-runtime``, ``connect-json``, ``connect-api``, ``connect-transf
 ``peers/connect/target/libs``) and on ``peers/connect/debezium-postgres/pom.xml`` (Debezium's PostgreSQL
 connector 3.6.1.Final and its own dependencies, into the plugin folder
 ``peers/connect/target/plugins/debezium-connector-postgres``, which the worker's ``plugin.path`` names:
-Connect loads it in isolation, as a deployment does). ``peers/connect/target`` is ignored by git.
+Connect loads it in isolation, as a deployment does). ``peers/connect/target`` is ignored by git; both runs
+write into a new folder, swapped in whole when they succeed (peers/maven_fetch.py).
 
 A worker is the main class ``connect-distributed.sh`` runs (``org.apache.kafka.connect.cli.ConnectDistributed
 worker.properties``) with Kafka's JVM options but a smaller heap: ``-Xms128M -Xmx512M`` (the script's
@@ -33,11 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -50,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kafka_peer import JVM_PERFORMANCE_OPTS, PeerError, _maven_reason, find_java, port_free  # noqa: E402
+from kafka_peer import JVM_PERFORMANCE_OPTS, port_free  # noqa: E402
+from maven_fetch import MavenFetch, MavenRun, PeerError, find_java  # noqa: E402
 
 CONNECT_VERSION = "4.4.0"
 DEBEZIUM_VERSION = "3.6.1.Final"
@@ -62,7 +62,6 @@ TARGET = Path(os.environ.get("CONNECT_PEER_TARGET") or PEER_DIR / "target").reso
 LIBS = TARGET / "libs"
 PLUGINS = TARGET / "plugins"
 DEBEZIUM_POSTGRES_DIR = PLUGINS / "debezium-connector-postgres"
-STAMP = TARGET / "fetched.sha256"
 HOST = "127.0.0.1"
 
 WORKER_HEAP = ("-Xms128M", "-Xmx512M")
@@ -100,45 +99,22 @@ def _sources_hash() -> str:
     return h.hexdigest()
 
 
+CONNECT_FETCH = MavenFetch(
+    TARGET, (MavenRun(POM, f"Kafka Connect {CONNECT_VERSION}"),
+             MavenRun(DEBEZIUM_POSTGRES_POM, f"Debezium's PostgreSQL connector {DEBEZIUM_VERSION}")),
+    required=(f"{LIBS.name}/connect-runtime-{CONNECT_VERSION}.jar",
+              f"{PLUGINS.name}/{DEBEZIUM_POSTGRES_DIR.name}/debezium-connector-postgres-{DEBEZIUM_VERSION}.jar"),
+    stamp=_sources_hash)
+
+
 def fetched() -> bool:
-    try:
-        return (STAMP.read_text().strip() == _sources_hash()
-                and (LIBS / f"connect-runtime-{CONNECT_VERSION}.jar").is_file()
-                and (DEBEZIUM_POSTGRES_DIR / f"debezium-connector-postgres-{DEBEZIUM_VERSION}.jar").is_file())
-    except FileNotFoundError:
-        return False
+    return CONNECT_FETCH.done()
 
 
 def fetch(quiet: bool = True) -> Path:
     """Connect's jars into ``LIBS`` and Debezium's PostgreSQL connector into its plugin folder (once; later
     calls return at once, concurrent callers wait for the first). Returns ``TARGET``."""
-    if fetched():
-        return TARGET
-    TARGET.mkdir(parents=True, exist_ok=True)
-    with open(TARGET / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if fetched():
-            return TARGET
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven), which fetches Kafka "
-                            f"Connect {CONNECT_VERSION} and Debezium {DEBEZIUM_VERSION} from Maven Central")
-        find_java()
-        for folder in (LIBS, PLUGINS):
-            if folder.exists():
-                shutil.rmtree(folder)
-        for pom, what in ((POM, f"Kafka Connect {CONNECT_VERSION}"),
-                          (DEBEZIUM_POSTGRES_POM, f"Debezium's PostgreSQL connector {DEBEZIUM_VERSION}")):
-            cmd = [mvn, "-B", "-f", str(pom), f"-Dpeer.target={TARGET}",
-                   *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")),
-                   "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"]
-            if quiet:
-                cmd.insert(2, "-q")
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise PeerError(f"Maven could not fetch {what} (mvn exit {proc.returncode}): "
-                                f"{_maven_reason(proc.stdout + proc.stderr)}")
-        STAMP.write_text(_sources_hash() + "\n")
+    CONNECT_FETCH.fetch(quiet=quiet)
     return TARGET
 
 

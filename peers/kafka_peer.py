@@ -3,7 +3,9 @@
 The peer in the benchmarks and the judge in the tests. Nothing of Kafka is committed: ``fetch()`` runs
 Maven on ``peers/kafka/pom.xml``, which copies Kafka's jars (broker, tools, Java client, Streams, log4j2)
 into ``peers/kafka/target/libs`` (ignored) and compiles the project's Java harness
-(``peers/kafka/src/main/java``) into ``peers/kafka/target/kafka-peer-4.4.0.jar``.
+(``peers/kafka/src/main/java``) into ``peers/kafka/target/kafka-peer-4.4.0.jar``. Maven writes into a new
+folder that then replaces the old jars in one step (peers/maven_fetch.py), so a fetch never takes the jars
+from under a test or tool running from them.
 
 Kafka's own scripts are not in Maven Central (they come with the release tarball), so this module starts
 the same Java main classes they start (``kafka-run-class.sh``), with the same JVM options:
@@ -35,11 +37,8 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import fcntl
 import hashlib
 import os
-import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -49,6 +48,10 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from maven_fetch import COPY_DEPENDENCIES, MavenFetch, MavenRun
+from maven_fetch import PeerError as PeerError
+from maven_fetch import find_java as find_java
 
 from odradek.embedded.probe import api_versions_ok
 
@@ -60,7 +63,6 @@ POM = PEER_DIR / "pom.xml"
 TARGET = Path(os.environ.get("KAFKA_PEER_TARGET") or PEER_DIR / "target").resolve()
 LIBS = TARGET / "libs"
 HARNESS_JAR = TARGET / f"kafka-peer-{KAFKA_VERSION}.jar"
-STAMP = TARGET / "fetched.sha256"  # the hash of the pom and harness sources the libs were fetched for
 HOST = "127.0.0.1"
 
 # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS
@@ -131,10 +133,6 @@ rootLogger.appenderRef.err.ref = STDERR
 READY_LINE = "Kafka Server started"
 
 
-class PeerError(RuntimeError):
-    """A one-line reason the peer cannot be fetched or started."""
-
-
 # ---------------------------------------------------------------------------------------------- fetch
 
 
@@ -148,58 +146,21 @@ def _sources_hash() -> str:
     return h.hexdigest()
 
 
+# its stamp, TARGET/fetched.sha256, is the hash of the pom and harness sources the libs were fetched for
+KAFKA_FETCH = MavenFetch(TARGET, (MavenRun(POM, f"Kafka {KAFKA_VERSION}", ("package", COPY_DEPENDENCIES)),),
+                         required=(HARNESS_JAR.name,), stamp=_sources_hash)
+
+
 def fetched() -> bool:
     """True when the jars and the harness are in place for the current pom and sources."""
-    try:
-        return STAMP.read_text().strip() == _sources_hash() and HARNESS_JAR.is_file()
-    except FileNotFoundError:
-        return False
-
-
-def find_java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        raise PeerError("java not found: install OpenJDK 17 (Debian: apt-get install openjdk-17-jdk-headless)")
-    return java
+    return KAFKA_FETCH.done()
 
 
 def fetch(quiet: bool = True) -> Path:
     """Kafka's jars into ``LIBS`` (once: later calls return at once); concurrent callers (test workers)
     wait for the first. Returns ``LIBS``."""
-    if fetched():
-        return LIBS
-    TARGET.mkdir(parents=True, exist_ok=True)
-    with open(TARGET / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if fetched():
-            return LIBS
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven), which fetches Kafka "
-                            f"{KAFKA_VERSION} from Maven Central")
-        find_java()
-        if LIBS.exists():
-            shutil.rmtree(LIBS)
-        cmd = [mvn, "-B", "-f", str(POM), f"-Dpeer.target={TARGET}",
-               *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")), "package", "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"]
-        if quiet:
-            cmd.insert(2, "-q")
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise PeerError(f"Maven could not fetch Kafka {KAFKA_VERSION} (mvn exit {proc.returncode}): "
-                            f"{_maven_reason(proc.stdout + proc.stderr)}")
-        STAMP.write_text(_sources_hash() + "\n")
+    KAFKA_FETCH.fetch(quiet=quiet)
     return LIBS
-
-
-def _maven_reason(output: str) -> str:
-    """The first [ERROR] line of Maven's output, without its colour codes and boilerplate."""
-    for line in output.splitlines():
-        clean = line.replace("\x1b[1;31m", "").replace("\x1b[m", "").replace("\x1b[0m", "").strip()
-        if clean.startswith("[ERROR]") and len(clean) > 8 and "COMPILATION ERROR" not in clean:
-            return clean[8:].strip()[:400]
-    tail = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    return tail[-1][:400] if tail else "no output"
 
 
 SPARK_KAFKA_POM = PEER_DIR.parent / "spark-kafka" / "pom.xml"
@@ -207,65 +168,30 @@ SPARK_KAFKA_TARGET = Path(os.environ.get("KAFKA_PEER_SPARK_TARGET") or SPARK_KAF
 # what Spark's JVM Kafka connector needs beside Spark itself (pyspark ships Hadoop, Scala, lz4, snappy, slf4j)
 SPARK_KAFKA_JARS = ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "spark-token-provider-kafka-0-10_2.13-4.2.0.jar",
                     "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar")
+SPARK_KAFKA_FETCH = MavenFetch(SPARK_KAFKA_TARGET, (MavenRun(SPARK_KAFKA_POM, "Spark's Kafka connector"),),
+                               required=tuple(f"libs/{name}" for name in SPARK_KAFKA_JARS))
 
 
 def fetch_spark_kafka() -> list[Path]:
     """Spark's own Kafka connector (peers/spark-kafka/pom.xml) into its ignored target/libs, once; the jars
     a Spark session needs in ``spark.jars`` to read and write Kafka with ``format("kafka")``."""
-    libs = SPARK_KAFKA_TARGET / "libs"
-    jars = [libs / name for name in SPARK_KAFKA_JARS]
-    if all(j.is_file() for j in jars):
-        return jars
-    SPARK_KAFKA_TARGET.mkdir(parents=True, exist_ok=True)
-    with open(SPARK_KAFKA_TARGET / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if all(j.is_file() for j in jars):
-            return jars
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven)")
-        proc = subprocess.run([mvn, "-B", "-q", "-f", str(SPARK_KAFKA_POM), f"-Dpeer.target={SPARK_KAFKA_TARGET}",
-                               *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")),
-                               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise PeerError(f"Maven could not fetch Spark's Kafka connector (mvn exit {proc.returncode}): "
-                            f"{_maven_reason(proc.stdout + proc.stderr)}")
-        missing = [j.name for j in jars if not j.is_file()]
-        if missing:
-            raise PeerError(f"Spark's Kafka connector fetched without {', '.join(missing)}: see {SPARK_KAFKA_POM}")
-    return jars
+    SPARK_KAFKA_FETCH.fetch()
+    return [SPARK_KAFKA_TARGET / "libs" / name for name in SPARK_KAFKA_JARS]
 
 
 METADATA_SHELL_POM = PEER_DIR.parent / "kafka-shell" / "pom.xml"
 METADATA_SHELL_TARGET = Path(os.environ.get("KAFKA_PEER_SHELL_TARGET") or METADATA_SHELL_POM.parent / "target").resolve()
 METADATA_SHELL_VERSION = "4.3.1"  # Maven Central has no kafka-shell 4.4.0 (see peers/kafka-shell/pom.xml)
+METADATA_SHELL_FETCH = MavenFetch(METADATA_SHELL_TARGET, (MavenRun(METADATA_SHELL_POM, "Kafka's metadata shell"),),
+                                  required=(f"libs/kafka-shell-{METADATA_SHELL_VERSION}.jar",))
 
 
 def fetch_metadata_shell() -> Path:
     """Kafka's metadata shell (kafka-shell, bin/kafka-metadata-shell.sh) and its own jars into
     peers/kafka-shell/target/libs, once, apart from the 4.4.0 jars of ``fetch()`` (which it never touches).
     Returns the libs folder."""
-    libs = METADATA_SHELL_TARGET / "libs"
-    jar = libs / f"kafka-shell-{METADATA_SHELL_VERSION}.jar"
-    if jar.is_file():
-        return libs
-    METADATA_SHELL_TARGET.mkdir(parents=True, exist_ok=True)
-    with open(METADATA_SHELL_TARGET / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if jar.is_file():
-            return libs
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise PeerError("mvn not found: install Maven (Debian: apt-get install maven)")
-        proc = subprocess.run([mvn, "-B", "-q", "-f", str(METADATA_SHELL_POM), f"-Dpeer.target={METADATA_SHELL_TARGET}",
-                               *shlex.split(os.environ.get("KAFKA_PEER_MAVEN_ARGS", "")),
-                               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0 or not jar.is_file():
-            raise PeerError(f"Maven could not fetch Kafka's metadata shell (mvn exit {proc.returncode}): "
-                            f"{_maven_reason(proc.stdout + proc.stderr)}")
-    return libs
+    METADATA_SHELL_FETCH.fetch()
+    return METADATA_SHELL_TARGET / "libs"
 
 
 def run_metadata_shell(snapshot: Path, *command: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
