@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.coordinator.loader import decode_or_skip, load_batches
 from odradek.coordinator.runtime import TopicCreationGate, create_internal_topic
@@ -95,6 +95,13 @@ def _error(code: int, message: str | None = None) -> PartitionResult:
     return PartitionResult(error_code=code, error_message=message)
 
 
+class LoadTimeSink(Protocol):
+    """Where the coordinator reports how long loading a partition took (metrics.share_stats.LoadTimes: Kafka's
+    share-coordinator-metrics partition-load-time-avg and -max)."""
+
+    def record(self, ms: float) -> None: ...
+
+
 class ShareCoordinatorRuntime:
     """The share coordinator on this broker; :meth:`on_leadership` is a ReplicaManager leadership listener."""
 
@@ -107,8 +114,10 @@ class ShareCoordinatorRuntime:
         logs: LogLookup,
         now_ms: Callable[[], int],
         leader_epoch: Callable[[str, int], int],
+        load_times: LoadTimeSink | None = None,
     ) -> None:
         self.config = cfg = config
+        self.load_times = load_times
         self.topics = topics
         self.admin = admin
         self.replicas = replicas
@@ -167,8 +176,11 @@ class ShareCoordinatorRuntime:
         count = self._replay(shard, plog) if plog is not None else 0
         self.shards[partition] = shard
         self._epochs[partition] = epoch
+        took_ms = (time.monotonic() - t0) * 1000
+        if self.load_times is not None:
+            self.load_times.record(took_ms)
         log.info("loaded %s-%d (%d records, %d share-partitions) at epoch %d in %.0f ms",
-                 topic, partition, count, len(shard.states), epoch, (time.monotonic() - t0) * 1000)
+                 topic, partition, count, len(shard.states), epoch, took_ms)
 
     @staticmethod
     def _replay(shard: ShareCoordinatorShard, plog: Log) -> int:

@@ -28,6 +28,18 @@ MBean -> name (Strimzi's generic rules):
   ``kafka.log.remote<type=RemoteStorageThreadPool, name=N><>Value`` ->
   ``kafka_log_remote_remotestoragethreadpool_n`` (Strimzi's generic rules match a one-word domain after
   ``kafka.``: a rule for ``kafka.log.remote`` in the same form gives these names)
+* share groups (KIP-932, KIP-1103): ``kafka.server<type=BrokerTopicMetrics,
+  name=TotalShareAcknowledgementRequestsPerSec, topic=T><>Count`` ->
+  ``kafka_server_brokertopicmetrics_totalshareacknowledgementrequests_total{topic="T"}`` (and Failed..., and
+  the ShareFetch pair);
+  ``kafka.server<type=ShareGroupMetrics, name=RecordAcknowledgementsPerSec, ackType=A><>Count`` ->
+  ``kafka_server_sharegroupmetrics_recordacknowledgements_total{ackType="A"}``; the histogram
+  ``kafka.server<type=ShareGroupMetrics, name=PartitionLoadTimeMs>`` as the request latencies, with its Mean and
+  Max as ``..._mean``, ``..._max``; Kafka's own metrics (no ``name=`` key) under the JMX exporter's default
+  naming, as ``socket-server-metrics`` above: ``kafka.server<type=group-coordinator-metrics, state=S><>share-group-count``
+  -> ``kafka_server_group_coordinator_metrics_share_group_count{state="S"}``,
+  ``kafka.server<type=share-coordinator-metrics><>partition-load-time-avg`` ->
+  ``kafka_server_share_coordinator_metrics_partition_load_time_avg``
 * quota sensors ``kafka.server<type=Produce|Fetch|Request, user=U, client-id=C><>throttle-time`` ->
   ``kafka_server_quota_throttle_time{resource,user,clientId}`` (the jmx-exporter quota rule)
 * consumer group lag: Kafka has no broker MBean for it; the names are kafka_exporter's (which
@@ -51,6 +63,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from odradek.metrics.share_stats import ACK_TYPES, LoadTimes, ShareGroupStats
 from odradek.metrics.stats import (
     FETCH_CONSUMER,
     FETCH_FOLLOWER,
@@ -182,6 +195,11 @@ class MetricsSources:
     gc_pause_bounds: tuple[float, ...] = ()
     # tiered storage (KIP-405): the remote log manager's copy and reader pools; None: the broker does not tier
     remote_pools: Callable[[], tuple[WorkerPoolStats, WorkerPoolStats] | None] = lambda: None
+    # share groups (KIP-932): the share-partition manager's counters, the share coordinator's partition loads and
+    # the state of each share group coordinated here; None: the broker runs no share groups
+    share_stats: ShareGroupStats | None = None
+    share_coordinator_loads: LoadTimes | None = None
+    share_group_states: Callable[[], Iterable[str]] = lambda: ()
 
 
 def _le(bound: float) -> str:
@@ -204,6 +222,7 @@ class KafkaCollector(Collector):
         yield from self._quotas()
         yield from self._socket_server()
         yield from self._gc_pauses()
+        yield from self._share_groups()
 
     # -- BrokerTopicMetrics
     def _topic_metrics(self) -> Iterator[Any]:
@@ -251,6 +270,69 @@ class KafkaCollector(Collector):
         yield GaugeMetricFamily("kafka_log_remote_remotestoragethreadpool_remotelogreaderavgidlepercent",
                                 "RemoteLogReaderAvgIdlePercent: share (0..1) of the reader threads idle",
                                 value=readers.idle_ratio())
+
+    # -- share groups: BrokerTopicMetrics' share meters, ShareGroupMetrics, group-coordinator-metrics and
+    # share-coordinator-metrics
+    def _share_groups(self) -> Iterator[Any]:
+        stats = self.src.share_stats
+        if stats is None:
+            return
+        # a topic's series come together, as Kafka registers a topic's meters together (a failed count of 0 shows)
+        fetch_topics = sorted({*stats.fetch_requests, *stats.failed_fetch_requests})
+        ack_topics = sorted({*stats.ack_requests, *stats.failed_ack_requests})
+        for short, topics, per_topic, total, doc in (
+            ("totalsharefetchrequests", fetch_topics, stats.fetch_requests, stats.all_fetch_requests(),
+             "TotalShareFetchRequestsPerSec: ShareFetch requests, once per topic of the share session"),
+            ("failedsharefetchrequests", fetch_topics, stats.failed_fetch_requests, stats.all_failed_fetch_requests(),
+             "FailedShareFetchRequestsPerSec: those with a partition of the topic answered with an error"),
+            ("totalshareacknowledgementrequests", ack_topics, stats.ack_requests, stats.all_ack_requests(),
+             "TotalShareAcknowledgementRequestsPerSec: acknowledgements (ShareAcknowledge, or carried by a "
+             "ShareFetch), once per topic"),
+            ("failedshareacknowledgementrequests", ack_topics, stats.failed_ack_requests, stats.all_failed_ack_requests(),
+             "FailedShareAcknowledgementRequestsPerSec: those with a partition of the topic that failed"),
+        ):
+            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"])
+            for name in topics:
+                fam.add_metric([name], per_topic.get(name, 0))
+            fam.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}_total", {}, total))
+            yield fam
+        fam = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
+                                  "RecordAcknowledgementsPerSec: records acknowledged per acknowledgement type",
+                                  labels=["ackType"])
+        for ack_type in ACK_TYPES.values():
+            fam.add_metric([ack_type], stats.record_acks[ack_type])
+        yield fam
+        load = stats.partition_load
+        name = "kafka_server_sharegroupmetrics_partitionloadtimems"
+        gauge = GaugeMetricFamily(name, "PartitionLoadTimeMs percentiles (recent share-partition loads)",
+                                  labels=["quantile"])
+        for label, v in load.histogram.percentiles_ms():
+            gauge.add_metric([label], v)
+        yield gauge
+        yield UnknownMetricFamily(name + "_count", "PartitionLoadTimeMs: share-partitions loaded", value=load.count)
+        yield GaugeMetricFamily(name + "_mean", "PartitionLoadTimeMs Mean (ms, since the start)",
+                                value=load.avg_ms if load.count else 0.0)
+        yield GaugeMetricFamily(name + "_max", "PartitionLoadTimeMs Max (ms, since the start)",
+                                value=load.max_ms if load.count else 0.0)
+        states = {"Empty": 0, "Stable": 0, "Dead": 0}
+        for state in self.src.share_group_states():
+            states[state] = states.get(state, 0) + 1
+        gauge = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                  "share-group-count: share groups coordinated here per state", labels=["state"])
+        for state, n in states.items():
+            gauge.add_metric([state], n)
+        yield gauge
+        gauge = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                  "group-count: share groups coordinated here", labels=["protocol"])
+        gauge.add_metric(["share"], sum(states.values()))
+        yield gauge
+        loads = self.src.share_coordinator_loads
+        if loads is not None:
+            yield GaugeMetricFamily("kafka_server_share_coordinator_metrics_partition_load_time_avg",
+                                    "partition-load-time-avg: ms to load a __share_group_state partition "
+                                    "(since the start; NaN before the first)", value=loads.avg_ms)
+            yield GaugeMetricFamily("kafka_server_share_coordinator_metrics_partition_load_time_max",
+                                    "partition-load-time-max: the longest such load (ms)", value=loads.max_ms)
 
     # -- RequestMetrics
     def _request_name(self, key: int) -> str:

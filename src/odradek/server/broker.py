@@ -523,6 +523,8 @@ class Broker:
         elif event == "deleted":
             log.info("topic %s deleted", meta.name)
             self.topic_stats.remove(meta.name)
+            if self.share is not None:
+                self.share.stats.remove_topic(meta.name)
         elif event == "config":
             cfg = self.log_config_for(meta.name)
             for p in meta.partitions:
@@ -731,6 +733,9 @@ class Broker:
             gc_pauses=gc_tuning.pauses(),
             gc_pause_bounds=gc_tuning.PAUSE_BUCKETS,
             remote_pools=self._remote_pools,
+            share_stats=self.share.stats if self.share is not None else None,
+            share_coordinator_loads=self.share.coordinator_load_times if self.share is not None else None,
+            share_group_states=self.share.group_states if self.share is not None else (lambda: ()),
         )
 
     # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
@@ -936,6 +941,9 @@ class Broker:
             self._every(int(self.config.get("remote.log.manager.task.interval.ms")), rlm.tick, "remote-log-manager")
         if self.request_stats is not None:
             self._every(int(RequestStats.WINDOW_S * 1000), self.request_stats.rotate, "request-metrics-window")
+        if self.share is not None:  # PartitionLoadTimeMs' percentiles: the recent loads, as the request latencies
+            self._every(int(RequestStats.WINDOW_S * 1000), self.share.stats.partition_load.rotate,
+                        "share-metrics-window")
         # producer.id.expiration.ms is dynamic: read at each check (Kafka's PeriodicProducerExpirationCheck)
         self.log_manager.remove_expired_producers(int(self.config.get("producer.id.expiration.ms")))
         self._every(

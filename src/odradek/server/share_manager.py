@@ -49,6 +49,7 @@ from odradek.coordinator.share.share_state import (
     StateBatch,
 )
 from odradek.log.fetch_isolation import FetchIsolation
+from odradek.metrics.share_stats import ShareGroupStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import FileRegion
 from odradek.purgatory import DelayedOperation
@@ -308,8 +309,10 @@ class SharePartitionManager:
         max_sessions: int = 2000,
         reset: Callable[[str], AutoOffsetReset] | None = None,
         isolation: Callable[[str], FetchIsolation] | None = None,
+        stats: ShareGroupStats | None = None,
     ) -> None:
         self.replicas = replicas
+        self.stats = stats or ShareGroupStats()  # Kafka's ShareGroupMetrics and the share BrokerTopicMetrics
         self.topic_name = topic_name
         self.persister = persister
         self.now_ms = now_ms
@@ -381,8 +384,11 @@ class SharePartitionManager:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._initializing[key] = fut
         code = errors.UNKNOWN_SERVER_ERROR
+        start = self.now_ms()
         try:
             code = await self._initialize(key)
+            if code == errors.NONE:  # PartitionLoadTimeMs: read (and placed) from the persisted state
+                self.stats.partition_loaded(self.now_ms() - start)
         except Exception:
             log.exception("initializing share-partition %s failed", key)
         finally:  # never leave the others waiting, even when this fetch is cancelled
@@ -469,8 +475,19 @@ class SharePartitionManager:
             pending = sp.acknowledge(member_id, batches)
             pa.acknowledge_error_code, pa.acknowledge_error_message = await self._settle(
                 (group_id, tp[0], tp[1]), sp, pending)
+            if pa.acknowledge_error_code == errors.NONE:
+                self.stats.records_acknowledged(batches)
 
         await asyncio.gather(*(one(tp, b) for tp, b in acks.items()))
+        # Kafka's Total/FailedShareAcknowledgementRequestsPerSec: once per topic of the acknowledgement, failed once
+        # per topic with a partition that failed
+        topics: dict[str, bool] = {}
+        for tp in acks:
+            name = self.topic_name(tp[0])
+            if name is not None:
+                pa = answer.partitions.get(tp)
+                topics[name] = topics.get(name, False) or (pa is not None and pa.acknowledge_error_code != 0)
+        self.stats.acknowledgement(topics, [t for t, failed in topics.items() if failed])
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """A member left its group or closed its session: what it holds becomes available again."""
@@ -578,15 +595,21 @@ class SharePartitionManager:
             return answer
         if renew_only:
             return answer
+        topics = {n for t, _p in session.partitions if (n := self.topic_name(t)) is not None}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000.0
-        while True:
-            got = await self._acquire(group_id, member_id, list(session.partitions), max_bytes, max_records,
-                                      batch_size, strict, answer)
-            remaining = deadline - loop.time()
-            if got or remaining <= 0.001 or (group_id, member_id) not in self.sessions.sessions:
-                return answer
-            await self._wait(list(session.partitions), remaining)
+        try:
+            while True:
+                got = await self._acquire(group_id, member_id, list(session.partitions), max_bytes, max_records,
+                                          batch_size, strict, answer)
+                remaining = deadline - loop.time()
+                if got or remaining <= 0.001 or (group_id, member_id) not in self.sessions.sessions:
+                    return answer
+                await self._wait(list(session.partitions), remaining)
+        finally:  # Kafka's Total/FailedShareFetchRequestsPerSec: once per topic of the session's partitions
+            failed = {n for tp, pa in answer.partitions.items()
+                      if pa.error_code and (n := self.topic_name(tp[0])) is not None}
+            self.stats.share_fetch(topics, failed)
 
     async def _wait(self, partitions: list[TopicIdPartition], seconds: float) -> None:
         keys = [(n, p) for t, p in partitions if (n := self.topic_name(t)) is not None]

@@ -23,6 +23,7 @@ from odradek.coordinator.share_runtime import (
     ShareStatePersister,
 )
 from odradek.log.fetch_isolation import CONSUMER_REPLICA_ID, FetchIsolation, IsolationLevel
+from odradek.metrics.share_stats import LoadTimes, ShareGroupStats
 from odradek.protocol import errors
 from odradek.server import group_configs
 from odradek.server.replica_manager import ANY_TOPIC
@@ -56,14 +57,17 @@ class ShareServices:
         self.config = config
         self.topics = topics
         self.group_overrides = group_overrides
+        self.stats = ShareGroupStats()  # the share-partition manager's metrics
+        self.coordinator_load_times = LoadTimes()  # share-coordinator-metrics partition-load-time
         self.coordinator = ShareCoordinatorRuntime(
-            config, topics, admin, replica_manager, log_manager, now_ms, replica_manager.leader_epoch)
+            config, topics, admin, replica_manager, log_manager, now_ms, replica_manager.leader_epoch,
+            load_times=self.coordinator_load_times)
         replica_manager.add_leadership_listener(SHARE_GROUP_STATE_TOPIC, self.coordinator.on_leadership)
         self.persister = ShareStatePersister(self.coordinator)
         self.manager = SharePartitionManager(
             replica_manager, self._topic_name, self.persister, now_ms, self.partition_config,
             max_sessions=int(config.get("group.share.max.share.sessions")),
-            reset=self.auto_offset_reset, isolation=self.fetch_isolation,
+            reset=self.auto_offset_reset, isolation=self.fetch_isolation, stats=self.stats,
         )
         replica_manager.add_leadership_listener(ANY_TOPIC, self.manager.on_leadership)
         self.groups = ShareGroups(
@@ -74,6 +78,11 @@ class ShareServices:
         if group_runtime is not None:
             group_runtime.attach_share_groups(self.groups)
         self._timer: asyncio.TimerHandle | None = None
+
+    def group_states(self) -> list[str]:
+        """The state of each share group this broker coordinates (Kafka's group-coordinator-metrics
+        share-group-count per state)."""
+        return [g.state for g in self.groups.groups.values()]
 
     def flush(self) -> tuple[int, set[int]]:
         """Append the share groups' queued records to their ``__consumer_offsets`` partitions: (the first error

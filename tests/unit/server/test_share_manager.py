@@ -371,3 +371,37 @@ def test_concurrent_first_fetches_initialize_once(env: tuple[FakeLog, ShardPersi
     answers = asyncio.run(run())
     assert inits == [1]
     assert sorted(r for a in answers for r in acquired(a)) == [(0, 0, 1)]  # one member got it, once
+
+
+def test_the_manager_counts_kafkas_share_metrics(env: tuple[FakeLog, ShardPersister, Clock]) -> None:
+    """ShareGroupMetrics and the share meters of BrokerTopicMetrics as Kafka's SharePartitionManager marks them:
+    records counted once their acknowledgement is applied (a failed write counts none and fails the topic's
+    acknowledgement), acknowledgements once per topic whether carried by a ShareFetch or a ShareAcknowledge, a
+    share-partition's load once, with the time it took on the manager's clock."""
+    plog, persister, clock = env
+    m = make_manager(plog, persister, clock)
+    real_read = persister.read_state
+
+    def slow_read(*args: Any) -> None:  # each read of the persisted state takes 7 ms
+        clock.now += 7
+        real_read(*args)
+
+    persister.read_state = slow_read  # type: ignore[method-assign]
+    fetch(m, "a", 0)
+    s = m.stats
+    # read, initialized (never was), read again: one load of 14 ms
+    assert (s.partition_load.count, s.partition_load.max_ms) == (1, 14.0)
+    for _ in range(6):
+        plog.append(1)
+    assert acquired(fetch(m, "a", 1)) == [(0, 5, 1)]
+    persister.fail_writes = 1
+    fetch(m, "a", 2, acks={TP: [AcknowledgementBatch(0, 1, (1,))]}, add=())
+    assert s.record_acks == {"Accept": 0, "Release": 0, "Reject": 0, "Renew": 0}
+    assert (s.ack_requests, s.failed_ack_requests) == ({TOPIC: 1}, {TOPIC: 1})
+    fetch(m, "a", 3, acks={TP: [AcknowledgementBatch(0, 2, (1,)), AcknowledgementBatch(3, 4, (2, 3))]}, add=())
+    answer = asyncio.run(m.acknowledge("g", "a", 4, {TP: [AcknowledgementBatch(5, 5, (3,))]}))
+    assert answer.partitions[TP].acknowledge_error_code == errors.NONE
+    assert s.record_acks == {"Accept": 3, "Release": 1, "Reject": 2, "Renew": 0}
+    assert (s.ack_requests, s.failed_ack_requests) == ({TOPIC: 3}, {TOPIC: 1})
+    assert s.fetch_requests == {TOPIC: 4} and s.failed_fetch_requests == {}  # epochs 0 to 3
+    assert s.partition_load.count == 1
