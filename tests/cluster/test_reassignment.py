@@ -67,14 +67,15 @@ def test_reassignment_moves_a_replica_under_a_throttle(cluster: Cluster) -> None
         p.produce("mv", str(i).encode().ljust(1000, b"."), partition=0)
     assert p.flush(60) == 0
     # throttle broker 3's follower fetches to ~1 MB/s for this topic: the 5 MB copy takes seconds
-    for f in admin.incremental_alter_configs([
-        ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
-            ConfigEntry("follower.replication.throttled.rate", "1000000",
-                        incremental_operation=AlterConfigOpType.SET)]),
-        ConfigResource(ResourceType.TOPIC, "mv", incremental_configs=[
-            ConfigEntry("follower.replication.throttled.replicas", "*", incremental_operation=AlterConfigOpType.SET)]),
-    ]).values():
-        f.result(30)
+    # one resource a call, as kafka-configs alters one entity at a time (both in one call timed out after 30 s
+    # once on CI, with nothing in broker 3's log: not explained yet, see issue 34's note)
+    for res in (ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+                    ConfigEntry("follower.replication.throttled.rate", "1000000",
+                                incremental_operation=AlterConfigOpType.SET)]),
+                ConfigResource(ResourceType.TOPIC, "mv", incremental_configs=[
+                    ConfigEntry("follower.replication.throttled.replicas", "*",
+                                incremental_operation=AlterConfigOpType.SET)])):
+        admin.incremental_alter_configs([res])[res].result(60)
     assert _alter(c, "mv", 0, [3, 2]) == (0, 0)
     ongoing = _ongoing(c)
     assert ongoing.get(("mv", 0)) == ([3, 2, 1], [3], [1]), ongoing

@@ -71,7 +71,19 @@ def test_verifiable_producer_and_consumer_across_a_leader_kill(kafka_jars: Path,
     out_path = tmp_path / "producer.out"
     with open(out_path, "w") as out, open(tmp_path / "producer.err", "w") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        time.sleep(2.5)
+
+        def acked_everywhere() -> bool:  # replication under way on every partition
+            acks = Counter(e["partition"] for e in events(out_path.read_text())
+                           if e["name"] == "producer_send_success")
+            return len(acks) == 3 and min(acks.values()) >= 50
+
+        # the leader dies mid-stream. A fixed 2.5 s after launch was, on a loaded CI machine, before the JVM's
+        # first batch to partition 0 had been replicated (its leader's log was empty at the kill), and the Java
+        # producer then retried that batch for 120 s: OUT_OF_ORDER_SEQUENCE_NUMBER "sequence 0 ..., last
+        # sequence 1051" from the new leader, which had taken the producer's later batches first. Kept as an
+        # open question in issue 32's note, to be compared with Kafka on the same schedule.
+        wait_until(acked_everywhere, 60, "50 acknowledged records on every partition", interval=0.05,
+                   detail=lambda: (tmp_path / "producer.err").read_text()[-2000:])
         victim = cluster.leader(topic, 0)
         cluster.kill(victim)
         time.sleep(2.0)
