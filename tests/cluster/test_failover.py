@@ -35,10 +35,15 @@ def cluster(tmp_path: Path, zookeeper: Ensemble) -> Iterator[Cluster]:
     yield from _cluster(tmp_path, zookeeper)
 
 
-def _metadata_isr(c: Cluster, via: int, topic: str, partition: int) -> list[int]:
+def _metadata_isr(c: Cluster, via: int, topic: str, partition: int) -> list[int] | None:
     admin = AdminClient({"bootstrap.servers": c.brokers[via].bootstrap})
     md = admin.list_topics(topic, timeout=10)
-    return sorted(md.topics[topic].partitions[partition].isrs)
+    t = md.topics[topic]
+    if partition not in t.partitions:
+        # once on CI, during the ISR shrink, the leader answered for the topic without its partition: clients
+        # retry on that, and so does this wait (None: not shown); written down in issue 33's note to investigate
+        return None
+    return sorted(t.partitions[partition].isrs)
 
 
 def test_stopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path, zookeeper: Ensemble) -> None:
@@ -54,7 +59,8 @@ def test_stopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path, zookeeper: 
             wait_until(lambda: follower not in c.state("isr", 0)["isr"], 15,
                        "the stopped follower to leave the ISR")
             assert c.state("isr", 0)["leader_epoch"] == 0  # the leader changed the ISR, not the controller
-            wait_until(lambda: follower not in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it")
+            wait_until(lambda: (isr := _metadata_isr(c, leader, "isr", 0)) is not None and follower not in isr, 10,
+                           "metadata to show it")
             p = Producer({"bootstrap.servers": c.brokers[leader].bootstrap, "acks": "all"})
             for i in range(500):
                 p.produce("isr", str(i).encode(), partition=0)
@@ -62,7 +68,7 @@ def test_stopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path, zookeeper: 
         finally:
             c.resume(follower)
         wait_until(lambda: follower in c.state("isr", 0)["isr"], 20, "the follower to rejoin the ISR")
-        wait_until(lambda: follower in _metadata_isr(c, leader, "isr", 0), 10, "metadata to show it back")
+        wait_until(lambda: follower in (_metadata_isr(c, leader, "isr", 0) or []), 10, "metadata to show it back")
         sizes = wait_until(lambda: len({sum(f.stat().st_size for f in b.segment_files("isr", 0)) for b in c.brokers.values()}) == 1,
                            10, "identical replicas")
         assert sizes

@@ -93,7 +93,7 @@ class StandaloneCluster:
     def alive_workers(self) -> list[dict[str, object]]:
         try:
             workers = self.status().get("workers", [])
-        except OSError:
+        except (OSError, ValueError):  # not up yet: the master's UI answered /json/ with its HTML page once on CI
             return []
         assert isinstance(workers, list)
         return [w for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE"]
