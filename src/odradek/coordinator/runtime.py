@@ -50,6 +50,7 @@ from odradek.coordinator.loader import decode_or_skip, load_batches
 from odradek.coordinator.share import share_group_records as share_groups_records
 from odradek.log.errors import ProducerStateError
 from odradek.log.txn_marker import parse_marker
+from odradek.log.verification_state import VerificationGuard
 from odradek.protocol import errors
 from odradek.protocol.records import InvalidRecordError, build_batch, read_inflate_limit
 from odradek.purgatory import future_of
@@ -71,7 +72,10 @@ class CoordinatorPartitions(Protocol):
 
     def leading(self, topic: str, partition: int) -> Partition | None: ...
 
-    def append_internal(self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int) -> AppendInfo: ...
+    def append_internal(
+        self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int, *,
+        require_verification: bool = False, verification_guard: VerificationGuard | None = None,
+    ) -> AppendInfo: ...
 
     def wait_for_replication(
         self, required: dict[tuple[str, int], int], timeout_ms: int
@@ -274,7 +278,8 @@ class GroupCoordinatorRuntime:
         self._write(partition, records)
         return partition
 
-    def _write(self, partition: int, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> None:
+    def _write(self, partition: int, records: Records, producer_id: int = -1, producer_epoch: int = -1,
+               require_verification: bool = False, verification_guard: VerificationGuard | None = None) -> None:
         """Append ``records`` to a partition this broker coordinates; with a producer id, as a
         transactional batch of that producer (TxnOffsetCommit, Kafka's storeOffsets with a
         producer id: no sequence)."""
@@ -288,7 +293,8 @@ class GroupCoordinatorRuntime:
         batch = build_batch([(k, v) for k, v in records], timestamp=self.now_ms(), producer_id=producer_id,
                             producer_epoch=producer_epoch, transactional=producer_id >= 0)
         try:
-            info = rm.append_internal(part, plog, batch, self.now_ms())
+            info = rm.append_internal(part, plog, batch, self.now_ms(), require_verification=require_verification,
+                                      verification_guard=verification_guard)
         except OSError as e:
             log.error("failed to append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             raise WriteError(errors.NOT_COORDINATOR) from e
@@ -363,10 +369,14 @@ class GroupCoordinatorRuntime:
         generation_id: int,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], tuple[int, int, str]],
+        require_verification: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[int, dict[tuple[str, int], int]]:
         """TxnOffsetCommit: (error for every partition, per-partition errors). The offsets are
         written in a transactional batch of the producer and stay pending until its marker
-        (KIP-98); a member that is no longer in the group's generation is fenced (KIP-447)."""
+        (KIP-98); a member that is no longer in the group's generation is fenced (KIP-447).
+        ``require_verification``/``verification_guard``: as for a produce (KIP-890,
+        :mod:`odradek.log.verification_state`)."""
         coord = self.coordinator
         if self.consumer.owns(group_id):
             code = self.consumer.validate_offset_commit(group_id, member_id, generation_id)
@@ -392,7 +402,8 @@ class GroupCoordinatorRuntime:
             ))
         if records:
             try:
-                self._write(coord.partition_for(group_id), records, producer_id, producer_epoch)
+                self._write(coord.partition_for(group_id), records, producer_id, producer_epoch,
+                            require_verification, verification_guard)
             except WriteError as e:
                 return e.error_code, {}
             self.txn_offsets.add(producer_id, group_id, accepted)

@@ -14,8 +14,12 @@ and unloads transactional ids as leadership of the topic's partitions moves.
 - Its ``send_markers`` edge writes the markers through :mod:`odradek.coordinator.txn_markers` to
   the partitions this broker leads and waits for them to be replicated; in cluster mode the
   partitions other brokers lead get WriteTxnMarkers over the inter-broker listener
-  (:mod:`odradek.coordinator.txn_channel`). A partition whose topic is gone counts as done
-  (Kafka drops markers of deleted partitions); any other failure makes the core retry after its
+  (:mod:`odradek.coordinator.txn_channel`). A partition whose topic is gone from this broker's
+  metadata counts as done (Kafka's TransactionMarkerChannelManager drops markers of deleted
+  partitions); a leader's UNKNOWN_TOPIC_OR_PARTITION does not (it may not know the partition yet,
+  or not any more: retriable, as in Kafka's TransactionMarkerRequestCompletionHandler; dropping
+  it left the transaction open on that partition, for the producer's next transaction to end with
+  its own marker). Any other failure makes the core retry after its
   backoff, with the leaders of that moment; INVALID_PRODUCER_EPOCH or
   TRANSACTION_COORDINATOR_FENCED from a leader stop the sending (Kafka's
   TransactionMarkerRequestCompletionHandler).
@@ -269,9 +273,13 @@ class TransactionCoordinatorRuntime:
                 return
             on_done(_worst({tp: c for tp, c in outcomes.items() if c != errors.UNKNOWN_TOPIC_OR_PARTITION}))
 
+        def remote_done(partial: dict[TopicPartition, int]) -> None:
+            part_done({tp: errors.NOT_LEADER_OR_FOLLOWER if c == errors.UNKNOWN_TOPIC_OR_PARTITION else c
+                       for tp, c in partial.items()})
+
         for leader, parts in remote.items():
             assert self.channel is not None
-            self.channel.send(leader, producer_id, producer_epoch, coordinator_epoch, commit, parts, part_done)
+            self.channel.send(leader, producer_id, producer_epoch, coordinator_epoch, commit, parts, remote_done)
         self._after_replication(required, MARKER_TIMEOUT_MS, part_done)
 
     def coordinator_broker(self, transactional_id: str) -> int | None:

@@ -81,6 +81,7 @@ from odradek.log.segment import now_ms as _clock
 from odradek.log.txn_index import AbortedTxn
 from odradek.log.txn_marker import ControlRecordType, EndTxnMarker, build_marker_batch, parse_marker
 from odradek.log.validator import AppendOrigin, ValidationPolicy, validate_and_assign_offsets
+from odradek.log.verification_state import VerificationGuard
 from odradek.names import is_legal_topic_name
 from odradek.protocol.records import LOG_OVERHEAD, BatchHeader, read_inflate_limit
 
@@ -340,6 +341,18 @@ class Log:
         if completed:
             ps.on_high_watermark(self._high_watermark)
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard | None:
+        """Kafka's UnifiedLog.maybeStartTransactionVerification: None when the producer has a
+        transaction open here (its later batches need no verification), else the guard of its
+        verification state entry, created now if none is under way, for the append to carry
+        (:mod:`odradek.log.verification_state`)."""
+        ps = self._ensure_producer_state()
+        if ps.has_ongoing_transaction(producer_id):
+            return None
+        return ps.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms).guard
+
     def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._ensure_producer_state().producers.get(producer_id)
 
@@ -493,6 +506,8 @@ class Log:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         check_records: bool = True,
+        require_verification: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Validate batches, assign their offsets and append them.
 
@@ -504,7 +519,9 @@ class Log:
         ``ProducerStateError`` (45, 47); a duplicate idempotent batch returns the original
         offsets with ``duplicate=True`` and writes nothing. ``origin`` COORDINATOR
         allows control batches; ``check_records=False``
-        (odradek.validate.records) skips the walk of uncompressed records."""
+        (odradek.validate.records) skips the walk of uncompressed records. ``require_verification``
+        and ``verification_guard``: the first transactional batch of a transaction needs the guard its
+        verification began with (:meth:`maybe_start_transaction_verification`; KIP-890)."""
         cfg = self.config
         policy = self._policy
         if policy is None or policy[0] is not cfg or policy[1].check_records != check_records:
@@ -522,7 +539,8 @@ class Log:
         ps = self._ensure_producer_state()
         from_client = origin is AppendOrigin.CLIENT
         markers = self._markers(buf, out) if not from_client else None
-        updates, dup = ps.validate(out, check_duplicates=from_client, markers=markers)
+        updates, dup = ps.validate(out, check_duplicates=from_client, markers=markers,
+                                   require_verification=require_verification, verification_guard=verification_guard)
         if dup is not None:
             return self._duplicate_info(dup)
 

@@ -81,6 +81,7 @@ from odradek.log.errors import (
     ProducerStateError,
 )
 from odradek.log.txn_marker import EndTxnMarker
+from odradek.log.verification_state import VerificationGuard, VerificationStateEntry
 from odradek.protocol.records import BatchHeader
 
 log = logging.getLogger("odradek.log")
@@ -220,6 +221,7 @@ class ProducerUpdates(dict[int, ProducerStateEntry]):
         super().__init__()
         self.started: list[TxnMetadata] = []
         self.completed: list[CompletedTxn] = []
+        self.transactional: set[int] = set()  # producers with a transactional batch or marker in the append
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -250,6 +252,8 @@ class ProducerStateManager:
         self.ongoing_txns: dict[int, TxnMetadata] = {}
         # completed transactions whose marker is not below the high watermark yet
         self.unreplicated_txns: dict[int, TxnMetadata] = {}
+        # verifications under way (KIP-890 part 1, odradek.log.verification_state)
+        self.verification_states: dict[int, VerificationStateEntry] = {}
 
     # ------------------------------------------------------------------ appends
 
@@ -259,6 +263,8 @@ class ProducerStateManager:
         *,
         check_duplicates: bool = True,
         markers: Mapping[int, EndTxnMarker | None] | None = None,
+        require_verification: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[ProducerUpdates, BatchMetadata | None]:
         """Check the idempotent and transactional batches of one append (offsets already
         assigned); ``markers`` maps the base offset of each control batch to its parsed
@@ -270,7 +276,13 @@ class ProducerStateManager:
         (sequence gap; new epoch not starting at 0), 48 (INVALID_TXN_STATE: a
         non-transactional batch of a producer whose transaction is open, as Kafka's
         ProducerAppendInfo) or 52 (a marker from an older coordinator epoch). Like Kafka 3.x, a producer with no state accepts any first
-        sequence (its state may have been removed by retention)."""
+        sequence (its state may have been removed by retention).
+
+        ``require_verification`` (transaction.partition.verification.enable, KIP-890): a
+        transactional batch of a producer with no open transaction is refused with 48 unless
+        ``verification_guard`` is the guard of the producer's verification state entry (see
+        :mod:`odradek.log.verification_state`); while an entry exists, a sequence above its
+        lowest is refused with 45 (Kafka's ProducerAppendInfo.checkSequence)."""
         for h in headers:
             if h.producer_id >= 0:
                 break
@@ -310,8 +322,26 @@ class ProducerStateManager:
                 completed = entry.end_transaction(h, marker)
                 if completed is not None:
                     updates.completed.append(completed)
+                updates.transactional.add(pid)
                 continue
             first_seq = h.base_sequence
+            if h.is_transactional:
+                updates.transactional.add(pid)
+                if require_verification and entry.current_txn_first_offset < 0:
+                    state = self.verification_states.get(pid)
+                    if state is None or state.guard is not verification_guard:
+                        raise ProducerStateError(
+                            INVALID_TXN_STATE,
+                            f"record of producer {pid} at offset {h.base_offset} was not part of an ongoing "
+                            "transaction (its verification did not hold up to the append)",
+                        )
+            if check_duplicates and (vstate := self.verification_states.get(pid)) is not None \
+                    and first_seq > vstate.lowest_sequence:
+                raise ProducerStateError(
+                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"out of order sequence {first_seq} from producer {pid}: sequence {vstate.lowest_sequence} "
+                    "waits for its verification",
+                )
             if not check_duplicates:
                 pass  # a coordinator's own batch (TxnOffsetCommit): no sequences, as Kafka checks them for clients only
             elif epoch != entry.epoch:
@@ -345,6 +375,11 @@ class ProducerStateManager:
         if isinstance(updates, ProducerUpdates):
             for txn in updates.started:
                 self.ongoing_txns[txn.first_offset] = txn
+            if updates.transactional and self.verification_states:
+                # the transaction has its first offset here now, or it has ended: a verification that
+                # began before can no longer be used (Kafka's UnifiedLog.updateProducers)
+                for pid in updates.transactional:
+                    self.verification_states.pop(pid, None)
         self.map_end_offset = end_offset
 
     def replay_batch(self, h: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
@@ -353,6 +388,8 @@ class ProducerStateManager:
         completes (the caller indexes it and calls :meth:`complete_txn`)."""
         completed = None
         if h.producer_id >= 0:
+            if h.is_transactional and self.verification_states:
+                self.verification_states.pop(h.producer_id, None)
             entry = self.producers.get(h.producer_id)
             if entry is None:
                 entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
@@ -443,7 +480,28 @@ class ProducerStateManager:
         expired = [pid for pid, e in self.producers.items() if e.is_expired(now_ms, expiration)]
         for pid in expired:
             del self.producers[pid]
+        states = self.verification_states
+        for pid in [pid for pid, v in states.items() if now_ms - v.timestamp_ms >= expiration]:
+            del states[pid]  # a verification never answered (Kafka's removeExpiredProducers)
         return len(expired)
+
+    # ------------------------------------------------------------------ verification (KIP-890)
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """The producer's verification state entry, created with a new guard when there is none;
+        its lowest sequence follows ``sequence`` and ``epoch`` (Kafka's
+        maybeCreateVerificationStateEntry)."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
 
     # ------------------------------------------------------------------ snapshots
 

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.controller.topics import topic_id_from_str
 from odradek.log import AppendOrigin, FetchIsolation
 from odradek.log.errors import InconsistentTopicIdError, OffsetOutOfRangeError, ProducerStateError
+from odradek.log.verification_state import VerificationGuard
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
 from odradek.protocol.fetch_response import PartitionResult
@@ -256,14 +257,16 @@ class ReplicaManager:
     # -- produce
     def append(
         self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int = 1,
-        transactional: bool = False,
+        transactional: bool = False, require_verification: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         meta = self.topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             return AppendResult(errors.UNKNOWN_TOPIC_OR_PARTITION)
         stats = self.topic_stats.topic(topic)
         stats.total_produce += 1
-        result = self._append(topic, partition, records, now_ms, acks, transactional)
+        result = self._append(topic, partition, records, now_ms, acks, transactional, require_verification,
+                              verification_guard)
         code = result.error_code
         if code == errors.NONE:
             if result.last_offset >= 0 and records is not None:
@@ -274,7 +277,8 @@ class ReplicaManager:
         return result
 
     def _append(
-        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool
+        self, topic: str, partition: int, records: bytes | None, now_ms: int, acks: int, transactional: bool,
+        require_verification: bool = False, verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         plog = self.log_manager.get_log(topic, partition)
         if plog is None:
@@ -301,7 +305,8 @@ class ReplicaManager:
                         error_message="a control batch, or a transactional batch without a transactional id",
                     )
             info = plog.append_as_leader(
-                records, headers, part.leader_epoch, now_ms, check_records=self.validate_records
+                records, headers, part.leader_epoch, now_ms, check_records=self.validate_records,
+                require_verification=require_verification, verification_guard=verification_guard,
             )
         except InvalidRecordError as e:
             log.info("rejected produce to %s-%d: %s", topic, partition, e.message)
@@ -613,11 +618,16 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
 
     # ------------------------------------------------------------------ cluster mode: leader side
-    def append_internal(self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int) -> AppendInfo:
+    def append_internal(
+        self, part: Partition, plog: Log, batch: bytes | bytearray, now_ms: int, *,
+        require_verification: bool = False, verification_guard: VerificationGuard | None = None,
+    ) -> AppendInfo:
         """A coordinator's own batch (control batches allowed) on a partition this broker leads:
         the leader's epoch, the high watermark and waiting fetches as for a produce."""
         try:
-            info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms, origin=AppendOrigin.COORDINATOR)
+            info = plog.append_as_leader(batch, validate_batches(batch), part.leader_epoch, now_ms,
+                                         origin=AppendOrigin.COORDINATOR, require_verification=require_verification,
+                                         verification_guard=verification_guard)
         except OSError as e:
             self.handle_log_dir_failure(plog.dir, e)
             raise

@@ -37,6 +37,7 @@ from odradek.protocol.records import BATCH_HEADER_SIZE, read_header
 from odradek.server.txn_version import TV_2, transaction_version
 
 if TYPE_CHECKING:
+    from odradek.log.verification_state import VerificationGuard
     from odradek.server.request_context import BrokerServices
 
 _RETRIABLE = (errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE, errors.COORDINATOR_LOAD_IN_PROGRESS,
@@ -80,26 +81,61 @@ def run_check(svc: BrokerServices, check: RemoteCheck, transactional_id: str, pa
     send(check.broker_id, transactional_id, check.producer_id, check.producer_epoch, partitions, then)
 
 
+@dataclass(frozen=True)
+class Verification:
+    """What a transactional produce to one partition carries to its append: whether the append needs
+    a verified transaction (``required``), and the guard its verification began with (None when the
+    producer's transaction is open on the partition already; :mod:`odradek.log.verification_state`)."""
+
+    required: bool
+    guard: VerificationGuard | None = None
+
+
+NOT_REQUIRED = Verification(False)
+
+
 def verify_transactional_append(
     svc: BrokerServices, transactional_id: str, topic: str, partition: int, records: bytes | memoryview | None,
-    produce_version: int,
-) -> tuple[int, str | None] | RemoteCheck:
+    produce_version: int, now_ms: int,
+) -> tuple[tuple[int, str | None] | RemoteCheck, Verification]:
     """(error, message): NONE when the append may go on (its batches are validated by the
-    append itself); a :class:`RemoteCheck` when the coordinator's answer must be waited for."""
+    append itself); a :class:`RemoteCheck` when the coordinator's answer must be waited for; and
+    the :class:`Verification` the append is to carry. The guard is taken before the coordinator is
+    asked, so that a marker written meanwhile voids the answer (Kafka's
+    ReplicaManager.maybeStartTransactionVerificationForPartition)."""
     txn = svc.txn
     add = produce_version >= 12 and transaction_version(svc.features) >= TV_2
     if not (txn.verification_enabled or add) or not records or len(records) < BATCH_HEADER_SIZE:
-        return errors.NONE, None
+        return (errors.NONE, None), NOT_REQUIRED
     try:
         h = read_header(records, 0)
     except Exception:  # malformed: the append's own validation answers it
-        return errors.NONE, None
+        return (errors.NONE, None), NOT_REQUIRED
     if not h.is_transactional or h.producer_id < 0:
-        return errors.NONE, None
+        return (errors.NONE, None), NOT_REQUIRED
+    verification = start_verification(svc, topic, partition, h.producer_id, h.producer_epoch, add,
+                                      h.base_sequence, now_ms)
     code = coordinator_verdict(svc, transactional_id, topic, partition, h.producer_id, h.producer_epoch, add)
     if isinstance(code, RemoteCheck):
-        return code
-    return produce_error(code, transactional_id, topic, partition, h.producer_id, h.producer_epoch, produce_version)
+        return code, verification
+    return produce_error(code, transactional_id, topic, partition, h.producer_id, h.producer_epoch,
+                         produce_version), verification
+
+
+def start_verification(svc: BrokerServices, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                       add: bool, sequence: int = -1, now_ms: int | None = None) -> Verification:
+    """The :class:`Verification` a transactional write to a partition this broker leads carries to its
+    append, its guard taken now (before the coordinator is asked); :data:`NOT_REQUIRED` when
+    transaction.partition.verification.enable is off and the partition is not to be added (TV2)."""
+    if not (svc.txn.verification_enabled or add):
+        return NOT_REQUIRED
+    rm = svc.replica_manager
+    plog = rm.get_log(topic, partition)
+    guard = None
+    if plog is not None and rm.leading(topic, partition) is not None:
+        guard = plog.maybe_start_transaction_verification(
+            producer_id, sequence, producer_epoch, svc.now_ms() if now_ms is None else now_ms)
+    return Verification(True, guard)
 
 
 def produce_error(code: int, transactional_id: str, topic: str, partition: int, producer_id: int,

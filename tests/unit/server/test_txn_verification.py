@@ -29,12 +29,17 @@ class FakeCoordinator:
         return dict.fromkeys(parts, self.answer)
 
 
+def _verify(svc: Any, tid: str, topic: str, partition: int, records: bytes, version: int) -> Any:
+    return verify_transactional_append(svc, tid, topic, partition, records, version, 0)[0]
+
+
 def _svc(coord: FakeCoordinator, entry: Any = None, enabled: bool = True, remote: int | None = None) -> Any:
-    plog = SimpleNamespace(producer_entry=lambda pid: entry)
+    plog = SimpleNamespace(producer_entry=lambda pid: entry,
+                           maybe_start_transaction_verification=lambda pid, seq, epoch, now: None)
     return SimpleNamespace(
         txn=SimpleNamespace(verification_enabled=enabled, coordinator=coord, coordinator_broker=lambda tid: remote,
                             channel=object() if remote is not None else None),
-        replica_manager=SimpleNamespace(get_log=lambda t, p: plog),
+        replica_manager=SimpleNamespace(get_log=lambda t, p: plog, leading=lambda t, p: object()),
     )
 
 
@@ -45,7 +50,7 @@ def _batch(transactional: bool = True, pid: int = 42, epoch: int = 3) -> bytes:
 
 def test_partition_in_the_transaction_is_appended() -> None:
     coord = FakeCoordinator(errors.NONE)
-    assert verify_transactional_append(_svc(coord), "tx", "t", 0, _batch(), 9) == (errors.NONE, None)
+    assert _verify(_svc(coord), "tx", "t", 0, _batch(), 9) == (errors.NONE, None)
     assert coord.asked == [("tx", 42, 3, [("t", 0)])]
 
 
@@ -58,34 +63,34 @@ def test_partition_in_the_transaction_is_appended() -> None:
     (errors.COORDINATOR_LOAD_IN_PROGRESS, 9, errors.NOT_ENOUGH_REPLICAS),
 ])
 def test_coordinator_answers_map_to_produce_errors(answer: int, version: int, expected: int) -> None:
-    code, msg = verify_transactional_append(_svc(FakeCoordinator(answer)), "tx", "t", 0, _batch(), version)
+    code, msg = _verify(_svc(FakeCoordinator(answer)), "tx", "t", 0, _batch(), version)
     assert code == expected and msg
 
 
 def test_no_question_once_the_transaction_is_open_on_the_partition() -> None:
     coord = FakeCoordinator(errors.TRANSACTION_ABORTABLE)
     open_entry = SimpleNamespace(current_txn_first_offset=10, epoch=3)
-    assert verify_transactional_append(_svc(coord, open_entry), "tx", "t", 0, _batch(), 9)[0] == errors.NONE
+    assert _verify(_svc(coord, open_entry), "tx", "t", 0, _batch(), 9)[0] == errors.NONE
     assert coord.asked == []
     # the same producer id at a newer epoch starts a new transaction: asked again
-    assert verify_transactional_append(_svc(coord, open_entry), "tx", "t", 0, _batch(epoch=4), 9)[0] \
+    assert _verify(_svc(coord, open_entry), "tx", "t", 0, _batch(epoch=4), 9)[0] \
         == errors.INVALID_TXN_STATE
     assert len(coord.asked) == 1
 
 
 def test_not_asked_for_plain_batches_or_when_disabled() -> None:
     coord = FakeCoordinator(errors.TRANSACTION_ABORTABLE)
-    assert verify_transactional_append(_svc(coord), "tx", "t", 0, _batch(transactional=False), 9) == (errors.NONE, None)
-    assert verify_transactional_append(_svc(coord, enabled=False), "tx", "t", 0, _batch(), 9) == (errors.NONE, None)
-    assert verify_transactional_append(_svc(coord), "tx", "t", 0, b"\x00" * 10, 9) == (errors.NONE, None)
+    assert _verify(_svc(coord), "tx", "t", 0, _batch(transactional=False), 9) == (errors.NONE, None)
+    assert _verify(_svc(coord, enabled=False), "tx", "t", 0, _batch(), 9) == (errors.NONE, None)
+    assert _verify(_svc(coord), "tx", "t", 0, b"\x00" * 10, 9) == (errors.NONE, None)
     assert coord.asked == []
 
 
 def test_a_coordinator_on_another_broker_is_asked_over_the_network() -> None:
     elsewhere = FakeCoordinator(errors.TRANSACTION_ABORTABLE, owned=False)
-    assert verify_transactional_append(_svc(elsewhere, remote=2), "tx", "t", 0, _batch(), 9) == RemoteCheck(2, 42, 3)
+    assert _verify(_svc(elsewhere, remote=2), "tx", "t", 0, _batch(), 9) == RemoteCheck(2, 42, 3)
     # no coordinator known (its partition has no leader): retriable
-    assert verify_transactional_append(_svc(elsewhere), "tx", "t", 0, _batch(), 9)[0] == errors.NOT_ENOUGH_REPLICAS
+    assert _verify(_svc(elsewhere), "tx", "t", 0, _batch(), 9)[0] == errors.NOT_ENOUGH_REPLICAS
     assert elsewhere.asked == []
 
 
@@ -113,7 +118,7 @@ def test_produce_v12_under_tv2_adds_the_partition() -> None:
 
     coord = AddingCoordinator(errors.NONE)
     svc = _svc_tv(coord, 2, enabled=False)  # added whether or not verification is enabled
-    check = verify_transactional_append(svc, "tx", "t", 0, _batch(), 12)
+    check = _verify(svc, "tx", "t", 0, _batch(), 12)
     assert check == RemoteCheck(None, 42, 3, True) and coord.asked == []
     got: list[dict[tuple[str, int], int]] = []
     assert isinstance(check, RemoteCheck)
@@ -121,14 +126,14 @@ def test_produce_v12_under_tv2_adds_the_partition() -> None:
     assert got == [{("t", 0): errors.NONE}] and coord.added == [("tx", 42, 3, [("t", 0)], 2)]
     # once the transaction is open on the partition at this epoch, nothing is asked
     open_entry = SimpleNamespace(current_txn_first_offset=10, epoch=3)
-    assert verify_transactional_append(_svc_tv(coord, 2, open_entry), "tx", "t", 0, _batch(), 12) == (errors.NONE,
+    assert _verify(_svc_tv(coord, 2, open_entry), "tx", "t", 0, _batch(), 12) == (errors.NONE,
                                                                                                       None)
 
 
 def test_produce_v12_below_tv2_and_v11_under_tv2_only_verify() -> None:
     coord = AddingCoordinator(errors.NONE)
-    assert verify_transactional_append(_svc_tv(coord, 1), "tx", "t", 0, _batch(), 12) == (errors.NONE, None)
-    assert verify_transactional_append(_svc_tv(coord, 2), "tx", "t", 0, _batch(), 11) == (errors.NONE, None)
+    assert _verify(_svc_tv(coord, 1), "tx", "t", 0, _batch(), 12) == (errors.NONE, None)
+    assert _verify(_svc_tv(coord, 2), "tx", "t", 0, _batch(), 11) == (errors.NONE, None)
     assert len(coord.asked) == 2 and coord.added == []
 
 
@@ -140,7 +145,7 @@ def test_produce_v12_with_a_remote_coordinator_sends_an_add() -> None:
     sent: list[tuple[str, Any]] = []
     svc.txn.channel = SimpleNamespace(add_partitions=lambda *a: sent.append(("add", a)),
                                       verify=lambda *a: sent.append(("verify", a)))
-    check = verify_transactional_append(svc, "tx", "t", 0, _batch(), 12)
+    check = _verify(svc, "tx", "t", 0, _batch(), 12)
     assert check == RemoteCheck(7, 42, 3, True)
     assert isinstance(check, RemoteCheck)
     run_check(svc, check, "tx", [("t", 0)], lambda codes: None)

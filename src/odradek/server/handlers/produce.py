@@ -35,7 +35,14 @@ from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import NO_RESPONSE, RawResponse
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import RemoteCheck, produce_error, run_check, verify_transactional_append
+from odradek.server.txn_verification import (
+    NOT_REQUIRED,
+    RemoteCheck,
+    Verification,
+    produce_error,
+    run_check,
+    verify_transactional_append,
+)
 
 API_KEY = 0
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
@@ -57,10 +64,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                                                       now_ms)
     ctx.throttle(throttle_ms)
     # transactional partitions whose coordinator is on another broker: appended once it answers
-    deferred: list[tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck]] = []
+    deferred: list[tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck, Verification]] = []
 
-    def append(name: str, index: int, records: Any) -> PartitionResult:
-        r = rm.append(name, index, records, now_ms, acks, transactional=txn_id is not None)
+    def append(name: str, index: int, records: Any, verification: Verification = NOT_REQUIRED) -> PartitionResult:
+        r = rm.append(name, index, records, now_ms, acks, transactional=txn_id is not None,
+                      require_verification=verification.required, verification_guard=verification.guard)
         if wait and r.error_code == errors.NONE and not r.replicated:  # a lone leader's is at once
             required[(name, index)] = r.last_offset + 1
         return (index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message,
@@ -83,18 +91,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             elif internal:
                 parts_out.append((pd.index, errors.INVALID_TOPIC_EXCEPTION, -1, -1, -1,
                                   f"Cannot append to internal topic {name}", ()))
-            elif txn_id is not None and (
-                verified := verify_transactional_append(svc, txn_id, name, pd.index, pd.records, version)
-            ) != (errors.NONE, None):
+            elif txn_id is not None:
+                verified, verification = verify_transactional_append(svc, txn_id, name, pd.index, pd.records,
+                                                                     version, now_ms)
                 if isinstance(verified, RemoteCheck) and acks == 0:  # no answer to wait with: retriable failure
                     parts_out.append((pd.index, errors.NOT_ENOUGH_REPLICAS, -1, -1, -1,
                                       "a transactional produce with acks=0 cannot wait for its coordinator", ()))
                 elif isinstance(verified, RemoteCheck):  # the records outlive the frame's buffer
                     deferred.append((parts_out, len(parts_out), name, pd.index, bytearray(pd.records or b""),
-                                     verified))
+                                     verified, verification))
                     parts_out.append((pd.index, errors.NONE, -1, -1, -1, None, ()))
-                else:
+                elif verified[0] != errors.NONE:
                     parts_out.append((pd.index, verified[0], -1, -1, -1, verified[1], ()))
+                else:
+                    parts_out.append(append(name, pd.index, pd.records, verification))
             else:
                 parts_out.append(append(name, pd.index, pd.records))
         topics_out.append((name, parts_out))
@@ -103,12 +113,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     loop_fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     left = [len(deferred)]
 
-    def verified_one(entry: tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck],
+    def verified_one(entry: tuple[list[PartitionResult], int, str, int, bytearray, RemoteCheck, Verification],
                      codes: dict[tuple[str, int], int]) -> None:
-        parts_out, slot, name, index, records, check = entry
+        parts_out, slot, name, index, records, check, verification = entry
         code, msg = produce_error(codes.get((name, index), errors.NOT_COORDINATOR), txn_id or "", name, index,
                                   check.producer_id, check.producer_epoch, version)
-        parts_out[slot] = append(name, index, records) if code == errors.NONE else (index, code, -1, -1, -1, msg, ())
+        # the guard taken before asking: a marker written meanwhile has voided it (INVALID_TXN_STATE)
+        parts_out[slot] = (append(name, index, records, verification) if code == errors.NONE
+                           else (index, code, -1, -1, -1, msg, ()))
         left[0] -= 1
         if left[0] == 0 and not loop_fut.done():
             out = _answer(ctx, request, topics_out, required, throttle_ms)

@@ -20,7 +20,7 @@ from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check
+from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check, start_verification
 from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
 
 API_KEY = 28
@@ -64,6 +64,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             request.group_id, int(request.producer_id), int(request.producer_epoch),
             getattr(request, "member_id", "") or "", int(getattr(request, "generation_id", -1)),
             getattr(request, "group_instance_id", None), offsets,
+            require_verification=verification.required, verification_guard=verification.guard,
         )
         state["code"] = code
         results.update(found)
@@ -95,6 +96,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return respond()
     # KIP-890: the group's __consumer_offsets partition must be in the transaction (AddOffsetsToTxn)
     partition = groups.coordinator.partition_for(request.group_id)
+    verification = start_verification(ctx.services, "__consumer_offsets", partition, int(request.producer_id),
+                                      int(request.producer_epoch), add)
     verdict = coordinator_verdict(ctx.services, request.transactional_id, "__consumer_offsets", partition,
                                   int(request.producer_id), int(request.producer_epoch), add)
     if not isinstance(verdict, RemoteCheck):
