@@ -22,6 +22,20 @@ def verify_run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=400)
 
 
+def diagnosis(out: Path, r: subprocess.CompletedProcess[str]) -> str:
+    """What a failed run leaves for the next reader (CI keeps no files): the checker's report, the
+    nemesis schedule, and each broker's lines on leadership, ISR, truncation and markers."""
+    parts = [r.stdout[-3000:], r.stderr[-3000:]]
+    for name in ("report.txt", "nemesis.txt"):
+        if (out / name).exists():
+            parts.append(f"--- {name}\n" + (out / name).read_text()[-4000:])
+    pattern = re.compile(r"marker|Truncating|became (leader|follower)|ISR of|refused|fenced|UNKNOWN", re.I)
+    for log in sorted((out / "cluster").glob("broker*/broker.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if pattern.search(line)]
+        parts.append(f"--- {log.parent.name}\n" + "\n".join(lines[-80:]))
+    return "\n".join(parts)
+
+
 def counts(history: Path) -> Counter[tuple[str, str]]:
     c: Counter[tuple[str, str]] = Counter()
     for line in history.read_text().splitlines():
@@ -33,7 +47,7 @@ def counts(history: Path) -> Counter[tuple[str, str]]:
 def test_history_under_process_faults_is_valid(tmp_path: Path) -> None:
     # seed 76 over 45 s: a pause, a kill of two brokers at once, a kill of the controller
     r = verify_run(tmp_path, "--duration", "45", "--nemesis", "kill,kill2,kill-controller,pause,zookeeper", "--seed", "76")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, diagnosis(tmp_path, r)
     assert (tmp_path / "report.txt").read_text().startswith("valid")
     applied = (tmp_path / "nemesis.txt").read_text()
     assert "applied 0 of" not in applied and "applied" in applied, applied
@@ -69,7 +83,7 @@ def test_history_under_network_partitions_is_valid(tmp_path: Path) -> None:
     nftables inside the namespaces (odradek.verify.netns). Needs root, as CI runs."""
     # seed 8 over 40 s: isolate, one-way, partition
     r = verify_run(tmp_path, "--duration", "40", "--nemesis", "partition,one-way,bridge,isolate", "--seed", "8")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, diagnosis(tmp_path, r)
     applied = (tmp_path / "nemesis.txt").read_text()
     assert "applied 0 of" not in applied and "applied" in applied, applied
     c = counts(tmp_path / "history.jsonl")
@@ -94,7 +108,7 @@ def test_history_under_full_disks_and_clock_jumps_is_valid(tmp_path: Path) -> No
     # each broker meets its full disk). Seed 14 put the clock after the restarts, and a broker restarted on a
     # loaded machine was not yet leading its probe partition when probed.
     r = verify_run(tmp_path, "--duration", "35", "--nemesis", "disk-full,clock", "--seed", "50")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, diagnosis(tmp_path, r)
     assert (tmp_path / "report.txt").read_text().startswith("valid")
     nem = (tmp_path / "nemesis.txt").read_text()
     assert "applied 2 of 2" in nem, nem
