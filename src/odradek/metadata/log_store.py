@@ -319,16 +319,25 @@ class MetadataLog:
         self.log.truncate_to(offset, now_ms)
 
     def read(self, from_offset: int = 0) -> Iterator[MetadataBatch]:
-        """The log's batches from the one holding ``from_offset`` (at least the log start offset)."""
+        """The log's batches from the one holding ``from_offset`` (at least the log start offset). The
+        first segment is read from that batch on, found through its offset index (a reader following the
+        high watermark costs what it reads, not the segment's size)."""
         segments = self.log.segments
+        first = True
         for i, seg in enumerate(segments):
             if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
                 continue
             size = seg.log.size
-            if size == 0:
+            start = 0
+            if first:
+                first = False
+                found = seg.translate_offset(from_offset)
+                if found is None:
+                    continue
+                start = found[0]
+            if size <= start:
                 continue
-            with open(seg.log.path, "rb") as f:
-                data = f.read(size)
+            data = os.pread(seg.log.fileno(), size - start, start)
             for batch in read_batches(data):
                 if batch.last_offset >= from_offset:
                     yield batch

@@ -7,6 +7,7 @@ import os
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
@@ -88,6 +89,35 @@ def test_append_read_and_load(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / PARTITION_DIR).iterdir())
     assert "00000000000000000000.log" in names and "leader-epoch-checkpoint" in names
     assert (tmp_path / PARTITION_DIR / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["1 0", "2 4"]
+
+
+def test_a_read_from_an_offset_costs_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller reads from its applied end at every high-watermark change: the segment is read from the
+    batch holding the offset on (its offset index), not from its start."""
+    ml = MetadataLog.open(tmp_path, now_ms=T0)
+    _bootstrap(ml)
+    base = 1
+    for i in range(300):
+        data, _ = _topic_batch(f"topic-{i}", base, 1, partitions=3)
+        base = ml.append(data, T0)
+    offsets = [b.base_offset for b in ml.read(0)]
+    for start in (0, 1, 2, 5, offsets[150], offsets[150] + 1, offsets[-1], offsets[-1] + 3):
+        assert [b.base_offset for b in ml.read(start)] == [o for o, n in zip(offsets, [*offsets[1:], base])
+                                                            if n > start]
+    import odradek.metadata.log_store as log_store
+
+    read_sizes: list[int] = []
+    real = log_store.read_batches
+
+    def counting(data: Any, **kw: Any) -> Any:
+        read_sizes.append(len(data))
+        return real(data, **kw)
+
+    monkeypatch.setattr(log_store, "read_batches", counting)
+    assert [b.base_offset for b in ml.read(offsets[-1])] == [offsets[-1]]
+    segment = ml.log.segments[0].log.size
+    # the last batch only, not the segment
+    assert sum(read_sizes) < segment // 4, (sum(read_sizes), segment)
 
 
 def test_append_refuses_gaps_lower_epochs_and_bad_crcs(tmp_path: Path) -> None:
