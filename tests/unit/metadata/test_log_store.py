@@ -102,7 +102,7 @@ def test_a_read_from_an_offset_costs_what_it_reads(tmp_path: Path, monkeypatch: 
         base = ml.append(data, T0)
     offsets = [b.base_offset for b in ml.read(0)]
     for start in (0, 1, 2, 5, offsets[150], offsets[150] + 1, offsets[-1], offsets[-1] + 3):
-        assert [b.base_offset for b in ml.read(start)] == [o for o, n in zip(offsets, [*offsets[1:], base])
+        assert [b.base_offset for b in ml.read(start)] == [o for o, n in zip(offsets, [*offsets[1:], base], strict=True)
                                                             if n > start]
     import odradek.metadata.log_store as log_store
 
