@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ELECTION_NOT_NEEDED = 84
+from odradek.protocol.errors import ELECTION_NOT_NEEDED
 
 TP = tuple[str, int]
 

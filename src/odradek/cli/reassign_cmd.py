@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from odradek.controller.assignment import AssignmentError, assign_rack_unaware
 from odradek.progress import Progress, add_progress_argument
+from odradek.protocol.errors import NOT_CONTROLLER
 
 TP = tuple[str, int]
 Assignment = dict[TP, list[int]]
@@ -56,7 +57,6 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-NOT_CONTROLLER = 41
 
 ACTIONS = ("generate", "execute", "verify", "list", "cancel")
 EXISTING_MESSAGE = (

@@ -809,7 +809,7 @@ class Controller:
             reply(errors.BROKER_NOT_AVAILABLE, [])
             return
         if info.epoch >= 0 and broker_epoch != info.epoch:
-            reply(ib.STALE_BROKER_EPOCH, [])
+            reply(errors.STALE_BROKER_EPOCH, [])
             return
         ctx.shutting_down.add(broker_id)
         led = sorted(tp for tp, st in ctx.states.items() if st.leader == broker_id and len(ctx.assignments[tp[0]][tp[1]]) > 1)

@@ -43,17 +43,20 @@ from typing import NamedTuple, NoReturn
 import crc32c as _crc32c
 
 from odradek.log.config import MAX_LONG, LogConfig
+from odradek.protocol.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    INVALID_TIMESTAMP,
+    MESSAGE_TOO_LARGE,
+    RECORD_LIST_TOO_LARGE,
+)
 from odradek.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     COMPRESSION_NONE,
     CONTROL_FLAG,
-    CORRUPT_MESSAGE,
     CRC_START,
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
     LOG_OVERHEAD,
-    MESSAGE_TOO_LARGE,
     NO_TIMESTAMP,
     SCAN_OFFSET_DELTA,
     TIMESTAMP_TYPE_MASK,
@@ -66,8 +69,6 @@ from odradek.protocol.records import (
     set_partition_leader_epoch,
     validate_batches,
 )
-
-RECORD_LIST_TOO_LARGE = 18
 
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")

@@ -43,7 +43,6 @@ UPDATE_METADATA = 6
 CONTROLLED_SHUTDOWN = 7
 VERSION = 0
 
-STALE_BROKER_EPOCH = 77
 
 
 class InterBrokerDecodeError(ValueError):

@@ -49,6 +49,13 @@ from typing import Any, NamedTuple
 
 import crc32c as _crc32c
 
+from odradek.protocol.errors import (  # validation's codes, from the one table
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    MESSAGE_TOO_LARGE,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+)
 from odradek.protocol.varint import VARLONG_MAX_BYTES, VarintError, encode_varint, read_varint
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -78,12 +85,6 @@ NO_TIMESTAMP = -1
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
-# error codes used by validation (Kafka's numbers)
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-INVALID_RECORD = 87
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_TIMESTAMP = 32
 
 INFLATE_CHUNK = 256 * 1024  # bytes inflated per step
 READ_INFLATE_LIMIT = 64 << 20  # floor of the inflated-size bound on read paths (read_inflate_limit)
@@ -354,7 +355,6 @@ def validate_batches(
     return headers
 
 
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 
 
 def complete_batches_length(buf: bytes | bytearray | memoryview) -> int:

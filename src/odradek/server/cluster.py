@@ -495,7 +495,7 @@ class ClusterLink:
         be = int(body["broker_epoch"])
         if be >= 0 and self.broker_epoch >= 0 and be < self.broker_epoch:  # meant for an earlier incarnation
             log.info("ignoring a controller request for broker epoch %d (mine is %d)", be, self.broker_epoch)
-            return ib.STALE_BROKER_EPOCH
+            return errors.STALE_BROKER_EPOCH
         self.controller_epoch = epoch
         self.controller_id = int(body["controller_id"])
         return None

@@ -13,6 +13,7 @@ import pytest
 from odradek.log import Log, LogConfig, LogManager
 from odradek.log.checkpoint import read_offset_checkpoint
 from odradek.log.cleaner import CLEANER_CHECKPOINT, CleanerConfig, LogCleaner, has_keyless_record
+from odradek.protocol.errors import INVALID_RECORD
 from odradek.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_GZIP,
@@ -21,7 +22,6 @@ from odradek.protocol.records import (
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
     DELETE_HORIZON_FLAG,
-    INVALID_RECORD,
     InvalidRecordError,
     Record,
     batch_crc_ok,

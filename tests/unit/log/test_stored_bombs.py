@@ -12,9 +12,9 @@ import crc32c
 import pytest
 
 from odradek.log.cleaner import LogCleaner
+from odradek.protocol.errors import MESSAGE_TOO_LARGE
 from odradek.protocol.records import (
     COMPRESSION_ZSTD,
-    MESSAGE_TOO_LARGE,
     READ_INFLATE_LIMIT,
     InvalidRecordError,
     build_batch,

@@ -11,12 +11,9 @@ import pytest
 
 from odradek.log.config import LogConfig
 from odradek.log.validator import AppendOrigin, ValidationPolicy, validate_and_assign_offsets
+from odradek.protocol.errors import CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE
 from odradek.protocol.records import (
     COMPRESSION_GZIP,
-    CORRUPT_MESSAGE,
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
-    MESSAGE_TOO_LARGE,
     InvalidRecordError,
     build_batch,
     decode_records,

@@ -13,6 +13,7 @@ import pytest
 import zstandard
 
 from odradek import _speedups
+from odradek.protocol.errors import CORRUPT_MESSAGE, MESSAGE_TOO_LARGE
 from odradek.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_GZIP,
@@ -20,8 +21,6 @@ from odradek.protocol.records import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
-    CORRUPT_MESSAGE,
-    MESSAGE_TOO_LARGE,
     SCAN_MALFORMED,
     SCAN_OFFSET_DELTA,
     InvalidRecordError,

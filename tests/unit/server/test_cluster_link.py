@@ -112,7 +112,7 @@ def test_controller_requests_are_fenced_then_handed_to_the_roles() -> None:
     assert link.handle_request(ib.LEADER_AND_ISR, dict(lai, controller_epoch=2))["error_code"] == (
         errors.STALE_CONTROLLER_EPOCH
     )
-    assert link.handle_request(ib.STOP_REPLICA, _request(3, 49, partitions=[]))["error_code"] == ib.STALE_BROKER_EPOCH
+    assert link.handle_request(ib.STOP_REPLICA, _request(3, 49, partitions=[]))["error_code"] == errors.STALE_BROKER_EPOCH
     assert len(log) == 1
     stop = _request(3, 50, partitions=[{"topic": "t", "partition": 0, "delete": True}])
     assert link.handle_request(ib.STOP_REPLICA, stop)["error_code"] == errors.NONE

@@ -58,7 +58,6 @@ from typing import Protocol
 
 from odradek.coordinator.group.assignors import ASSIGNORS, AssignorError, MemberSpec
 from odradek.coordinator.group.consumer_model import (
-    INVALID_REGULAR_EXPRESSION,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
@@ -75,6 +74,7 @@ from odradek.coordinator.group.consumer_model import (
 )
 from odradek.coordinator.group.coordinator import Cancellable, JoinResult, Scheduler, SyncResult
 from odradek.protocol import errors
+from odradek.protocol.errors import INVALID_REGULAR_EXPRESSION
 from odradek.re2_syntax import Re2SyntaxError, compile_re2
 
 log = logging.getLogger("odradek.coordinator")

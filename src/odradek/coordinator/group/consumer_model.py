@@ -18,7 +18,6 @@ from typing import Protocol
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-INVALID_REGULAR_EXPRESSION = 128
 
 Parts = dict[uuid.UUID, frozenset[int]]
 TP = tuple[uuid.UUID, int]
