@@ -15,11 +15,7 @@ from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.handlers.share_group_heartbeat import (
-    UNSUPPORTED_MESSAGE,
-    other_group_type,
-    share_groups_enabled,
-)
+from odradek.server.handlers._share_group_admin import empty_share_group, persister_call
 from odradek.server.request_context import RequestContext
 
 API_KEY = 91
@@ -30,35 +26,24 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     svc = ctx.services
-    share = svc.share
-    gid = request.group_id
 
     def failed(code: int, message: str | None = None) -> Any:
         return make(m.AlterShareGroupOffsetsResponse, throttle_time=0, error_code=code, error_message=message,
                     responses=())
 
-    if not share_groups_enabled(ctx) or share is None:
-        return failed(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
-    if not ctx.permits(ResourceType.GROUP, gid):
-        return failed(errors.GROUP_AUTHORIZATION_FAILED)
-    not_here = svc.groups.coordinator_error(gid)
-    if not_here:
-        return failed(not_here)
-    if other_group_type(ctx, gid):
-        return failed(errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
-    group = share.groups.groups.get(gid)
-    if group is not None and group.members:
-        return failed(errors.NON_EMPTY_GROUP, "The group is not empty.")
-    if group is None:
-        group = share.groups.create_empty(gid)
+    gid = request.group_id
+    checked = empty_share_group(ctx, gid, failed, create_missing=True)
+    if not isinstance(checked, tuple):
+        return checked
+    share, group = checked
     before = share.groups.image(gid)
 
     async def one(topic_id: Any, p: int, start: int) -> PartitionResult:
-        summary = await _call(lambda done: share.persister.read_state_summary(gid, topic_id, p, done))
+        summary = await persister_call(lambda done: share.persister.read_state_summary(gid, topic_id, p, done))
         if summary.error_code:
             return summary
         epoch = summary.state_epoch + 1 if summary.start_offset >= 0 else summary.state_epoch
-        r = await _call(lambda done: share.persister.initialize_state(gid, topic_id, p, epoch, start, done))
+        r = await persister_call(lambda done: share.persister.initialize_state(gid, topic_id, p, epoch, start, done))
         share.manager.partitions.pop((gid, topic_id, p), None)
         return r
 
@@ -97,13 +82,3 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     return asyncio.get_running_loop().create_task(run())
 
-
-def _call(fn: Any) -> asyncio.Future[PartitionResult]:
-    fut: asyncio.Future[PartitionResult] = asyncio.get_running_loop().create_future()
-
-    def done(r: PartitionResult) -> None:
-        if not fut.done():
-            fut.set_result(r)
-
-    fn(done)
-    return fut

@@ -8,14 +8,14 @@ GROUP_AUTHORIZATION_FAILED; READ on each topic, else TOPIC_AUTHORIZATION_FAILED 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
-from odradek.server.handlers.alter_share_group_offsets import _call
-from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
+from odradek.server.handlers._share_group_admin import empty_share_group, persister_call
 from odradek.server.request_context import RequestContext
 
 API_KEY = 92
@@ -26,31 +26,22 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
     svc = ctx.services
-    share = svc.share
     gid = request.group_id
 
     def failed(code: int, message: str | None = None) -> Any:
         return make(m.DeleteShareGroupOffsetsResponse, throttle_time=0, error_code=code, error_message=message,
                     responses=())
 
-    if not share_groups_enabled(ctx) or share is None:
-        return failed(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
-    if not ctx.permits(ResourceType.GROUP, gid):
-        return failed(errors.GROUP_AUTHORIZATION_FAILED)
-    not_here = svc.groups.coordinator_error(gid)
-    if not_here:
-        return failed(not_here)
-    group = share.groups.groups.get(gid)
-    if group is None:
-        return failed(errors.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
-    if group.members:
-        return failed(errors.NON_EMPTY_GROUP, "The group is not empty.")
+    checked = empty_share_group(ctx, gid, failed, create_missing=False)
+    if not isinstance(checked, tuple):
+        return checked
+    share, group = checked
 
     async def topic(topic_id: Any, count: int) -> tuple[int, str | None]:
         results: list[PartitionResult] = []
         for p in range(count):
             share.manager.partitions.pop((gid, topic_id, p), None)
-            results.append(await _call(lambda done, p=p: share.persister.delete_state(gid, topic_id, p, done)))
+            results.append(await persister_call(functools.partial(share.persister.delete_state, gid, topic_id, p)))
         bad = next((r for r in results if r.error_code), None)
         return (bad.error_code, bad.error_message) if bad is not None else (errors.NONE, None)
 
