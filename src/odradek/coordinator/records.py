@@ -30,6 +30,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from odradek.protocol.cursor import Cursor
+
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -73,40 +75,9 @@ class _Writer:
         return self
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("record runs past its end")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def i16(self) -> int:
-        return int(_H.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_Q.unpack(self._take(8))[0])
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n < 0:
-            return None
-        return self._take(n).decode()
-
-    def bytes_(self) -> bytes | None:
-        n = self.i32()
-        if n < 0:
-            return None
-        return self._take(n)
+class _Reader(Cursor):
+    __slots__ = ()
+    error = RecordFormatError
 
 
 @dataclass(frozen=True)
@@ -177,9 +148,9 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
     r = _Reader(data)
     version = r.i16()
     if version in (0, 1):
-        return OffsetKey(r.string() or "", r.string() or "", r.i32())
+        return OffsetKey(r.nullable_string() or "", r.nullable_string() or "", r.i32())
     if version == 2:
-        return GroupKey(r.string() or "")
+        return GroupKey(r.nullable_string() or "")
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -187,14 +158,14 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     r = _Reader(data)
     version = r.i16()
     if version == 0:
-        return OffsetValue(r.i64(), -1, r.string() or "", r.i64())
+        return OffsetValue(r.i64(), -1, r.nullable_string() or "", r.i64())
     if version == 1:
-        off, meta, ts, exp = r.i64(), r.string() or "", r.i64(), r.i64()
+        off, meta, ts, exp = r.i64(), r.nullable_string() or "", r.i64(), r.i64()
         return OffsetValue(off, -1, meta, ts, exp)
     if version == 2:
-        return OffsetValue(r.i64(), -1, r.string() or "", r.i64())
+        return OffsetValue(r.i64(), -1, r.nullable_string() or "", r.i64())
     if version == 3:
-        return OffsetValue(r.i64(), r.i32(), r.string() or "", r.i64())
+        return OffsetValue(r.i64(), r.i32(), r.nullable_string() or "", r.i64())
     raise RecordFormatError(f"unknown offset commit value version {version}")
 
 
@@ -203,14 +174,14 @@ def decode_group_value(data: bytes) -> GroupValue:
     version = r.i16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"unknown group metadata value version {version}")
-    g = GroupValue(r.string() or "", r.i32(), r.string(), r.string())
+    g = GroupValue(r.nullable_string() or "", r.i32(), r.nullable_string(), r.nullable_string())
     if version >= 2:
         g.current_state_timestamp = r.i64()
     for _ in range(r.i32()):
-        member_id = r.string() or ""
-        instance = r.string() if version >= 3 else None
-        client_id = r.string() or ""
-        client_host = r.string() or ""
+        member_id = r.nullable_string() or ""
+        instance = r.nullable_string() if version >= 3 else None
+        client_id = r.nullable_string() or ""
+        client_host = r.nullable_string() or ""
         rebalance = r.i32() if version >= 1 else -1
         session = r.i32()
         if rebalance < 0:

@@ -64,10 +64,11 @@ import enum
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
+from odradek.protocol.cursor import Cursor
+from odradek.protocol.varint import encode_uvarint
 
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"  # TopicBasedRemoteLogMetadataManagerConfig
 DEFAULT_METADATA_TOPIC_PARTITIONS = 50  # remote.log.metadata.topic.num.partitions
@@ -463,76 +464,30 @@ def serialize(m: RemoteLogMetadata) -> bytes:
     return bytes(w.out)
 
 
-@dataclass
-class _Reader:
-    buf: bytes
-    pos: int = 0
-    end: int = field(default=-1)
+class _Reader(Cursor):
+    __slots__ = ()
+    error = RemoteLogMetadataParseError
 
-    def __post_init__(self) -> None:
-        if self.end < 0:
-            self.end = len(self.buf)
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > self.end:
-            raise RemoteLogMetadataParseError(f"truncated record: {n} bytes wanted at {self.pos} of {self.end}")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.buf, self.pos, self.end)
-        except VarintError as e:
-            raise RemoteLogMetadataParseError(str(e)) from None
-        return value
-
-    def int8(self) -> int:
-        return int(_I8.unpack(self._take(1))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def int64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
-
-    def string(self, name: str) -> str:
+    def string(self, what: str = "string") -> str:
+        """A compact string that must not be null, at most 32767 bytes (Kafka's generated readers)."""
         n = self.uvarint()
         if n == 0:
-            raise RemoteLogMetadataParseError(f"non-nullable field {name} was serialized as null")
+            self.fail(f"non-nullable field {what} was serialized as null")
         if n - 1 > 0x7FFF:
-            raise RemoteLogMetadataParseError(f"string field {name} had invalid length {n - 1}")
-        try:
-            return self._take(n - 1).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise RemoteLogMetadataParseError(f"field {name} is not UTF-8: {e}") from None
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.uvarint()
-        return None if n == 0 else self._take(n - 1)
-
-    def tags(self) -> dict[int, bytes]:
-        """The tagged-field section: every field's bytes by tag (unknown tags are kept and then ignored)."""
-        out: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self._take(self.uvarint())
-        return out
+            self.fail(f"string field {what} had invalid length {n - 1}")
+        return self.utf8(self.take(n - 1), f"field {what}")
 
     def topic_id_partition(self) -> TopicIdPartition:
         name = self.string("name")
         topic_id = self.uuid()
-        partition = self.int32()
-        self.tags()
+        partition = self.i32()
+        self.tagged(unique=False)
         return TopicIdPartition(topic_id, name, partition)
 
     def segment_id(self) -> RemoteLogSegmentId:
         tp = self.topic_id_partition()
         sid = self.uuid()
-        self.tags()
+        self.tagged(unique=False)
         return RemoteLogSegmentId(tp, sid)
 
     def epochs(self) -> tuple[tuple[int, int], ...]:
@@ -541,21 +496,21 @@ class _Reader:
             raise RemoteLogMetadataParseError("non-nullable field segmentLeaderEpochs was serialized as null")
         out = []
         for _ in range(n - 1):
-            epoch = self.int32()
-            offset = self.int64()
-            self.tags()
+            epoch = self.i32()
+            offset = self.i64()
+            self.tagged(unique=False)
             out.append((epoch, offset))
         return tuple(out)
 
     def segment_state(self) -> RemoteLogSegmentState:
-        v = self.int8()
+        v = self.i8()
         try:
             return RemoteLogSegmentState(v)
         except ValueError:
             raise RemoteLogMetadataParseError(f"unknown remote log segment state {v}") from None
 
     def txn_index_empty(self) -> bool:
-        raw = self.tags().get(_TAG_TXN_INDEX_EMPTY)
+        raw = self.tagged(unique=False).get(_TAG_TXN_INDEX_EMPTY)
         if raw is None:
             return False
         if len(raw) != 1:
@@ -565,7 +520,7 @@ class _Reader:
 
 def deserialize(data: bytes | bytearray | memoryview) -> RemoteLogMetadata:
     """The metadata in a ``__remote_log_metadata`` record value (Kafka's RemoteLogMetadataSerde.deserialize)."""
-    r = _Reader(bytes(data))
+    r = _Reader(data)
     frame = r.uvarint()
     if frame != FRAME_VERSION:
         raise RemoteLogMetadataParseError(f"unknown frame version {frame} (only {FRAME_VERSION} is supported)")
@@ -579,36 +534,36 @@ def deserialize(data: bytes | bytearray | memoryview) -> RemoteLogMetadata:
     try:
         if api_key == 0:
             sid = r.segment_id()
-            start, end, broker, max_ts, event_ts = r.int64(), r.int64(), r.int32(), r.int64(), r.int64()
+            start, end, broker, max_ts, event_ts = r.i64(), r.i64(), r.i32(), r.i64(), r.i64()
             epochs = r.epochs()
-            size = r.int32()
-            custom = r.nullable_bytes()
+            size = r.i32()
+            custom = r.compact_bytes()
             state = r.segment_state()
             m = RemoteLogSegmentMetadata(
                 sid, start, end, max_ts, broker, event_ts, size, epochs, custom, state, r.txn_index_empty()
             )
         elif api_key == 1:
             sid = r.segment_id()
-            broker, event_ts = r.int32(), r.int64()
-            custom = r.nullable_bytes()
+            broker, event_ts = r.i32(), r.i64()
+            custom = r.compact_bytes()
             m = RemoteLogSegmentMetadataUpdate(sid, event_ts, custom, r.segment_state(), broker)
-            r.tags()
+            r.tagged(unique=False)
         elif api_key == 2:
             tp = r.topic_id_partition()
-            broker, event_ts = r.int32(), r.int64()
-            v = r.int8()
+            broker, event_ts = r.i32(), r.i64()
+            v = r.i8()
             try:
                 pstate = RemotePartitionDeleteState(v)
             except ValueError:
                 raise RemoteLogMetadataParseError(f"unknown remote partition delete state {v}") from None
             m = RemotePartitionDeleteMetadata(tp, pstate, event_ts, broker)
-            r.tags()
+            r.tagged(unique=False)
         else:
             seg = r.uuid()
-            start, end, broker, max_ts, event_ts = r.int64(), r.int64(), r.int32(), r.int64(), r.int64()
+            start, end, broker, max_ts, event_ts = r.i64(), r.i64(), r.i32(), r.i64(), r.i64()
             epochs = r.epochs()
-            size = r.int32()
-            custom = r.nullable_bytes()
+            size = r.i32()
+            custom = r.compact_bytes()
             state = r.segment_state()
             m = RemoteLogSegmentMetadataSnapshot(
                 seg, start, end, max_ts, broker, event_ts, size, epochs, custom, state, r.txn_index_empty()
@@ -617,6 +572,6 @@ def deserialize(data: bytes | bytearray | memoryview) -> RemoteLogMetadata:
         raise
     except ValueError as e:  # the metadata's own checks (offsets, epochs), as Kafka's constructors make them
         raise RemoteLogMetadataParseError(f"record type {api_key}: {e}") from None
-    if r.pos != r.end:
-        raise RemoteLogMetadataParseError(f"found {r.end - r.pos} byte(s) of garbage after record type {api_key}")
+    if r.pos != r.limit:
+        raise RemoteLogMetadataParseError(f"found {r.limit - r.pos} byte(s) of garbage after record type {api_key}")
     return m

@@ -41,7 +41,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.coordinator.records import RecordFormatError
-from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
+from odradek.protocol.cursor import Cursor
+from odradek.protocol.varint import encode_uvarint
 
 MEMBER_METADATA = 10  # ShareGroupMemberMetadata
 GROUP_METADATA = 11  # ShareGroupMetadata
@@ -238,72 +239,20 @@ def tombstone(record_type: int, group_id: str, member_id: str | None = None) -> 
 # ------------------------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ShareGroupRecordError("record runs past its end")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
+class _Reader(Cursor):
+    __slots__ = ()
+    error = ShareGroupRecordError
 
     def unpack(self, s: struct.Struct) -> int:
         return int(s.unpack(self.take(s.size))[0])
 
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except VarintError as e:
-            raise ShareGroupRecordError(str(e)) from None
-        return value
-
-    def utf8(self, raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as e:
-            raise ShareGroupRecordError(f"invalid UTF-8: {e.reason}") from None
-
-    def string(self) -> str:
-        n = self.unpack(_H)
-        if n < 0:
-            raise ShareGroupRecordError("null string in a key")
-        return self.utf8(self.take(n))
-
-    def cstring(self, nullable: bool = False) -> str | None:
-        n = self.uvarint()
-        if n == 0:
-            if nullable:
-                return None
-            raise ShareGroupRecordError("null string")
-        return self.utf8(self.take(n - 1))
-
-    def count(self, min_item: int) -> int:
-        n = self.uvarint()
-        if n == 0:
-            raise ShareGroupRecordError("null array")
-        if (n - 1) * min_item > len(self.data) - self.pos:
-            raise ShareGroupRecordError(f"array of {n - 1} runs past the record's end")
-        return n - 1
-
     def int32s(self) -> tuple[int, ...]:
-        return tuple(self.unpack(_I) for _ in range(self.count(4)))
-
-    def tagged(self) -> dict[int, bytes]:
-        out: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            if tag in out:
-                raise ShareGroupRecordError(f"tagged field {tag} appears twice")
-            out[tag] = self.take(self.uvarint())
-        return out
+        return tuple(self.unpack(_I) for _ in range(self.compact_count(4)))
 
     def topic_partitions(self) -> TopicPartitions:
         out = []
-        for _ in range(self.count(18)):
-            topic_id = uuid.UUID(bytes=self.take(16))
+        for _ in range(self.compact_count(18)):
+            topic_id = self.uuid()
             parts = self.int32s()
             self.tagged()
             out.append((topic_id, parts))
@@ -311,17 +260,13 @@ class _Reader:
 
     def infos(self) -> tuple[TopicPartitionsInfo, ...]:
         out = []
-        for _ in range(self.count(19)):
-            topic_id = uuid.UUID(bytes=self.take(16))
-            name = self.cstring() or ""
+        for _ in range(self.compact_count(19)):
+            topic_id = self.uuid()
+            name = self.compact_string()
             parts = self.int32s()
             self.tagged()
             out.append(TopicPartitionsInfo(topic_id, name, parts))
         return tuple(out)
-
-    def end(self, what: str) -> None:
-        if self.pos != len(self.data):
-            raise ShareGroupRecordError(f"{len(self.data) - self.pos} trailing byte(s) after the {what}")
 
 
 def is_share_group_key(key: bytes | bytearray | memoryview | None) -> bool:
@@ -336,7 +281,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> ShareGroupKey:
         raise ShareGroupRecordError(f"not a share group record type: {record_type}")
     group_id = r.string()
     member_id = r.string() if record_type in _MEMBER_KEYS else None
-    r.end("key")
+    r.expect_end("key")
     return ShareGroupKey(record_type, group_id, member_id)
 
 
@@ -352,9 +297,9 @@ def decode_value(record_type: int, data: bytes | bytearray | memoryview | None) 
     if record_type == GROUP_METADATA:
         value = GroupMetadataValue(r.unpack(_I), r.unpack(_Q))
     elif record_type == MEMBER_METADATA:
-        rack = r.cstring(nullable=True)
-        client_id, client_host = r.cstring() or "", r.cstring() or ""
-        names = tuple(r.cstring() or "" for _ in range(r.count(1)))
+        rack = r.compact_nullable_string()
+        client_id, client_host = r.compact_string(), r.compact_string()
+        names = tuple(r.compact_string() for _ in range(r.compact_count(1)))
         value = MemberMetadataValue(rack, client_id, client_host, names)
     elif record_type == TARGET_ASSIGNMENT_METADATA:
         epoch = r.unpack(_I)
@@ -362,7 +307,7 @@ def decode_value(record_type: int, data: bytes | bytearray | memoryview | None) 
         raw = tags.get(TAG_ASSIGNMENT_TIMESTAMP)
         if raw is not None and len(raw) != 8:
             raise ShareGroupRecordError(f"tagged field 0 has {len(raw)} bytes, expected 8")
-        r.end("value")
+        r.expect_end("value")
         return TargetAssignmentMetadataValue(epoch, int(_Q.unpack(raw)[0]) if raw is not None else 0)
     elif record_type == TARGET_ASSIGNMENT_MEMBER:
         value = TargetAssignmentMemberValue(r.topic_partitions())
@@ -372,13 +317,13 @@ def decode_value(record_type: int, data: bytes | bytearray | memoryview | None) 
     elif record_type == STATE_PARTITION_METADATA:
         initializing, initialized = r.infos(), r.infos()
         deleting = []
-        for _ in range(r.count(18)):
+        for _ in range(r.compact_count(18)):
             topic_id = uuid.UUID(bytes=r.take(16))
-            deleting.append((topic_id, r.cstring() or ""))
+            deleting.append((topic_id, r.compact_string()))
             r.tagged()
         value = StatePartitionMetadataValue(initializing, initialized, tuple(deleting))
     else:
         raise ShareGroupRecordError(f"not a share group record type: {record_type}")
     r.tagged()
-    r.end("value")
+    r.expect_end("value")
     return value

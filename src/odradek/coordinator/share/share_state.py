@@ -61,7 +61,8 @@ from dataclasses import dataclass, field, replace
 
 from odradek.coordinator.records import RecordFormatError
 from odradek.protocol import errors
-from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
+from odradek.protocol.cursor import Cursor
+from odradek.protocol.varint import encode_uvarint
 
 SNAPSHOT_RECORD_TYPE = 0  # ShareSnapshotKey / ShareSnapshotValue apiKey
 UPDATE_RECORD_TYPE = 1  # ShareUpdateKey / ShareUpdateValue apiKey
@@ -174,33 +175,12 @@ def encode_value(v: ShareSnapshotValue | ShareUpdateValue) -> bytes:
 # ------------------------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ShareStateFormatError("record runs past its end")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
+class _Reader(Cursor):
+    __slots__ = ()
+    error = ShareStateFormatError
 
     def unpack(self, s: struct.Struct) -> int:
         return int(s.unpack(self.take(s.size))[0])
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except VarintError as e:
-            raise ShareStateFormatError(str(e)) from None
-        return value
-
-    def end(self, what: str) -> None:
-        if self.pos != len(self.data):
-            raise ShareStateFormatError(f"{len(self.data) - self.pos} trailing byte(s) after the {what}")
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> tuple[int, SharePartitionKey]:
@@ -218,7 +198,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> tuple[int, SharePartitio
         raise ShareStateFormatError(f"invalid UTF-8 in group id: {e.reason}") from None
     topic_id = uuid.UUID(bytes=r.take(16))
     partition = r.unpack(_I)
-    r.end("key")
+    r.expect_end("key")
     return record_type, SharePartitionKey(group, topic_id, partition)
 
 
@@ -272,7 +252,7 @@ def decode_snapshot_value(data: bytes | bytearray | memoryview) -> ShareSnapshot
     start, created, written = r.unpack(_Q), r.unpack(_Q), r.unpack(_Q)
     batches = _decode_batches(r)
     dcc = _decode_tagged(r)
-    r.end("value")
+    r.expect_end("value")
     return ShareSnapshotValue(snapshot_epoch, state_epoch, leader_epoch, start, created, written, batches, dcc)
 
 
@@ -282,7 +262,7 @@ def decode_update_value(data: bytes | bytearray | memoryview) -> ShareUpdateValu
     snapshot_epoch, leader_epoch, start = r.unpack(_I), r.unpack(_I), r.unpack(_Q)
     batches = _decode_batches(r)
     dcc = _decode_tagged(r)
-    r.end("value")
+    r.expect_end("value")
     return ShareUpdateValue(snapshot_epoch, leader_epoch, start, batches, dcc)
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from odradek.coordinator import records as offsets_records
 from odradek.coordinator.records import RecordFormatError
+from odradek.protocol.cursor import Cursor
 
 KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
@@ -208,75 +209,9 @@ def encode_value(v: TransactionLogValue, version: int = HIGHEST_VALUE_VERSION) -
 
 
 # ---------------------------------------------------------------------------------- reading
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-
-    def remaining(self) -> int:
-        return len(self.data) - self.pos
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or n > self.remaining():
-            raise TransactionLogFormatError("record runs past its end")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def i8(self) -> int:
-        return int(_B.unpack(self.take(1))[0])
-
-    def i16(self) -> int:
-        return int(_H.unpack(self.take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I.unpack(self.take(4))[0])
-
-    def i64(self) -> int:
-        return int(_Q.unpack(self.take(8))[0])
-
-    def uvarint(self) -> int:
-        value = 0
-        for i in range(5):
-            b = self.take(1)[0]
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                if value > 0xFFFFFFFF:
-                    raise TransactionLogFormatError("unsigned varint exceeds 32 bits")
-                return value
-        raise TransactionLogFormatError("unsigned varint longer than 5 bytes")
-
-    def _utf8(self, n: int) -> str:
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise TransactionLogFormatError(f"invalid UTF-8 in string: {e.reason}") from None
-
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise TransactionLogFormatError("null where a string is required")
-        return self._utf8(n)
-
-    def compact_string(self) -> str:
-        n = self.uvarint()
-        if n == 0:
-            raise TransactionLogFormatError("null where a string is required")
-        return self._utf8(n - 1)
-
-    def count(self, n: int, min_element_size: int) -> int:
-        """An element count checked against the bytes left (no huge allocations)."""
-        if n < 0:
-            raise TransactionLogFormatError(f"negative array length {n}")
-        if n * min_element_size > self.remaining():
-            raise TransactionLogFormatError(f"array of {n} elements runs past the record's end")
-        return n
-
-    def end(self, what: str) -> None:
-        if self.remaining():
-            raise TransactionLogFormatError(f"{self.remaining()} trailing byte(s) after the {what}")
+class _Reader(Cursor):
+    __slots__ = ()
+    error = TransactionLogFormatError
 
 
 def _as_bytes(data: object, what: str) -> bytes | bytearray | memoryview:
@@ -292,7 +227,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> str:
     if version != KEY_VERSION:
         raise TransactionLogFormatError(f"unknown __transaction_state key version {version}")
     tid = r.string()
-    r.end("key")
+    r.expect_end("key")
     return tid
 
 
@@ -317,9 +252,9 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
             parts = None
         else:
             parts = []
-            for _ in range(r.count(n, 6)):
+            for _ in range(r.checked_count(n, 6)):
                 topic = r.string()
-                ids = tuple(r.i32() for _ in range(r.count(r.i32(), 4)))
+                ids = tuple(r.i32() for _ in range(r.checked_count(r.i32(), 4)))
                 parts.append((topic, ids))
     else:
         n = r.uvarint()
@@ -327,12 +262,12 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
             parts = None
         else:
             parts = []
-            for _ in range(r.count(n - 1, 3)):
+            for _ in range(r.checked_count(n - 1, 3)):
                 topic = r.compact_string()
                 m = r.uvarint()
                 if m == 0:
                     raise TransactionLogFormatError("null partition id array")
-                ids = tuple(r.i32() for _ in range(r.count(m - 1, 4)))
+                ids = tuple(r.i32() for _ in range(r.checked_count(m - 1, 4)))
                 _skip_tagged_fields(r)
                 parts.append((topic, ids))
     last_update = r.i64()
@@ -341,7 +276,7 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
     unknown: list[tuple[int, bytes]] = []
     if version >= 1:
         seen: set[int] = set()
-        for _ in range(r.count(r.uvarint(), 2)):
+        for _ in range(r.checked_count(r.uvarint(), 2)):
             tag = r.uvarint()
             if tag in seen:
                 raise TransactionLogFormatError(f"tagged field {tag} appears twice")
@@ -355,7 +290,7 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
                 ctv = _fixed(raw, _H, tag)
             else:
                 unknown.append((tag, raw))
-    r.end("value")
+    r.expect_end("value")
     return TransactionLogValue(
         producer_id, producer_epoch, timeout_ms, status, None if parts is None else tuple(parts),
         last_update, start, prev_pid, next_pid, ctv, tuple(sorted(unknown)),
@@ -370,7 +305,7 @@ def _fixed(raw: bytes, s: struct.Struct, tag: int) -> int:
 
 def _skip_tagged_fields(r: _Reader) -> None:
     seen: set[int] = set()
-    for _ in range(r.count(r.uvarint(), 2)):
+    for _ in range(r.checked_count(r.uvarint(), 2)):
         tag = r.uvarint()
         if tag in seen:
             raise TransactionLogFormatError(f"tagged field {tag} appears twice")

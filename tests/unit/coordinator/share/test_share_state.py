@@ -245,14 +245,14 @@ def test_delete_writes_a_tombstone_and_unknown_partitions_are_refused() -> None:
 
 def test_the_share_package_stays_pure() -> None:
     """coordinator/share/ imports nothing that does I/O or reads the time: within odradek only the wire codecs'
-    error codes and varints and the coordinator's record errors, and from the standard library nothing of the
+    error codes, varints and byte cursor and the coordinator's record errors, and from the standard library nothing of the
     sort of os, socket, asyncio or time."""
     import ast
     from pathlib import Path
 
     from odradek import layers
 
-    allowed = {"protocol.errors", "protocol.varint", "coordinator.records", "coordinator.share.share_state",
+    allowed = {"protocol.errors", "protocol.varint", "protocol.cursor", "coordinator.records", "coordinator.share.share_state",
                "coordinator.share.share_partition", "coordinator.share.share_group",
                "coordinator.share.share_group_records", "protocol"}
     # coordinator/share_runtime.py, the share coordinator on the broker, is beside the package, not in it
