@@ -103,35 +103,34 @@ def test_two_consumers_share_one_partition(share_broker: Broker) -> None:
     assert got["a"] and got["b"], "both members read the partition"
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open bug (issue 37): once on a loaded machine the other member received the held records with delivery "
-    "count 1 while the holder had seen them with count 2: delivery counts disagree after a share session is "
-    "replaced"))
 def test_unacknowledged_records_go_to_the_other_member_after_the_lock(share_broker: Broker) -> None:
     b = share_broker
     create_topic(b, "locks")
     values = [f"l{i}" for i in range(5)]
-    with share_consumer(b, "g2", "locks", **{"share.acknowledgement.mode": "explicit"}) as holder, \
-            share_consumer(b, "g2", "locks") as other:
-        warm_up(holder, other)
+    with share_consumer(b, "g2", "locks", **{"share.acknowledgement.mode": "explicit"}) as holder:
+        warm_up(holder)
         produce(b, "locks", values)
         # the lock runs from the acquisition, which can come well before the client hands the records over (a
         # prefetching share consumer on a loaded machine): the earliest acquisition is after the produce
         t0 = time.monotonic()
         held: list[Any] = []
         until(lambda: len(held) > 0, 30, lambda: held.extend(poll(holder)))
-        # 1, unless an earlier acquisition's answer never reached the client (on a loaded machine its share session
-        # was replaced meanwhile: the records were released and acquired again, as Kafka does)
+        # 1, unless an earlier acquisition's answer never reached the client
         counts = {m.value().decode(): m.delivery_count() for m in held}
         assert all(n >= 1 for n in counts.values()), counts
-        # the holder neither acknowledges nor polls: after the lock its records go to the other member
-        redelivered: dict[str, int] = {}
+        # The other member joins only now (issue 37): librdkafka fetches in the background, so a member that was
+        # in the group at the produce could acquire the records first, keep them buffered while their lock
+        # expired and the holder got them at count 2, then hand out its stale count-1 copies (seen on CI; the
+        # broker's counts were 1, 2, 3 as they should be).
+        with share_consumer(b, "g2", "locks") as other:
+            # the holder neither acknowledges nor polls: after the lock its records go to the other member
+            redelivered: dict[str, int] = {}
 
-        def step() -> None:
-            for m in poll(other):
-                redelivered[m.value().decode()] = m.delivery_count()
+            def step() -> None:
+                for m in poll(other):
+                    redelivered[m.value().decode()] = m.delivery_count()
 
-        until(lambda: set(redelivered) == set(values), 30, step)
+            until(lambda: set(redelivered) == set(values), 30, step)
     assert time.monotonic() - t0 >= LOCK_MS / 1000 - 1.0
     assert {v: redelivered[v] for v in counts} == {v: n + 1 for v, n in counts.items()}  # one more delivery each
 
@@ -371,7 +370,8 @@ def test_group_configs_earliest_and_read_committed(share_broker: Broker) -> None
 
 def test_a_dropped_connection_releases_its_records_before_their_lock(share_broker: Broker) -> None:
     """A member whose connection goes (a consumer killed -9) has its records released when the broker sees the
-    connection close, not after share.record.lock.duration.ms (60 s for this group)."""
+    connection close, not after share.record.lock.duration.ms (60 s for this group), and, as for any share
+    session that ends, that acquisition is not counted as a delivery."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
     from kio.schema.share_fetch.v1 import request as fetch_req
 
@@ -404,7 +404,8 @@ def test_a_dropped_connection_releases_its_records_before_their_lock(share_broke
     with share_consumer(b, "g7", "drop") as c:
         until(lambda: len(got) >= 2, 40,
               lambda: got.extend((m.value().decode(), m.delivery_count()) for m in poll(c)))
-    assert got == [("x", 2), ("y", 2)] and time.monotonic() - t0 < 40
+    # released with the delivery count lowered again, as Kafka 4.4 does for a session that ends (KAFKA-17541)
+    assert got == [("x", 1), ("y", 1)] and time.monotonic() - t0 < 40
 
 
 def test_reset_and_delete_share_group_offsets(share_broker: Broker) -> None:

@@ -6,8 +6,10 @@ offset from ``end`` on has never been handed out. Inside the window each offset 
 
     AVAILABLE --acquire (delivery count + 1)--> ACQUIRED --ACCEPT--------------> ACKNOWLEDGED  (terminal)
         ^                                          |  |-----REJECT / GAP--------> ARCHIVED      (terminal)
-        |---RELEASE, lock timeout, member leaves---|
-            (ARCHIVED instead once the delivery count reached share.delivery.count.limit)
+        |---RELEASE, lock timeout------------------|
+        |   (ARCHIVED instead once the delivery count reached share.delivery.count.limit)
+        |---member leaves / share session closes---|
+            (delivery count - 1: fetched, never delivered; Kafka 4.1+, KAFKA-17541)
 
 Acquired records carry an acquisition lock of ``share.record.lock.duration.ms`` (Kafka 4.4:
 ``group.share.record.lock.duration.ms``, 30 s, a group may override it); when it expires the records go back to
@@ -823,12 +825,18 @@ class SharePartition:
             self._find_next = True
         return None
 
-    def _transition(self, offset: int, s: InFlightState, new: RecordState, tr: _Transition) -> None:
-        """ACQUIRED -> ``new`` (Kafka's startStateTransition): a release at the delivery count limit archives."""
+    def _transition(self, offset: int, s: InFlightState, new: RecordState, tr: _Transition,
+                    decrease: bool = False) -> None:
+        """ACQUIRED -> ``new`` (Kafka's startStateTransition): a release at the delivery count limit archives.
+        ``decrease`` (Kafka's DeliveryCountOps.DECREASE, the release of a member's records when its share session
+        closes): the acquisition is not counted, so the delivery count goes down by one and nothing is archived for
+        the limit; ARCHIVED (below the SPSO) keeps the count."""
         s.saved = (s.state, s.delivery_count, s.member_id, s.deadline)
         tr.states.append((offset, s))
-        if new is RecordState.AVAILABLE and s.delivery_count >= self.config.delivery_count_limit:
+        if new is RecordState.AVAILABLE and not decrease and s.delivery_count >= self.config.delivery_count_limit:
             new = RecordState.ARCHIVED
+        if decrease and new is not RecordState.ARCHIVED:
+            s.delivery_count = max(0, s.delivery_count - 1)
         s.state = new
         s.member_id = EMPTY_MEMBER_ID
         s.deadline = None
@@ -878,8 +886,9 @@ class SharePartition:
     # ---------------------------------------------------------------------------- members, locks
 
     def release_acquired_records(self, member_id: str) -> Pending:
-        """A member left (or its share session closed): its acquired records become AVAILABLE again (ARCHIVED at
-        the delivery count limit, or below the SPSO) (Kafka's releaseAcquiredRecords)."""
+        """A member left (or its share session closed): its acquired records become AVAILABLE again with their
+        delivery count one lower (ARCHIVED below the SPSO) (Kafka 4.4's releaseAcquiredRecords: records fetched
+        but, as the session's last acknowledgements show, not delivered do not count as a delivery attempt)."""
         now = self.clock()
         expired = self._write(self._expire(now))
         tr = _Transition()
@@ -895,13 +904,13 @@ class SharePartition:
                     self._split(b)
                 else:
                     target = RecordState.ARCHIVED if b.last < self.start_offset else RecordState.AVAILABLE
-                    self._transition(b.first, w, target, tr)
+                    self._transition(b.first, w, target, tr, decrease=True)
                     changed.append(StateBatch(b.first, b.last, int(w.state), w.delivery_count))
                     continue
             for off, s in b.states(b.first, b.last):
                 if s.state is RecordState.ACQUIRED and s.member_id == member_id and s.saved is None:
                     target = RecordState.ARCHIVED if off < self.start_offset else RecordState.AVAILABLE
-                    self._transition(off, s, target, tr)
+                    self._transition(off, s, target, tr, decrease=True)
                     changed.append(StateBatch(off, off, int(s.state), s.delivery_count))
         self._find_next = True
         return self._pending(tr, changed, expired)

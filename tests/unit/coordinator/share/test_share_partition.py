@@ -183,12 +183,73 @@ def test_a_member_leaving_releases_only_its_records() -> None:
     sp.acquire("m2", [(5, 9)], 100)
     ack(sp, "m1", 0, 1, ACCEPT)
     p = sp.release_acquired_records("m1")
-    assert p.write is not None and p.write.batches == (StateBatch(2, 4, 0, 1),)
+    # fetched, never delivered (Kafka 4.4's DeliveryCountOps.DECREASE): the acquisition does not count
+    assert p.write is not None and p.write.batches == (StateBatch(2, 4, 0, 0),)
     assert p.token is not None
     sp.commit(p.token)
     assert sp.offsets_in(RecordState.AVAILABLE) == [2, 3, 4]
     assert sp.offsets_in(RecordState.ACQUIRED) == [5, 6, 7, 8, 9]
     assert sp.next_fetch_offset() == 2
+    assert state(sp, 5) == (RecordState.ACQUIRED, 1, "m2")
+
+
+def test_a_closed_session_releases_its_records_without_counting_the_delivery() -> None:
+    """Kafka 4.4 (KAFKA-17541): records a member still holds when its share session closes (ShareAcknowledge or
+    ShareFetch with epoch -1, the connection closing, the member leaving) were fetched but not delivered: the
+    release lowers the delivery count again, never archives for the limit, and archives (count kept) below the
+    SPSO. A lock timeout or an acknowledged RELEASE keeps the count."""
+    sp, clock = make(delivery_count_limit=3, record_lock_duration_ms=1_000)
+    assert sp.acquire("a", [(0, 0)], 100).records == (AcquiredRecords(0, 0, 1),)
+    p = sp.release_acquired_records("a")
+    assert p.token is not None and p.write is not None and p.write.batches == (StateBatch(0, 0, 0, 0),)
+    sp.commit(p.token)
+    assert state(sp, 0) == (RecordState.AVAILABLE, 0, "")
+    assert sp.acquire("b", [(0, 0)], 100).records == (AcquiredRecords(0, 0, 1),)  # its first delivery again
+    ack(sp, "b", 0, 0, RELEASE)
+    assert sp.acquire("b", [(0, 0)], 100).records == (AcquiredRecords(0, 0, 2),)
+    clock.now = 1_000
+    assert sp.expire_locks() is not None
+    assert sp.acquire("c", [(0, 0)], 100).records == (AcquiredRecords(0, 0, 3),)  # at the limit
+    p = sp.release_acquired_records("c")  # not archived: this delivery did not happen
+    assert p.token is not None
+    sp.commit(p.token)
+    assert state(sp, 0) == (RecordState.AVAILABLE, 2, "")
+    assert sp.acquire("d", [(0, 0)], 100).records == (AcquiredRecords(0, 0, 3),)
+    clock.now = 2_000
+    assert sp.expire_locks() is not None  # the lock timeout at the limit archives
+    assert sp.offsets_in(RecordState.ARCHIVED) == [] and sp.start_offset == 1
+    # a failed write of the release puts everything back, count included
+    assert sp.acquire("e", [(1, 4)], 100).records == (AcquiredRecords(1, 4, 1),)
+    p = sp.release_acquired_records("e")
+    assert p.token is not None and state(sp, 3) == (RecordState.AVAILABLE, 0, "")
+    sp.rollback(p.token)
+    assert state(sp, 3) == (RecordState.ACQUIRED, 1, "e")
+
+
+def test_a_closed_session_archives_its_records_below_the_start_offset_with_their_count() -> None:
+    sp, _ = make()
+    sp.acquire("a", [(0, 4)], 100)
+    sp.update_log_start_offset(3)  # retention: 0..2 are gone while acquired
+    p = sp.release_acquired_records("a")
+    assert p.write is not None and p.write.batches == (StateBatch(0, 2, 4, 1), StateBatch(3, 4, 0, 0))
+
+
+def test_the_interleaving_seen_on_ci_gives_each_member_the_next_count() -> None:
+    """issue 37's run, replayed on the fake clock: the other member's waiting fetch acquired the records first
+    (count 1) and its client kept them buffered; after that lock the holder got them (count 2), after the holder's
+    lock the other member again (count 3). The broker's counts never disagree; what disagreed was the client
+    handing over its stale count-1 copy, which the integration test must not take for the redelivery."""
+    sp, clock = make(record_lock_duration_ms=3_000)
+    fetched = [(0, 4)]
+    assert sp.acquire("other", fetched, 10).records == (AcquiredRecords(0, 4, 1),)
+    assert sp.acquire("holder", fetched, 10).records == ()
+    clock.now = 3_000
+    assert sp.acquire("holder", fetched, 10).records == (AcquiredRecords(0, 4, 2),)
+    assert ack(sp, "other", 0, 4, ACCEPT).error_code == errors.INVALID_RECORD_STATE  # the stale copy
+    clock.now = 5_999
+    assert sp.acquire("other", fetched, 10).records == ()
+    clock.now = 6_000
+    assert sp.acquire("other", fetched, 10).records == (AcquiredRecords(0, 4, 3),)
 
 
 def test_soft_and_strict_record_limits_and_batch_size() -> None:
