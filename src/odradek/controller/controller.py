@@ -22,7 +22,9 @@ Events (processed strictly one at a time, in order)::
 
 Every LeaderAndIsr / UpdateMetadata / StopReplica carries the controller epoch and the
 receiving broker's epoch, so a stale controller or an earlier incarnation of the
-broker is fenced (protocol/interbroker.py).
+broker is fenced (protocol/interbroker.py). An election's changes go out as Kafka's
+ControllerBrokerRequestBatch sends them: LeaderAndIsr to the replicas, then UpdateMetadata to
+every broker (:meth:`Controller._announce`), so a new leader leads before its Metadata names it.
 
 One concept in one file (over 600 lines): the controller's event handling over its state tables (hosted by controller.runner).
 """
@@ -172,8 +174,7 @@ class Controller:
         zd.ensure_feature_znode(self.store, default_finalized())
         self._load()
         self._elect_for(self._partitions_needing_leaders())
-        self._send_metadata_to(set(self.ctx.brokers))
-        self._send_leader_and_isr(set(self.ctx.states), to_all_replicas=True)
+        self._announce(set(self.ctx.states))
         for tp in sorted(self.ctx.reassignments):
             self._maybe_complete_reassignment(tp)
         self._on_TopicDeletion()  # deletions a previous controller left unfinished
@@ -399,18 +400,17 @@ class Controller:
                         changed.append(tp)
             finally:
                 ctx.shutting_down = saved - dead
-            self._send_metadata_to(set(ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
         if new_ids:
             log.info("brokers %s joined", sorted(new_ids))
+            # Kafka's onBrokerStartup: metadata first, then the joining brokers' replicas (followers)
             self._send_metadata_to(set(ctx.brokers))
             hosted = {tp for tp in ctx.states if any(b in ctx.assignments[tp[0]][tp[1]] for b in new_ids)}
             self._send_leader_and_isr(hosted, only=new_ids)
             # partitions that were offline may have a leader now
             changed = self._elect_for(self._partitions_needing_leaders())
             if changed:
-                self._send_metadata_to(set(ctx.brokers))
-                self._send_leader_and_isr(set(changed), to_all_replicas=True)
+                self._announce(set(changed))
         for tp in sorted(ctx.reassignments):
             self._maybe_complete_reassignment(tp)
 
@@ -454,8 +454,7 @@ class Controller:
         partitions without a leader are tried again, now that an unclean election may be allowed."""
         changed = self._elect_for(self._partitions_needing_leaders())
         if changed:
-            self._send_metadata_to(set(self.ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
 
     def _queue_first_elections(self, tps: list[TP]) -> None:
         """Queue new partitions for their first election, NEW_PARTITION_BATCH per event."""
@@ -480,8 +479,7 @@ class Controller:
                 batch.append(tp)
         changed = self._elect_for(batch)
         if changed:
-            self._send_metadata_to(set(ctx.brokers), only_partitions=set(changed))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed), only_these=True)
         if self._new_partitions:
             self.defer("ElectNewPartitions")
 
@@ -578,8 +576,7 @@ class Controller:
         for tp in todo:
             results[tp] = errors.NONE if tp in changed else errors.PREFERRED_LEADER_NOT_AVAILABLE
         if changed:
-            self._send_metadata_to(set(ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
         return results
 
     def _on_ElectLeaders(
@@ -615,8 +612,7 @@ class Controller:
             else:
                 results[tp] = errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
         if changed:
-            self._send_metadata_to(set(ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
         reply(results)
 
     # ------------------------------------------------------------------ log dir failures
@@ -676,8 +672,7 @@ class Controller:
             if self._write_state(tp, new):
                 changed.append(tp)
         if changed:
-            self._send_metadata_to(set(ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
 
     # ------------------------------------------------------------------ reassignment (KIP-455)
     def _on_AlterReassignments(
@@ -760,8 +755,7 @@ class Controller:
         st = ctx.states[tp]
         # a new leader epoch tells every replica, the new ones included, of the new replica set
         if self._write_state(tp, zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, st.isr, ctx.epoch, st.zk_version)):
-            self._send_metadata_to(set(ctx.brokers), only_partitions={tp})
-            self._send_leader_and_isr({tp}, to_all_replicas=True)
+            self._announce({tp}, only_these=True)
 
     def _maybe_complete_reassignment(self, tp: TP) -> None:
         ctx = self.ctx
@@ -780,8 +774,7 @@ class Controller:
         del ctx.reassignments[tp]
         self._write_assignment(tp[0])
         log.info("reassignment of %s-%d done: replicas %s, leader %d", tp[0], tp[1], list(r.target), done.leader)
-        self._send_metadata_to(set(ctx.brokers))
-        self._send_leader_and_isr({tp}, to_all_replicas=True)
+        self._announce({tp})
         for b in done.remove:
             self._send(b, ib.STOP_REPLICA, {
                 "partitions": [{"topic": tp[0], "partition": tp[1], "leader_epoch": new.leader_epoch, "delete": True}],
@@ -822,8 +815,7 @@ class Controller:
             if self._write_state(tp, zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, ctx.epoch, st.zk_version)):
                 changed.append(tp)
         if changed:
-            self._send_metadata_to(set(ctx.brokers))
-            self._send_leader_and_isr(set(changed), to_all_replicas=True)
+            self._announce(set(changed))
         # single-replica partitions cannot move; they do not hold the shutdown up (as in Kafka)
         remaining = sorted(tp for tp, st in ctx.states.items()
                            if st.leader == broker_id and len(ctx.assignments[tp[0]][tp[1]]) > 1)
@@ -851,6 +843,17 @@ class Controller:
             {"id": b, "host": i.host, "port": i.port, "rack": i.rack, "endpoints": list(i.endpoints)}
             for b, i in sorted(self.ctx.brokers.items()) if b in ids
         ]
+
+    def _announce(self, tps: set[TP], *, only_these: bool = False) -> None:
+        """Tell the replicas of ``tps`` their roles, then every broker the metadata (of ``tps`` only
+        when ``only_these``, else of every partition): Kafka's ControllerBrokerRequestBatch order
+        (LeaderAndIsr, then UpdateMetadata). A broker's requests are sent in order, so a new leader
+        leads before its own Metadata answers name it; the other way round it answered Produce with
+        NOT_LEADER_OR_FOLLOWER while advertising itself, and an idempotent producer whose first batch
+        it refused and whose next (pipelined) batch it took after leading was stuck on
+        OUT_OF_ORDER_SEQUENCE_NUMBER for good (issue 33)."""
+        self._send_leader_and_isr(tps, to_all_replicas=True)
+        self._send_metadata_to(set(self.ctx.brokers), only_partitions=tps if only_these else None)
 
     def _send_leader_and_isr(self, tps: set[TP], *, to_all_replicas: bool = False, only: set[int] | None = None) -> None:
         by_broker: dict[int, list[TP]] = {}

@@ -279,3 +279,56 @@ def test_reassignment_may_forbid_a_change_of_replication_factor() -> None:
     assert alter([9, 3, 2]) == (errors.NONE, None)
     assert alter(None) == (errors.NONE, None)  # cancelled back to [1, 2, 3]
     assert alter([1, 2], allow=True) == (errors.NONE, None)  # allowed: v0's behaviour
+
+
+def _leaders_advertised_before_leading(ch: Channel) -> list[tuple[int, str, int, int]]:
+    """(broker, topic, partition, leader epoch) for each UpdateMetadata that names a broker leader of
+    a partition at an epoch before that broker was sent the LeaderAndIsr making it so. A broker's
+    requests go out in the order sent (controller.channel), so such a broker answers Metadata with
+    itself as leader while it answers Produce with NOT_LEADER_OR_FOLLOWER."""
+    told: set[tuple[int, str, int, int]] = set()  # (broker, topic, partition, epoch) of LeaderAndIsr sent
+    early = []
+    for b, api, body in ch.sent:
+        for ps in body.get("partitions", []):
+            key = (b, ps["topic"], ps["partition"], ps["leader_epoch"])
+            if api == ib.LEADER_AND_ISR:
+                told.add(key)
+            elif api == ib.UPDATE_METADATA and ps["leader"] == b and key not in told:
+                early.append(key)
+    return early
+
+
+def test_a_new_or_moved_leader_is_told_before_any_metadata_names_it() -> None:
+    """Kafka's ControllerBrokerRequestBatch order, LeaderAndIsr then UpdateMetadata (issue 33): a new
+    topic's leaders, a failed leader's successor, a preferred and a controlled-shutdown election."""
+    store, c, ch = cluster()
+    assert _leaders_advertised_before_leading(ch) == []  # the controller's start-up
+    ch.sent.clear()
+    store.create("/brokers/topics/v", json.dumps(
+        {"version": 3, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1], "2": [3, 1, 2]},
+         "topic_id": "AAAAAAAAAAAAAAAAAAAAAw"}).encode())
+    c.put("TopicChange")
+    c.process_all()
+    assert {b for b, a, _ in ch.sent if a == ib.UPDATE_METADATA} == {1, 2, 3, 9}
+    assert _leaders_advertised_before_leading(ch) == []
+    store.delete("/brokers/ids/1")  # leader of t-0 and v-0
+    c.put("BrokerChange")
+    c.process_all()
+    assert state(store, 0).leader == 2
+    assert _leaders_advertised_before_leading(ch) == []
+    zd.register_broker(store, zd.BrokerInfo(1, "127.0.0.1", 9001))
+    c.put("BrokerChange")
+    c.process_all()
+    st = state(store, 0)  # broker 1 caught up: back in the ISR, then preferred leader again
+    zd.update_partition_state(store, "t", 0, zd.LeaderAndIsr(st.leader, st.leader_epoch, [2, 3, 1],
+                                                             st.controller_epoch, st.zk_version))
+    zd.notify_isr_change(store, [("t", 0)])
+    c.put("IsrChangeNotification")
+    c.put("PreferredReplicaElection")
+    c.process_all()
+    assert state(store, 0).leader == 1
+    replies: list[tuple[int, list[Any]]] = []
+    c.put("ControlledShutdown", broker_id=1, broker_epoch=-1, reply=lambda code, rem: replies.append((code, rem)))
+    c.process_all()
+    assert replies and state(store, 0).leader != 1
+    assert _leaders_advertised_before_leading(ch) == []
