@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,12 @@ def _metadata_isr(c: Cluster, via: int, topic: str, partition: int) -> list[int]
     md = admin.list_topics(topic, timeout=10)
     t = md.topics[topic]
     if partition not in t.partitions:
-        # once on CI, during the ISR shrink, the leader answered for the topic without its partition: clients
-        # retry on that, and so does this wait (None: not shown); written down in issue 33's note to investigate
+        # once on CI, during the ISR shrink, the leader answered for the topic without its partition (issue 33).
+        # Not reproduced since (about 20 runs, some under load); the metadata cache's windows found meanwhile are
+        # closed (tests/unit/controller/test_metadata_cache.py). Clients retry on such an answer and so does this
+        # wait (None: not shown); the warning keeps what the broker said, for the next time it happens
+        warnings.warn(f"issue 33: broker {md.orig_broker_id} answered Metadata for {topic} without partition "
+                      f"{partition} (topic error {t.error}, partitions {sorted(t.partitions)})", stacklevel=2)
         return None
     return sorted(t.partitions[partition].isrs)
 

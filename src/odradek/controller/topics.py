@@ -100,6 +100,15 @@ class TopicMeta:
 TopicListener = Callable[[str, TopicMeta], None]  # (event, topic): "created" | "deleted" | "partitions" | "config"
 
 
+def _partition_meta(ps: Mapping[str, object]) -> PartitionMeta:
+    """One partition state of an UpdateMetadata (protocol.interbroker's JSON) as the cache keeps it."""
+    idx = int(ps["partition"])  # type: ignore[call-overload]
+    return PartitionMeta(
+        idx, [int(b) for b in ps["replicas"]], int(ps["leader"]),  # type: ignore[attr-defined, call-overload]
+        int(ps["leader_epoch"]), [int(b) for b in ps["isr"]],  # type: ignore[attr-defined, call-overload]
+    )
+
+
 def _j(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
@@ -428,32 +437,41 @@ class TopicRegistry:
     def apply_partition_states(
         self, by_topic: Mapping[str, list[dict[str, object]]], topic_ids: Mapping[str, str], *, full: bool
     ) -> None:
-        """Apply the controller's UpdateMetadata. ``full``: topics not named are gone."""
-        for name, states in by_topic.items():
-            meta = self.topics.get(name)
-            created = False
-            if meta is None:
+        """Apply the controller's UpdateMetadata, all of it or nothing (Kafka's ZkMetadataCache builds
+        a new snapshot and swaps it in). Everything that can fail comes first: the store reads of the
+        topics new to this cache (their configs, an id the request lacks) and the parsing of every
+        partition state, so a read that fails (the store disconnected) leaves the cache as it was; the
+        connection is then closed and the controller sends the request again. A topic's partitions
+        are merged: a partition the request does not name keeps its state.
+
+        ``full``: the cached topics the controller no longer knows are gone, those named neither in
+        the partition states nor, with the id cached, in ``topic_ids``. A topic the controller knows
+        but has no leader state for (partitions not elected yet) stays: Kafka's brokers drop a topic
+        only on its deletion (``LeaderDuringDelete``), never because an update left it out."""
+        created: dict[str, TopicMeta] = {}
+        for name in by_topic:
+            if name not in self.topics:
                 tid_str = topic_ids.get(name)
                 tid = topic_id_from_str(tid_str) if tid_str else self.topic_id_from_store(name) or uuid.uuid4()
-                meta = TopicMeta(name, tid, [], self.read_configs(name))
-                created = True
+                created[name] = TopicMeta(name, tid, [], self.read_configs(name))
+        parsed = {name: [_partition_meta(ps) for ps in states] for name, states in by_topic.items()}
+        # nothing below reads the store or parses: it cannot stop half way
+        for name, states in parsed.items():
+            meta = created.get(name) or self.topics[name]
             parts = {p.index: p for p in meta.partitions}
-            for ps in states:
-                idx = int(ps["partition"])  # type: ignore[call-overload]
-                parts[idx] = PartitionMeta(
-                    idx, [int(b) for b in ps["replicas"]], int(ps["leader"]),  # type: ignore[attr-defined, call-overload]
-                    int(ps["leader_epoch"]), [int(b) for b in ps["isr"]],  # type: ignore[attr-defined, call-overload]
-                )
+            for pm in states:
+                parts[pm.index] = pm
             grew = len(parts) > len(meta.partitions)
             meta.partitions = [parts[i] for i in sorted(parts)]
-            if created:
+            if name in created:
                 self.topics[name] = meta
                 self.by_id[meta.topic_id] = meta
                 self._notify("created", meta)
             elif grew:
                 self._notify("partitions", meta)
         if full:
-            for name in [n for n in self.topics if n not in by_topic]:
+            for name in [n for n, m in self.topics.items() if n not in by_topic
+                         and topic_ids.get(n) != topic_id_to_str(m.topic_id)]:
                 gone = self.topics.pop(name)
                 self.by_id.pop(gone.topic_id, None)
                 self._notify("deleted", gone)

@@ -15,7 +15,8 @@ fields are checked against the schemas below (version 0)::
         response          {error_code, partitions: [{topic, partition, error_code}]}
     UpdateMetadata (6)    {controller_id, controller_epoch, broker_epoch, partitions: [PartitionState],
                            live_brokers: [Node], topic_ids: {topic: base64 id}, full: bool}
-                          (full: every partition is listed, so unlisted topics are gone)
+                          (full: every partition with a leader state is listed; a cached topic
+                          named neither there nor, with its id, in topic_ids is gone)
         response          {error_code}
     ControlledShutdown (7) {broker_id, broker_epoch}
         response          {error_code, remaining_partitions: [{topic, partition}]}
