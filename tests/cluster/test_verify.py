@@ -74,10 +74,6 @@ def test_a_broker_refuses_an_unknown_fault(tmp_path: Path) -> None:
     assert r.returncode == 2 and "unknown" in r.stderr
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open bug (issue 35): on 2026-12-07 a run of this seed found G1a: a read_committed consumer read value 1036 "
-    "of a transaction its producer then aborted, 60 ms before abort_transaction returned, while broker 2, leader "
-    "of jepsen-0, was partitioned away; it passed in the other 3 landing checks of the day"))
 def test_history_under_network_partitions_is_valid(tmp_path: Path) -> None:
     """Each broker in its own network namespace; partitions, one-way cuts, bridges and isolation by
     nftables inside the namespaces (odradek.verify.netns). Needs root, as CI runs."""
