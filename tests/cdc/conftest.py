@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from integration.broker import BrokerFactory
@@ -47,3 +48,18 @@ def make_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Brok
     request.node._odradek_brokers = factory.brokers
     yield factory
     factory.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test using a module's shared setup (``shop`` in test_debezium_ods.py) gets the tails of its
+    broker's and Connect worker's logs: they live in the module's directory, not the test's."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    shared = getattr(item, "funcargs", {}).get("shop")
+    if not report.failed or shared is None:
+        return
+    report.sections.append((f"broker {shared.broker.name} stderr", shared.broker.log_tail(80)))
+    log: Path = shared.worker.log_path
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    report.sections.append((f"Connect worker log {log} (last 80 lines)", "\n".join(lines[-80:])))

@@ -54,6 +54,8 @@ class StandaloneCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_MASTER_HOST": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
+            # the master's and workers' JVMs start with the tests' drivers' options (tests/conftest.py)
+            "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
             # executors' Python workers import odradek from this checkout
             "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p),
         })

@@ -5,10 +5,16 @@ re-deliveries arriving after newer versions and after deletes, tombstones, malfo
 loaded; the job is killed with SIGKILL mid-run and run again with --available-now; then the ODS must
 equal the truth computed here independently (latest version per key, deleted keys absent), every
 malformed record must be in ods.quarantine, and nothing else.
+
+The run after the kill (``run_available_now``) is the CLI's ``Job`` in this process on the tests' Spark
+session: a new driver of the query all the same (it recovers from the killed one's checkpoint and opens the
+warehouse afresh), without a second JVM's start, the larger part of such a run. ``odradek pipeline run
+--available-now`` as a process of its own is run by test_standalone.py and test_sasl_ssl.py.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -300,6 +306,20 @@ def run_and_kill(cfg: Path, rnd: random.Random, while_running: Callable[[], None
     return batches()
 
 
+def run_available_now(spark: Any, cfg: Path) -> str:
+    """What ``odradek pipeline run --config cfg --available-now`` runs (odradek.pipeline.job.Job: every record
+    available when it starts, then it stops), here on the tests' Spark session (``spark``, which it reuses and
+    leaves running); its output, asserted to report batches and a clean stop."""
+    from odradek.pipeline.config import load
+    from odradek.pipeline.job import Job
+
+    assert spark is not None
+    out = io.StringIO()
+    rc = Job(load(cfg), available_now=True, out=out, stop_spark=False).run()
+    assert rc == 0 and "batch " in out.getvalue() and "pipeline: stopped after" in out.getvalue(), out.getvalue()
+    return out.getvalue()
+
+
 def query(cfg: Path, sql: str) -> list[dict[str, Any]]:
     out = subprocess.run(pipeline_cmd("query", "--config", str(cfg), "--format", "jsonl", sql),
                          capture_output=True, text=True, timeout=120, cwd=cfg.parent)
@@ -308,7 +328,7 @@ def query(cfg: Path, sql: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(900)  # two Spark job runs and a kill, on a machine shared with other test workers
-def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic: Callable[..., str],
+def test_cdc_to_ods_exactly_once_across_kill(spark: Any, pipeline_broker: Broker, new_topic: Callable[..., str],
                                              tmp_path: Path) -> None:
     rnd = random.Random(20251122)
     customers_topic = new_topic(3, prefix="shop.customers")
@@ -337,10 +357,7 @@ def test_cdc_to_ods_exactly_once_across_kill(pipeline_broker: Broker, new_topic:
 
     # 2. run again until everything available is processed (bigger batches: the limit may change)
     cfg.write_text(config_text(pipeline_broker.bootstrap, customers_topic, orders_topic, 2000))
-    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
-                         text=True, timeout=240, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
-    assert "batch " in out.stdout
+    run_available_now(spark, cfg)
 
     check_against_truth(cfg, sent_c, sent_o, feed)
     assert batches_before_kill >= 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,15 @@ from .test_ods import (
     Feed,
     generate_facts,
     payments_config,
-    pipeline_cmd,
     query,
     run_and_kill,
+    run_available_now,
     truth,
 )
 
 
 @pytest.mark.timeout(900)
-def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: Callable[..., str],
+def test_aggregating_equals_ods_across_kill(spark: Any, pipeline_broker: Broker, new_topic: Callable[..., str],
                                            tmp_path: Path) -> None:
     """[[dw.aggregating]] end to end: an append-only stream with re-deliveries, the job killed with
     SIGKILL mid-run and run again; the -Merge of the AggregatingMergeTree's states equals the same
@@ -47,9 +46,7 @@ def test_aggregating_equals_ods_across_kill(pipeline_broker: Broker, new_topic: 
 
     run_and_kill(cfg, rnd, while_running)
     cfg.write_text(payments_config(pipeline_broker.bootstrap, topic, 2000))
-    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
-                         text=True, timeout=240, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+    run_available_now(spark, cfg)
 
     want = truth(sent, "payment_id", PAYMENT_COLUMNS)
     merged = query(cfg, "SELECT day, customers, amount_q, n FROM dw.daily_payments_merged ORDER BY day")

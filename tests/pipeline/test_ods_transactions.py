@@ -1,11 +1,12 @@
-"""The CDC → ODS job reads committed transactions only (read_committed by default). Helpers in test_ods.py."""
+"""The CDC → ODS job reads committed transactions only (read_committed by default). Helpers in test_ods.py; the
+jobs run with ``--available-now`` in this process on the tests' Spark session (``run_available_now``)."""
 
 from __future__ import annotations
 
 import random
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -18,14 +19,14 @@ from .test_ods import (
     config_text,
     customer_row,
     normalise,
-    pipeline_cmd,
     query,
+    run_available_now,
     truth,
 )
 
 
 @pytest.mark.timeout(900)
-def test_ods_reads_committed_transactions_only(pipeline_broker: Broker, new_topic: Callable[..., str],
+def test_ods_reads_committed_transactions_only(spark: Any, pipeline_broker: Broker, new_topic: Callable[..., str],
                                                tmp_path: Path) -> None:
     """The job reads with isolation.level=read_committed by default: CDC events of an aborted
     transaction never reach the ODS; those of committed transactions do."""
@@ -50,9 +51,7 @@ def test_ods_reads_committed_transactions_only(pipeline_broker: Broker, new_topi
         else:
             p.commit_transaction(30)
             committed += events
-    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg), "--available-now"), capture_output=True,
-                         text=True, timeout=240, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+    run_available_now(spark, cfg)
     want = {k: normalise(v, CUSTOMER_COLUMNS) for k, v in truth(committed, "id", CUSTOMER_COLUMNS).items()}
     rows = query(cfg, "SELECT * FROM ods.customers ORDER BY id")
     got = {int(r["id"]): normalise(r, CUSTOMER_COLUMNS) for r in rows}
@@ -67,8 +66,6 @@ def test_ods_reads_committed_transactions_only(pipeline_broker: Broker, new_topi
     cfg2.write_text(cfg.read_text().replace(f'bootstrap_servers = "{pipeline_broker.bootstrap}"',
                                             f'bootstrap_servers = "{pipeline_broker.bootstrap}"\n'
                                             'options = { "isolation.level" = "read_uncommitted" }'))
-    out = subprocess.run(pipeline_cmd("run", "--config", str(cfg2), "--available-now"), capture_output=True,
-                         text=True, timeout=240, cwd=other)
-    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
+    run_available_now(spark, cfg2)
     rows = query(cfg2, "SELECT * FROM ods.customers ORDER BY id")
     assert {int(r["id"]): normalise(r, CUSTOMER_COLUMNS) for r in rows} == everything

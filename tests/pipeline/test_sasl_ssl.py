@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,11 @@ def test_sink_and_source_over_sasl_ssl(spark: Any, sb: SecureBroker) -> None:
     back = (_options(spark.read.format("odradek"), sb, ADMIN_PASSWORD).option("subscribe", "sec.sink")
             .option("startingOffsets", "earliest").option("endingOffsets", "latest").load().collect())
     assert sorted((bytes(r["key"]), bytes(r["value"])) for r in back) == sorted(rows)
-    # librdkafka reports the refused SASL login of a metadata request as a transport failure
+    # librdkafka reports the refused SASL login of a metadata request as a transport failure, once the
+    # metadata request's timeout (kafkaConsumer.pollTimeoutMs, default 120 s) has passed: 10 s here
+    t0 = time.monotonic()
     with pytest.raises(Exception, match="Failed to get metadata"):
         (_options(spark.read.format("odradek"), sb, "wrong").option("subscribe", "sec.sink")
-         .option("startingOffsets", "earliest").option("endingOffsets", "latest").load().collect())
+         .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+         .option("kafkaConsumer.pollTimeoutMs", "10000").load().collect())
+    assert time.monotonic() - t0 < 100  # the timeout given was the one waited for
