@@ -117,6 +117,9 @@ def test_share_group_moves_with_its_coordinator(cluster: Cluster) -> None:
     wait_until(lambda: c.leader("__consumer_offsets", partition) > 0, 30, "a coordinator")
     coordinator = c.leader("__consumer_offsets", partition)
     at = c.brokers[coordinator].bootstrap
+    # ZooKeeper names the leader before the broker has applied its LeaderAndIsr and loaded the partition
+    # (COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR meanwhile, all retriable)
+    wait_until(lambda: _share_describe(at, group).error_code not in (14, 15, 16), 30, "the coordinator loaded")
     epochs = {}
     for member in ("m1", "m2", "m3"):
         r = _share_heartbeat(at, group, member, 0, ("sq",))

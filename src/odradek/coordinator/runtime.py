@@ -224,8 +224,12 @@ class GroupCoordinatorRuntime:
 
     def coordinator_error(self, group_id: str) -> int:
         """COORDINATOR_NOT_AVAILABLE while __consumer_offsets is missing (its creation is
-        started), NOT_COORDINATOR when this broker does not lead the group's partition."""
+        started), NOT_COORDINATOR when this broker does not lead the group's partition. A partition this
+        broker owns answers for itself (Kafka's isCoordinatorForGroup): the controller's LeaderAndIsr comes
+        before the UpdateMetadata that shows the topic in this broker's metadata cache."""
         if not group_id:
+            return errors.NONE
+        if self.coordinator.partition_for(group_id) in self.owned:
             return errors.NONE
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.ensure_topic()
@@ -283,11 +287,11 @@ class GroupCoordinatorRuntime:
         """Append ``records`` to a partition this broker coordinates; with a producer id, as a
         transactional batch of that producer (TxnOffsetCommit, Kafka's storeOffsets with a
         producer id: no sequence)."""
-        if not self.ensure_topic():
-            raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
         rm = self.replicas
         plog = self.logs.get_log(OFFSETS_TOPIC, partition)
         part = rm.leading(OFFSETS_TOPIC, partition)
+        if part is None and not self.ensure_topic():  # led here: the topic exists, whatever the cache says yet
+            raise WriteError(errors.COORDINATOR_NOT_AVAILABLE)
         if plog is None or part is None or partition not in self.owned:
             raise WriteError(errors.NOT_COORDINATOR)
         batch = build_batch([(k, v) for k, v in records], timestamp=self.now_ms(), producer_id=producer_id,

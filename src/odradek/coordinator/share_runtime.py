@@ -203,14 +203,15 @@ class ShareCoordinatorRuntime:
 
     # -- requests
     def _shard(self, key: SharePartitionKey) -> tuple[int, ShareCoordinatorShard | None, int]:
-        """(state partition, its shard, error)."""
-        if self.topics.get(SHARE_GROUP_STATE_TOPIC) is None and not self.ensure_topic():
-            return -1, None, errors.COORDINATOR_NOT_AVAILABLE
+        """(state partition, its shard, error). A shard loaded here answers for itself: the controller's
+        LeaderAndIsr comes before the UpdateMetadata that shows the topic in this broker's cache."""
         p = self.partition_of(key)
         shard = self.shards.get(p)
-        if shard is None:
-            return p, None, errors.NOT_COORDINATOR
-        return p, shard, errors.NONE
+        if shard is not None:
+            return p, shard, errors.NONE
+        if self.topics.get(SHARE_GROUP_STATE_TOPIC) is None and not self.ensure_topic():
+            return -1, None, errors.COORDINATOR_NOT_AVAILABLE
+        return p, None, errors.NOT_COORDINATOR
 
     def _run(self, key: SharePartitionKey, op: Callable[[ShareCoordinatorShard], CoordinatorResult],
              done: Done) -> None:
