@@ -69,6 +69,18 @@ TopicIdPartition = tuple[uuid.UUID, int]
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
+
+def persister_call(fn: Callable[[Callable[[PartitionResult], None]], None]) -> asyncio.Future[PartitionResult]:
+    """The result a persister call hands its ``done`` callback, as a future (the first one wins)."""
+    fut: asyncio.Future[PartitionResult] = asyncio.get_running_loop().create_future()
+
+    def done(r: PartitionResult) -> None:
+        if not fut.done():
+            fut.set_result(r)
+
+    fn(done)
+    return fut
+
 class Persister(Protocol):
     """Kafka's Persister (coordinator.share_runtime.ShareStatePersister)."""
 
@@ -327,14 +339,7 @@ class SharePartitionManager:
     # ------------------------------------------------------------------------------- persisting
 
     def _call(self, fn: Callable[[Callable[[PartitionResult], None]], None]) -> asyncio.Future[PartitionResult]:
-        fut: asyncio.Future[PartitionResult] = asyncio.get_running_loop().create_future()
-
-        def done(r: PartitionResult) -> None:
-            if not fut.done():
-                fut.set_result(r)
-
-        fn(done)
-        return fut
+        return persister_call(fn)
 
     async def _persist(self, key: ShareKey, write: StateWrite) -> PartitionResult:
         g, t, p = key

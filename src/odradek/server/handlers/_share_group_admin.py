@@ -5,11 +5,9 @@ callbacks as futures."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
 from odradek.security.acl import ResourceType
 from odradek.server.handlers.share_group_heartbeat import (
@@ -18,6 +16,9 @@ from odradek.server.handlers.share_group_heartbeat import (
     share_groups_enabled,
 )
 from odradek.server.request_context import RequestContext
+from odradek.server.share_manager import persister_call
+
+__all__ = ["empty_share_group", "persister_call"]
 
 if TYPE_CHECKING:
     from odradek.coordinator.share.share_group import ShareGroup
@@ -50,14 +51,3 @@ def empty_share_group(ctx: RequestContext, group_id: str, failed: Callable[..., 
         group = share.groups.create_empty(group_id)
     return share, group
 
-
-def persister_call(fn: Callable[[Callable[[PartitionResult], None]], None]) -> asyncio.Future[PartitionResult]:
-    """The result a persister call hands its ``done`` callback, as a future."""
-    fut: asyncio.Future[PartitionResult] = asyncio.get_running_loop().create_future()
-
-    def done(r: PartitionResult) -> None:
-        if not fut.done():
-            fut.set_result(r)
-
-    fn(done)
-    return fut
