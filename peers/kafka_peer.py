@@ -39,6 +39,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -419,7 +420,10 @@ class KafkaNode:
                 raise PeerError(f"port {p} on {HOST} is already in use: stop what holds it or pick another base port")
         self.format()
         config = self.base_dir / "server.properties"
-        cmd = java_command("kafka.Kafka", [str(config)], heap=self.heap, log4j2=self.base_dir / "log4j2.properties",
+        # kafka-run-class.sh adds $KAFKA_OPTS to the JVM's options (a profiler, a JMX port, ...): the broker's too
+        jvm_opts = (*JVM_PERFORMANCE_OPTS, *shlex.split(os.environ.get("KAFKA_OPTS", "")))
+        cmd = java_command("kafka.Kafka", [str(config)], heap=self.heap, jvm_opts=jvm_opts,
+                           log4j2=self.base_dir / "log4j2.properties",
                            system_properties={"kafka.logs.dir": str(self.base_dir)})
         with open(self.base_dir / "kafka.stdout.log", "ab") as out:
             out.write(f"\n===== start: {' '.join(cmd)}\n".encode())

@@ -18,22 +18,23 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, Protocol
 
+from odradek.protocol.api_keys import ApiKey
 from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.sasl import SaslServer
-from odradek.server.handlers import NO_RESPONSE, RawResponse, registry
+from odradek.server.handlers import ResultKind, kind_of, registry
 from odradek.server.request_context import BrokerServices, RequestContext
 
 # the versions the console speaks (each handler's response module follows the version)
-METADATA = (3, 12)
-CREATE_TOPICS = (19, 7)
-DESCRIBE_CONFIGS = (32, 4)
-INCREMENTAL_ALTER_CONFIGS = (44, 1)
-LIST_GROUPS = (16, 4)
-DESCRIBE_GROUPS = (15, 5)
-OFFSET_FETCH = (9, 7)
-OFFSET_COMMIT = (8, 8)
-LIST_OFFSETS = (2, 7)
-DESCRIBE_LOG_DIRS = (35, 4)
+METADATA = (ApiKey.METADATA, 12)
+CREATE_TOPICS = (ApiKey.CREATE_TOPICS, 7)
+DESCRIBE_CONFIGS = (ApiKey.DESCRIBE_CONFIGS, 4)
+INCREMENTAL_ALTER_CONFIGS = (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+LIST_GROUPS = (ApiKey.LIST_GROUPS, 4)
+DESCRIBE_GROUPS = (ApiKey.DESCRIBE_GROUPS, 5)
+OFFSET_FETCH = (ApiKey.OFFSET_FETCH, 7)
+OFFSET_COMMIT = (ApiKey.OFFSET_COMMIT, 8)
+LIST_OFFSETS = (ApiKey.LIST_OFFSETS, 7)
+DESCRIBE_LOG_DIRS = (ApiKey.DESCRIBE_LOG_DIRS, 4)
 
 CONSOLE_CLIENT_ID = "odradek-console"
 
@@ -104,12 +105,17 @@ class InProcessDispatch:
         ctx = RequestContext(services, conn, api_key, version, self._correlation, CONSOLE_CLIENT_ID)
         try:
             result = handler.handle(ctx, request)
-            if isinstance(result, DelayedResponse):
-                result = future_of(result.op, result.build)
-            if isinstance(result, asyncio.Future):
+            kind = kind_of(result)
+            if kind is ResultKind.DELAYED:
+                assert isinstance(result, DelayedResponse)
+                result = await asyncio.wait_for(future_of(result.op, result.build), self.timeout_s)
+            elif kind is ResultKind.FUTURE:
+                assert isinstance(result, asyncio.Future)
                 result = await asyncio.wait_for(result, self.timeout_s)
+            elif kind is not ResultKind.ENTITY:
+                raise RuntimeError(f"api {api_key} answered with no entity ({kind.value})")
         finally:
             conn.close()
-        if result is NO_RESPONSE or isinstance(result, RawResponse):
+        if kind_of(result) is not ResultKind.ENTITY:
             raise RuntimeError(f"api {api_key} answered with no entity")
         return result

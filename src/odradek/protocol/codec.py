@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from odradek.protocol import kio_guard
+from odradek.protocol.api_keys import ApiKey
 
 
 class DecodeError(Exception):
@@ -79,7 +80,7 @@ def request_header_flexible(api_key: int, version: int) -> bool | None:
 
 
 def response_header_flexible(api_key: int, version: int) -> bool:
-    if api_key == 18:  # ApiVersions responses always use header v0
+    if api_key == ApiKey.API_VERSIONS:  # ApiVersions responses always use header v0
         return False
     return bool(response_class(api_key, version).__header_schema__.__version__ >= 1)
 

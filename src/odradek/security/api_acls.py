@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 
 FILTERED = -1001  # the resource is left out of the answer
@@ -45,7 +46,6 @@ Op = AclOperation
 
 @dataclass(frozen=True, slots=True)
 class ApiAcl:
-    name: str  # Kafka's ApiKeys name
     ops: Mapping[ResourceType, AclOperation] = field(default_factory=dict)
     denial: int = NONE_NEEDED  # the first check's refusal (see the module docstring)
     any_of: bool = False
@@ -54,81 +54,81 @@ class ApiAcl:
     also: Mapping[ResourceType, AclOperation] = field(default_factory=dict)
 
 
-API_ACLS: Mapping[int, ApiAcl] = {
-    0: ApiAcl("Produce", {T: Op.WRITE, X: Op.WRITE}, _TOPIC),
-    1: ApiAcl("Fetch", {T: Op.READ, C: Op.CLUSTER_ACTION}, _TOPIC, any_of=True),
-    2: ApiAcl("ListOffsets", {T: Op.DESCRIBE}, _TOPIC),
-    3: ApiAcl("Metadata", {T: Op.DESCRIBE}, _TOPIC, also={T: Op.CREATE, C: Op.CREATE}),  # FILTERED: all topics
-    4: ApiAcl("LeaderAndIsr", {C: Op.CLUSTER_ACTION}, CLOSED),
-    5: ApiAcl("StopReplica", {C: Op.CLUSTER_ACTION}, CLOSED),
-    6: ApiAcl("UpdateMetadata", {C: Op.CLUSTER_ACTION}, CLOSED),
-    7: ApiAcl("ControlledShutdown", {C: Op.CLUSTER_ACTION}, CLOSED),
-    8: ApiAcl("OffsetCommit", {G: Op.READ, T: Op.READ}, _GROUP),
-    9: ApiAcl("OffsetFetch", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
-    10: ApiAcl("FindCoordinator", {G: Op.DESCRIBE, X: Op.DESCRIBE}, _GROUP),
-    11: ApiAcl("JoinGroup", {G: Op.READ}, _GROUP),
-    12: ApiAcl("Heartbeat", {G: Op.READ}, _GROUP),
-    13: ApiAcl("LeaveGroup", {G: Op.READ}, _GROUP),
-    14: ApiAcl("SyncGroup", {G: Op.READ}, _GROUP),
-    15: ApiAcl("DescribeGroups", {G: Op.DESCRIBE}, _GROUP),
-    16: ApiAcl("ListGroups", {C: Op.DESCRIBE, G: Op.DESCRIBE}, FILTERED, any_of=True),
-    17: ApiAcl("SaslHandshake"),
-    18: ApiAcl("ApiVersions"),
-    19: ApiAcl("CreateTopics", {C: Op.CREATE, T: Op.CREATE}, _TOPIC, any_of=True, also={T: Op.DESCRIBE_CONFIGS}),
-    20: ApiAcl("DeleteTopics", {T: Op.DELETE}, _TOPIC),
-    21: ApiAcl("DeleteRecords", {T: Op.DELETE}, _TOPIC),
-    22: ApiAcl("InitProducerId", {X: Op.WRITE, C: Op.IDEMPOTENT_WRITE}, _TXN),
-    23: ApiAcl("OffsetForLeaderEpoch", {T: Op.DESCRIBE, C: Op.CLUSTER_ACTION}, _TOPIC, any_of=True),
-    24: ApiAcl("AddPartitionsToTxn", {X: Op.WRITE, T: Op.WRITE, C: Op.CLUSTER_ACTION}, _TXN),
-    25: ApiAcl("AddOffsetsToTxn", {X: Op.WRITE, G: Op.READ}, _TXN),
-    26: ApiAcl("EndTxn", {X: Op.WRITE}, _TXN),
-    27: ApiAcl("WriteTxnMarkers", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    28: ApiAcl("TxnOffsetCommit", {X: Op.WRITE, G: Op.READ, T: Op.READ}, _TXN),
-    29: ApiAcl("DescribeAcls", {C: Op.DESCRIBE}, _CLUSTER),
-    30: ApiAcl("CreateAcls", {C: Op.ALTER}, _CLUSTER),
-    31: ApiAcl("DeleteAcls", {C: Op.ALTER}, _CLUSTER),
-    32: ApiAcl("DescribeConfigs", {T: Op.DESCRIBE_CONFIGS, C: Op.DESCRIBE_CONFIGS, G: Op.DESCRIBE_CONFIGS}, _TOPIC),
-    33: ApiAcl("AlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
-    34: ApiAcl("AlterReplicaLogDirs", {C: Op.ALTER}, _CLUSTER),
-    35: ApiAcl("DescribeLogDirs", {C: Op.DESCRIBE}, _CLUSTER),
-    36: ApiAcl("SaslAuthenticate"),
-    37: ApiAcl("CreatePartitions", {T: Op.ALTER}, _TOPIC),
-    42: ApiAcl("DeleteGroups", {G: Op.DELETE}, _GROUP),
-    43: ApiAcl("ElectLeaders", {C: Op.ALTER}, _CLUSTER),
-    44: ApiAcl("IncrementalAlterConfigs", {T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
-    45: ApiAcl("AlterPartitionReassignments", {C: Op.ALTER}, _CLUSTER),
-    46: ApiAcl("ListPartitionReassignments", {C: Op.DESCRIBE}, _CLUSTER),
-    47: ApiAcl("OffsetDelete", {G: Op.DELETE, T: Op.READ}, _GROUP),
-    48: ApiAcl("DescribeClientQuotas", {C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
-    49: ApiAcl("AlterClientQuotas", {C: Op.ALTER_CONFIGS}, _CLUSTER),
-    50: ApiAcl("DescribeUserScramCredentials", {C: Op.DESCRIBE}, _CLUSTER),
-    51: ApiAcl("AlterUserScramCredentials", {C: Op.ALTER}, _CLUSTER),
-    57: ApiAcl("UpdateFeatures", {C: Op.ALTER}, _CLUSTER),
-    60: ApiAcl("DescribeCluster"),  # the authorized operations need DESCRIBE on the cluster
-    61: ApiAcl("DescribeProducers", {T: Op.READ}, _TOPIC),
-    65: ApiAcl("DescribeTransactions", {X: Op.DESCRIBE, T: Op.DESCRIBE}, _TXN),  # topics: FILTERED
-    66: ApiAcl("ListTransactions", {X: Op.DESCRIBE}, FILTERED),
+API_ACLS: Mapping[int, ApiAcl] = {  # by API key (Kafka's name: protocol.api_keys.api_name)
+    ApiKey.PRODUCE: ApiAcl({T: Op.WRITE, X: Op.WRITE}, _TOPIC),
+    ApiKey.FETCH: ApiAcl({T: Op.READ, C: Op.CLUSTER_ACTION}, _TOPIC, any_of=True),
+    ApiKey.LIST_OFFSETS: ApiAcl({T: Op.DESCRIBE}, _TOPIC),
+    ApiKey.METADATA: ApiAcl({T: Op.DESCRIBE}, _TOPIC, also={T: Op.CREATE, C: Op.CREATE}),  # FILTERED: all topics
+    ApiKey.LEADER_AND_ISR: ApiAcl({C: Op.CLUSTER_ACTION}, CLOSED),
+    ApiKey.STOP_REPLICA: ApiAcl({C: Op.CLUSTER_ACTION}, CLOSED),
+    ApiKey.UPDATE_METADATA: ApiAcl({C: Op.CLUSTER_ACTION}, CLOSED),
+    ApiKey.CONTROLLED_SHUTDOWN: ApiAcl({C: Op.CLUSTER_ACTION}, CLOSED),
+    ApiKey.OFFSET_COMMIT: ApiAcl({G: Op.READ, T: Op.READ}, _GROUP),
+    ApiKey.OFFSET_FETCH: ApiAcl({G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.FIND_COORDINATOR: ApiAcl({G: Op.DESCRIBE, X: Op.DESCRIBE}, _GROUP),
+    ApiKey.JOIN_GROUP: ApiAcl({G: Op.READ}, _GROUP),
+    ApiKey.HEARTBEAT: ApiAcl({G: Op.READ}, _GROUP),
+    ApiKey.LEAVE_GROUP: ApiAcl({G: Op.READ}, _GROUP),
+    ApiKey.SYNC_GROUP: ApiAcl({G: Op.READ}, _GROUP),
+    ApiKey.DESCRIBE_GROUPS: ApiAcl({G: Op.DESCRIBE}, _GROUP),
+    ApiKey.LIST_GROUPS: ApiAcl({C: Op.DESCRIBE, G: Op.DESCRIBE}, FILTERED, any_of=True),
+    ApiKey.SASL_HANDSHAKE: ApiAcl(),
+    ApiKey.API_VERSIONS: ApiAcl(),
+    ApiKey.CREATE_TOPICS: ApiAcl({C: Op.CREATE, T: Op.CREATE}, _TOPIC, any_of=True, also={T: Op.DESCRIBE_CONFIGS}),
+    ApiKey.DELETE_TOPICS: ApiAcl({T: Op.DELETE}, _TOPIC),
+    ApiKey.DELETE_RECORDS: ApiAcl({T: Op.DELETE}, _TOPIC),
+    ApiKey.INIT_PRODUCER_ID: ApiAcl({X: Op.WRITE, C: Op.IDEMPOTENT_WRITE}, _TXN),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiAcl({T: Op.DESCRIBE, C: Op.CLUSTER_ACTION}, _TOPIC, any_of=True),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiAcl({X: Op.WRITE, T: Op.WRITE, C: Op.CLUSTER_ACTION}, _TXN),
+    ApiKey.ADD_OFFSETS_TO_TXN: ApiAcl({X: Op.WRITE, G: Op.READ}, _TXN),
+    ApiKey.END_TXN: ApiAcl({X: Op.WRITE}, _TXN),
+    ApiKey.WRITE_TXN_MARKERS: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.TXN_OFFSET_COMMIT: ApiAcl({X: Op.WRITE, G: Op.READ, T: Op.READ}, _TXN),
+    ApiKey.DESCRIBE_ACLS: ApiAcl({C: Op.DESCRIBE}, _CLUSTER),
+    ApiKey.CREATE_ACLS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.DELETE_ACLS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.DESCRIBE_CONFIGS: ApiAcl({T: Op.DESCRIBE_CONFIGS, C: Op.DESCRIBE_CONFIGS, G: Op.DESCRIBE_CONFIGS}, _TOPIC),
+    ApiKey.ALTER_CONFIGS: ApiAcl({T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.DESCRIBE_LOG_DIRS: ApiAcl({C: Op.DESCRIBE}, _CLUSTER),
+    ApiKey.SASL_AUTHENTICATE: ApiAcl(),
+    ApiKey.CREATE_PARTITIONS: ApiAcl({T: Op.ALTER}, _TOPIC),
+    ApiKey.DELETE_GROUPS: ApiAcl({G: Op.DELETE}, _GROUP),
+    ApiKey.ELECT_LEADERS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiAcl({T: Op.ALTER_CONFIGS, C: Op.ALTER_CONFIGS, G: Op.ALTER_CONFIGS}, _TOPIC),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiAcl({C: Op.DESCRIBE}, _CLUSTER),
+    ApiKey.OFFSET_DELETE: ApiAcl({G: Op.DELETE, T: Op.READ}, _GROUP),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiAcl({C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
+    ApiKey.ALTER_CLIENT_QUOTAS: ApiAcl({C: Op.ALTER_CONFIGS}, _CLUSTER),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiAcl({C: Op.DESCRIBE}, _CLUSTER),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.UPDATE_FEATURES: ApiAcl({C: Op.ALTER}, _CLUSTER),
+    ApiKey.DESCRIBE_CLUSTER: ApiAcl(),  # the authorized operations need DESCRIBE on the cluster
+    ApiKey.DESCRIBE_PRODUCERS: ApiAcl({T: Op.READ}, _TOPIC),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiAcl({X: Op.DESCRIBE, T: Op.DESCRIBE}, _TXN),  # topics: FILTERED
+    ApiKey.LIST_TRANSACTIONS: ApiAcl({X: Op.DESCRIBE}, FILTERED),
     # KIP-848: subscribed topic names need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED), a regex
     # matches only the topics the principal may DESCRIBE
-    68: ApiAcl("ConsumerGroupHeartbeat", {G: Op.READ, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiAcl({G: Op.READ, T: Op.DESCRIBE}, _GROUP),
     # a group whose assignments name a topic the principal may not DESCRIBE: TOPIC_AUTHORIZATION_FAILED
-    69: ApiAcl("ConsumerGroupDescribe", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ApiAcl({G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
     # KIP-932 share groups (KafkaApis.handleShareGroupHeartbeatRequest / handleShareFetchRequest / ...)
-    76: ApiAcl("ShareGroupHeartbeat", {G: Op.READ, T: Op.DESCRIBE}, _GROUP),
-    77: ApiAcl("ShareGroupDescribe", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
-    78: ApiAcl("ShareFetch", {G: Op.READ, T: Op.READ}, _GROUP),
-    79: ApiAcl("ShareAcknowledge", {G: Op.READ, T: Op.READ}, _GROUP),
+    ApiKey.SHARE_GROUP_HEARTBEAT: ApiAcl({G: Op.READ, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.SHARE_GROUP_DESCRIBE: ApiAcl({G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.SHARE_FETCH: ApiAcl({G: Op.READ, T: Op.READ}, _GROUP),
+    ApiKey.SHARE_ACKNOWLEDGE: ApiAcl({G: Op.READ, T: Op.READ}, _GROUP),
     # the share coordinator's RPCs, between brokers (KafkaApis: authorizeClusterOperation CLUSTER_ACTION)
-    83: ApiAcl("InitializeShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    84: ApiAcl("ReadShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    85: ApiAcl("WriteShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    86: ApiAcl("DeleteShareGroupState", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    87: ApiAcl("ReadShareGroupStateSummary", {C: Op.CLUSTER_ACTION}, _CLUSTER),
-    90: ApiAcl("DescribeShareGroupOffsets", {G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
-    91: ApiAcl("AlterShareGroupOffsets", {G: Op.READ, T: Op.READ}, _GROUP),
-    92: ApiAcl("DeleteShareGroupOffsets", {G: Op.DELETE, T: Op.READ}, _GROUP),
-    74: ApiAcl("ListConfigResources", {C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
-    75: ApiAcl("DescribeTopicPartitions", {T: Op.DESCRIBE}, _TOPIC),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.READ_SHARE_GROUP_STATE: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.WRITE_SHARE_GROUP_STATE: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.DELETE_SHARE_GROUP_STATE: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ApiAcl({C: Op.CLUSTER_ACTION}, _CLUSTER),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ApiAcl({G: Op.DESCRIBE, T: Op.DESCRIBE}, _GROUP),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: ApiAcl({G: Op.READ, T: Op.READ}, _GROUP),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: ApiAcl({G: Op.DELETE, T: Op.READ}, _GROUP),
+    ApiKey.LIST_CONFIG_RESOURCES: ApiAcl({C: Op.DESCRIBE_CONFIGS}, _CLUSTER),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiAcl({T: Op.DESCRIBE}, _TOPIC),
 }
 
 

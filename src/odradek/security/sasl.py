@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.security.scram import MECHANISMS, CredentialLookup, ScramCredential, decode_saslname
 
 log = logging.getLogger("odradek.security")
@@ -216,9 +217,9 @@ class SaslServer:
         if self.state is SaslState.COMPLETE:
             return True
         if self.state is SaslState.HANDSHAKE:
-            return api_key in (17, 18)  # SaslHandshake, ApiVersions
+            return api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS)
         if self.state is SaslState.AUTHENTICATE:
-            return api_key == 36  # SaslAuthenticate
+            return api_key == ApiKey.SASL_AUTHENTICATE
         return False
 
     def handshake(self, mechanism: str, raw_tokens: bool = False) -> HandshakeResult:

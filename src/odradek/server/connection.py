@@ -43,6 +43,7 @@ from odradek.metrics.error_counts import entity_error_counts
 from odradek.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER
 from odradek.protocol import codec
 from odradek.protocol import interbroker as ib
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.fetch_response import FileRegion
 from odradek.protocol.framing import (
     FrameDecoder,
@@ -57,7 +58,7 @@ from odradek.security.acl import CLUSTER_NAME, ResourceType
 from odradek.security.sasl import SaslState
 from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
-from odradek.server.handlers import NO_RESPONSE, HandlerError, RawResponse, registry
+from odradek.server.handlers import HandlerError, RawResponse, ResultKind, kind_of, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.quota import request_time
 from odradek.server.request_context import RequestContext
@@ -76,6 +77,8 @@ log = logging.getLogger("odradek.network")
 _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
+# requests a session past its re-authentication deadline (KIP-368) may still send: the re-authentication
+_REAUTHENTICATION = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 IOV_MAX = 512  # buffers per sendmsg (the kernel's UIO_MAXIOV is 1024)
 # a file region up to this size is read (pread) and sent with the response's other buffers in one
 # sendmsg rather than by sendfile between two sends: three segments on the wire for a small fetch
@@ -470,7 +473,7 @@ class Connection:
             # Kafka's SaslServerAuthenticator: anything else before authentication ends the connection
             self.close(f"unexpected request (api {api_key}) during SASL authentication ({sasl.state.value})")
             return
-        if self._session_expires and api_key not in (17, 36) and time.monotonic() > self._session_expires:
+        if self._session_expires and api_key not in _REAUTHENTICATION and time.monotonic() > self._session_expires:
             # KIP-368: a session that was not re-authenticated in time ends with its next request
             self.close("SASL session expired without re-authentication (connections.max.reauth.ms)")
             return
@@ -483,7 +486,7 @@ class Connection:
             self.close()
             return
         if not handler.min_version <= api_version <= handler.max_version:
-            if api_key == 18:
+            if api_key == ApiKey.API_VERSIONS:
                 slot = self._slot(correlation_id, False)
                 self._complete(slot, unsupported_version_response(transaction_version(self.services.features)))
                 return
@@ -530,23 +533,24 @@ class Connection:
             return
         stats = self.rstats
         if stats is not None:
-            slot.key = api_key if api_key != 1 else _fetch_metric_key(request)
+            slot.key = api_key if api_key != ApiKey.FETCH else _fetch_metric_key(request)
             slot.version = api_version
             slot.t_recv, slot.t_start, slot.t_local = self._burst_ns or started, started, local_done
-        if result is NO_RESPONSE:
+        kind = kind_of(result)
+        if kind is ResultKind.NONE:
             self.pending.remove(slot)
             self._release(slot.mem)
             if stats is not None:
                 stats.record(slot.key, api_version, slot.t_recv, started, local_done, local_done, local_done,
                              local_done)
-            return
-        if isinstance(result, DelayedResponse):
+        elif kind is ResultKind.DELAYED:
+            assert isinstance(result, DelayedResponse)
             self._answer_when_done(slot, result)
-            return
-        if isinstance(result, asyncio.Future):
+        elif kind is ResultKind.FUTURE:
+            assert isinstance(result, asyncio.Future)
             result.add_done_callback(lambda f, s=slot: self._on_future(s, f))  # type: ignore[misc]
-            return
-        self._complete(slot, result)
+        else:
+            self._complete(slot, result)
 
     def _on_raw_token(self, sasl: SaslServer, token: bytes) -> None:
         """A SASL token after SaslHandshake v0: answered by a bare size-prefixed token; a

@@ -14,6 +14,7 @@ from odradek.http.host_check import HostPolicy, host_policy
 from odradek.http.server import Handler, HttpServer, parse_listener
 from odradek.metrics.collector import KafkaCollector, MetricsSources
 from odradek.metrics.endpoint import MetricsRoute
+from odradek.protocol.api_keys import api_name
 from odradek.server.handlers import registry
 
 __all__ = ["HttpServer", "api_names", "committed_offsets", "http_listener", "start_http"]
@@ -36,12 +37,8 @@ def http_listener(config: BrokerConfig) -> tuple[str, int] | None:
 
 
 def api_names() -> dict[int, str]:
-    """Kafka's request names (ApiKeys' JSON names: ListOffsets, OffsetForLeaderEpoch...) by api key."""
-    out: dict[int, str] = {}
-    for key, h in registry.items():
-        mod = h.module.__name__.rsplit(".", 1)[-1]
-        out[key] = "".join(w.capitalize() for w in mod.split("_"))
-    return out
+    """Kafka's request names (ApiKeys' JSON names: ListOffsets, OffsetForLeaderEpoch...) of the APIs served."""
+    return {key: api_name(key) for key in registry}
 
 
 def committed_offsets(groups: Any) -> Iterable[tuple[str, str, int, int]]:

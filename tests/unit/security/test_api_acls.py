@@ -7,6 +7,7 @@ import importlib
 import inspect
 import re
 
+from odradek.protocol.api_keys import api_name
 from odradek.security.acl import ResourceType
 from odradek.security.api_acls import API_ACLS, CLOSED, FILTERED, NONE_NEEDED
 from odradek.server.handlers import registry
@@ -23,7 +24,7 @@ def test_handlers_ask_only_for_what_their_entry_names() -> None:
         entry = API_ACLS[key]
         for kind, rtype in re.findall(r"ctx\.(permits|permits_also)\(\s*ResourceType\.(\w+)", src):
             table = entry.ops if kind == "permits" else entry.also
-            assert ResourceType[rtype] in table, f"{entry.name} asks {kind} on {rtype}; the table has {table}"
+            assert ResourceType[rtype] in table, f"{api_name(key)} asks {kind} on {rtype}; the table has {table}"
 
 
 def test_entries_are_consistent() -> None:
@@ -50,5 +51,5 @@ def test_each_handler_asks_for_every_type_its_entry_names() -> None:
         asked = {ResourceType[t] for t in re.findall(r"ctx\.permits\(\s*ResourceType\.(\w+)", _sources(handler.module))}
         entry = API_ACLS[key]
         if not set(entry.ops) <= asked:
-            missing.append(f"{entry.name}: {sorted(t.name for t in set(entry.ops) - asked)}")
+            missing.append(f"{api_name(key)}: {sorted(t.name for t in set(entry.ops) - asked)}")
     assert not missing, missing

@@ -1,21 +1,35 @@
-"""Request handlers: one module per API, each declaring API_KEY, MIN_VERSION,
-MAX_VERSION and ``handle(ctx, request)``, registered in :data:`registry`.
+"""Request handlers: one module per API, each declaring API_KEY (an :class:`ApiKey`), MIN_VERSION,
+MAX_VERSION and ``handle(ctx: RequestContext, request) -> HandlerResult``, registered in :data:`registry`.
 
-``handle`` returns a kio response entity, a :class:`RawResponse` (pre-encoded buffers,
-used by Fetch for zero copy), :data:`NO_RESPONSE` (Produce with acks=0), or an
-``asyncio.Future`` resolving to one of those (delayed operations).
+A :data:`HandlerResult` is one of five kinds, and :func:`kind_of` tells which, for both places that
+answer requests (the connection, and the console's in-process dispatch):
+
+- an *entity*: a kio response entity (or its encoded body as ``bytes``), answered now;
+- a :class:`RawResponse`: pre-encoded buffers, used by Fetch for zero copy, answered now;
+- :data:`NO_RESPONSE`: nothing is answered (Produce with acks=0);
+- a :class:`~odradek.purgatory.DelayedResponse`: a delayed operation in a purgatory and the function
+  that builds the answer from its completion;
+- an ``asyncio.Future`` resolving to an entity or a :class:`RawResponse` (work done over several loop
+  turns, or another component's answer).
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.fetch_response import FileRegion
+from odradek.purgatory import DelayedResponse
 from odradek.security.api_acls import API_ACLS
+
+if TYPE_CHECKING:
+    from odradek.server.request_context import RequestContext
 
 
 class HandlerError(Exception):
@@ -30,25 +44,54 @@ class RawResponse:
     errors: dict[int, int] | None = None
 
 
-class _NoResponse:
-    def __repr__(self) -> str:
-        return "NO_RESPONSE"
+class NoResponse(enum.Enum):
+    """The one value a handler returns when the request gets no answer (Produce with acks=0)."""
+
+    NO_RESPONSE = "NO_RESPONSE"
 
 
-NO_RESPONSE: Any = _NoResponse()
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE
+
+# a kio response entity: kio's classes are loaded per API version at run time (protocol.codec), so a
+# handler holds them as Any; the alias names what the Any stands for
+KioResponse: TypeAlias = Any
+HandlerResult: TypeAlias = "KioResponse | bytes | RawResponse | NoResponse | DelayedResponse | asyncio.Future[Any]"
+
+
+class ResultKind(enum.Enum):
+    """The five kinds of :data:`HandlerResult` (see the module docstring)."""
+
+    ENTITY = "entity"
+    RAW = "raw"
+    NONE = "none"
+    DELAYED = "delayed"
+    FUTURE = "future"
+
+
+def kind_of(result: HandlerResult) -> ResultKind:
+    """Which kind of answer a handler gave (the checks in the order the connection's hot path needs)."""
+    if isinstance(result, RawResponse):
+        return ResultKind.RAW
+    if result is NO_RESPONSE:
+        return ResultKind.NONE
+    if isinstance(result, DelayedResponse):
+        return ResultKind.DELAYED
+    if isinstance(result, asyncio.Future):
+        return ResultKind.FUTURE
+    return ResultKind.ENTITY
 
 
 class Handler(Protocol):
-    api_key: int
+    api_key: ApiKey
     min_version: int
     max_version: int
 
-    def handle(self, ctx: Any, request: Any) -> Any: ...
+    def handle(self, ctx: RequestContext, request: Any) -> HandlerResult: ...
 
 
 @dataclass(frozen=True, slots=True)
 class _ModuleHandler:
-    api_key: int
+    api_key: ApiKey
     min_version: int
     max_version: int
     module: ModuleType
@@ -60,8 +103,9 @@ class _ModuleHandler:
     # before it is decoded (the connection closes), or None
     check_frame: Callable[[Any, int, Any, int], str | None] | None = None
 
-    def handle(self, ctx: Any, request: Any) -> Any:
-        return self.module.handle(ctx, request)
+    def handle(self, ctx: RequestContext, request: Any) -> HandlerResult:
+        result: HandlerResult = self.module.handle(ctx, request)
+        return result
 
 
 _MODULES = [
@@ -132,7 +176,7 @@ _MODULES = [
     "delete_share_group_offsets",
 ]
 
-registry: dict[int, _ModuleHandler] = {}
+registry: dict[int, _ModuleHandler] = {}  # by API key
 
 
 def _register() -> None:
@@ -143,7 +187,7 @@ def _register() -> None:
         if mod.API_KEY not in API_ACLS:  # every API states the ACL it needs (Kafka's authorization table)
             raise RuntimeError(f"handler {name} (api {mod.API_KEY}) has no entry in odradek.security.api_acls")
         registry[mod.API_KEY] = _ModuleHandler(
-            mod.API_KEY, mod.MIN_VERSION, mod.MAX_VERSION, mod,
+            ApiKey(mod.API_KEY), mod.MIN_VERSION, mod.MAX_VERSION, mod,
             getattr(mod, "decode_request", None), getattr(mod, "FIRST_FLEXIBLE", 1 << 15),
             getattr(mod, "check_frame", None),
         )

@@ -8,16 +8,18 @@ from typing import Any
 
 from odradek.coordinator.transaction.coordinator import ADD_OFFSETS_TO_TXN, error_for_version
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 25
+API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 

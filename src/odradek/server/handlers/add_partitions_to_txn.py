@@ -18,12 +18,14 @@ from typing import Any
 
 from odradek.coordinator.transaction.coordinator import ADD_PARTITIONS_TO_TXN, error_for_version
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import error_code, make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import client_transaction_version
 
-API_KEY = 24
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MIN_VERSION = 0
 MAX_VERSION = 5
 
@@ -68,7 +70,7 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicP
                                    client_transaction_version(API_KEY, ctx.api_version))
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     if ctx.api_version < 4:

@@ -9,17 +9,19 @@ from typing import Any
 
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.quota.client_quotas import QuotaRequestError, entity_from_parts
 from odradek.server.request_context import RequestContext
 
-API_KEY = 49
+API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     svc = ctx.services
     validate_only = bool(request.validate_only)

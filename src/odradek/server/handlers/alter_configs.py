@@ -7,14 +7,16 @@ from typing import Any
 from odradek.config import ConfigError
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.server.group_configs import RESOURCE_GROUP
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import BrokerServices, RequestContext
 
-API_KEY = 33
+API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
@@ -57,7 +59,7 @@ def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str
     return errors.NONE, None
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     out = []
     for res in request.resources:

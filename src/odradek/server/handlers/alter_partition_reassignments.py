@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 45
+API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -36,7 +38,7 @@ def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], t
                 responses=topics)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     wanted: dict[TP, list[int] | None] = {

@@ -17,11 +17,13 @@ from typing import Any
 
 from odradek.log import dir_move
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import BrokerServices, RequestContext
 
-API_KEY = 34
+API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
 MIN_VERSION = 1
 MAX_VERSION = 2
 
@@ -64,7 +66,7 @@ def alter(svc: BrokerServices, topic: str, partition: int, path: str) -> int:
     return errors.NONE
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     by_topic: dict[str, list[Any]] = {}
     allowed = ctx.permits(ResourceType.CLUSTER)

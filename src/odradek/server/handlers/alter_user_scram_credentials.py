@@ -8,17 +8,19 @@ from collections import defaultdict
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.security.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS, credential_from_salted
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 51
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     store = ctx.services.security.credentials
     ops: dict[str, list[tuple[str, Any]]] = defaultdict(list)

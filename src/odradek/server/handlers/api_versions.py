@@ -8,11 +8,13 @@ import struct
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import advertised, transaction_version
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION = 0
 MAX_VERSION = 4
 
@@ -33,7 +35,7 @@ def unsupported_version_response(transaction_version_level: int) -> bytes:
     return bytes(out)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     versions = advertised(_versions(), transaction_version(ctx.services.features))
     keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in versions)

@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.consumer_group_heartbeat import UNSUPPORTED_MESSAGE, consumer_protocol_enabled
 from odradek.server.request_context import RequestContext
 
-API_KEY = 69
+API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -34,7 +36,7 @@ def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) ->
     return make(m.Assignment, topic_partitions=tuple(tps))
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     consumer = ctx.services.groups.consumer
     enabled = consumer_protocol_enabled(ctx)

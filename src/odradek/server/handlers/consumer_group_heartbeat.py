@@ -19,11 +19,13 @@ from typing import Any
 from odradek.controller.features import GROUP_VERSION
 from odradek.coordinator.group.consumer_model import HeartbeatRequest
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 68
+API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -35,7 +37,7 @@ def consumer_protocol_enabled(ctx: RequestContext) -> bool:
     return ctx.services.features.level(GROUP_VERSION) >= 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     if not consumer_protocol_enabled(ctx):
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=errors.UNSUPPORTED_VERSION,

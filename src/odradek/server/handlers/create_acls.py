@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import (
     AccessControlEntry,
@@ -18,15 +19,16 @@ from odradek.security.acl import (
     ResourceType,
     validate_binding,
 )
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._acl_common import NO_AUTHORIZER, enum_value
 from odradek.server.request_context import RequestContext
 
-API_KEY = 30
+API_KEY = ApiKey.CREATE_ACLS
 MIN_VERSION = 1
 MAX_VERSION = 3
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     acls = ctx.services.security.acls
 

@@ -15,18 +15,20 @@ from typing import Any
 from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 from odradek.server.turns import in_turns
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     out = []

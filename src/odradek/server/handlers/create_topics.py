@@ -22,19 +22,21 @@ from typing import Any
 from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.config_view import topic_entries
+from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 from odradek.server.turns import in_turns
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     results = []

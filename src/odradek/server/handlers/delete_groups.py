@@ -7,16 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 42
+API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     groups = ctx.services.groups
     allowed = {g for g in request.groups_names if ctx.permits(ResourceType.GROUP, g)}

@@ -13,17 +13,19 @@ from typing import Any
 
 from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._share_group_admin import empty_share_group, persister_call
 from odradek.server.request_context import RequestContext
 
-API_KEY = 92
+API_KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     svc = ctx.services
     gid = request.group_id

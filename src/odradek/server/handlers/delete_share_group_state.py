@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._share_state_rpc import serve
 from odradek.server.request_context import RequestContext
 
-API_KEY = 86
+API_KEY = ApiKey.DELETE_SHARE_GROUP_STATE
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     return serve(
         ctx, request,

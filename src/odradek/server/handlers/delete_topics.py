@@ -11,17 +11,19 @@ from typing import Any
 
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
 from odradek.server.request_context import RequestContext
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION = 1
 MAX_VERSION = 6
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     reg = svc.topics

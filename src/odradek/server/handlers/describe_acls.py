@@ -6,17 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import AclBinding, InvalidAcl, ResourcePattern, ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._acl_common import NO_AUTHORIZER, binding_filter
 from odradek.server.request_context import RequestContext
 
-API_KEY = 29
+API_KEY = ApiKey.DESCRIBE_ACLS
 MIN_VERSION = 1
 MAX_VERSION = 3
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     acls = ctx.services.security.acls
 

@@ -7,17 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.quota.client_quotas import Component, QuotaRequestError, entity_parts
 from odradek.server.request_context import RequestContext
 
-API_KEY = 48
+API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     if not ctx.permits(ResourceType.CLUSTER):  # Kafka: DESCRIBE_CONFIGS on the cluster
         return make(m.DescribeClientQuotasResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,

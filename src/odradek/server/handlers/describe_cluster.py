@@ -10,15 +10,17 @@ from typing import Any
 
 from odradek.controller.zk_data import live_broker_endpoints
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
 MAX_VERSION = 2  # v2: include_fenced_brokers and is_fenced (KIP-1073)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     endpoint_type = getattr(request, "endpoint_type", 1)

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.config import ConfigError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import (
@@ -26,14 +27,15 @@ from odradek.server.config_view import (
 from odradek.server.group_configs import RESOURCE_GROUP, SRC_GROUP_CONFIG
 from odradek.server.group_configs import defs as group_config_defs
 from odradek.server.group_configs import store_name as group_store_name
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     include_synonyms = getattr(request, "include_synonyms", False)

@@ -15,16 +15,18 @@ from typing import Any
 from odradek.coordinator.group.classic import GroupState
 from odradek.coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 15
+API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 6
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     coord = ctx.services.groups.coordinator
     out = []

@@ -12,16 +12,18 @@ import os
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 35
+API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 MIN_VERSION = 1
 MAX_VERSION = 5  # v5: is_cordoned (KIP-1066), false: cordoned.log.dirs is accepted but not acted on
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     if not ctx.permits(ResourceType.CLUSTER):

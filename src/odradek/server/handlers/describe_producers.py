@@ -7,16 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 61
+API_KEY = ApiKey.DESCRIBE_PRODUCERS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     svc = ctx.services
     rm = svc.replica_manager

@@ -12,12 +12,14 @@ from typing import Any
 
 from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
 from odradek.server.request_context import RequestContext
 
-API_KEY = 90
+API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -29,7 +31,7 @@ def lag(high_watermark: int, start_offset: int, delivery_complete_count: int) ->
     return max(0, high_watermark - start_offset - delivery_complete_count)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     svc = ctx.services
     share = svc.share

@@ -7,17 +7,19 @@ from collections import Counter
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.security.scram import MECHANISM_NUMBERS
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 50
+API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     store = ctx.services.security.credentials
     if not ctx.permits(ResourceType.CLUSTER):

@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 43
+API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
@@ -34,7 +36,7 @@ def _response(m: Any, version: int, results: dict[TP, int], top_error: int = err
     return make(m.ElectLeadersResponse, throttle_time=0, error_code=top_error, replica_election_results=out)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     version = ctx.api_version

@@ -12,17 +12,19 @@ from typing import Any
 
 from odradek.coordinator.transaction.coordinator import END_TXN, EndTxnResult, error_for_version
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_version import TV_2, client_transaction_version, transaction_version
 
-API_KEY = 26
+API_KEY = ApiKey.END_TXN
 MIN_VERSION = 0
 MAX_VERSION = 5  # v5 is transaction.version 2 (KIP-890 part 2: an epoch bump on every EndTxn)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 

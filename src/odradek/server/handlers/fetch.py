@@ -36,6 +36,7 @@ from odradek.log.fetch_isolation import FetchIsolation
 from odradek.metrics.error_counts import add_error
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.fetch_request_scan import count_partitions, min_entry_bytes
 from odradek.protocol.fetch_response import MAX_VERSION as _ENC_MAX
 from odradek.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
@@ -43,10 +44,10 @@ from odradek.purgatory import DelayedResponse
 from odradek.replication.delayed_fetch import FetchParams, LogReadResult
 from odradek.security.acl import ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
-from odradek.server.handlers import RawResponse
+from odradek.server.handlers import HandlerResult, RawResponse
 from odradek.server.request_context import RequestContext
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
 MAX_VERSION = _ENC_MAX
 
@@ -197,7 +198,7 @@ def _count(stats: BrokerTopicStats, read: LogReadResult, consumer: bool) -> None
                 c.replication_bytes_out += size
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     version = ctx.api_version
     svc = ctx.services
     reg = svc.topics

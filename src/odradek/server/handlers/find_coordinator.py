@@ -9,11 +9,13 @@ from typing import Any
 
 from odradek.controller.zk_data import endpoint_for
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 10
+API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
 MAX_VERSION = 6
 
@@ -60,7 +62,7 @@ def _leader_of(ctx: Any, topic: str, partition: int) -> tuple[int, str | None, i
     return errors.NONE, None, leader, host, port
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     key_type = getattr(request, "key_type", KEY_GROUP)
     topic = "__transaction_state" if key_type == KEY_TRANSACTION else "__consumer_offsets"

@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     groups = ctx.services.groups
     m = ctx.response_module
     not_here = groups.coordinator_error(request.group_id)

@@ -17,6 +17,7 @@ from typing import Any
 
 from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS, ConfigError
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.server.client_metrics import CLIENT_METRICS_CONFIGS, RESOURCE_CLIENT_METRICS, name_error
 from odradek.server.config_view import (
@@ -28,10 +29,11 @@ from odradek.server.config_view import (
     RESOURCE_TOPIC,
 )
 from odradek.server.group_configs import GROUP_CONFIG_TYPES, RESOURCE_GROUP, store_name
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.alter_configs import alter_configs_denied, apply
 from odradek.server.request_context import RequestContext
 
-API_KEY = 44
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -78,7 +80,7 @@ def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
     return result
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     out = []

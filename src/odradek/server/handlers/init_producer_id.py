@@ -16,18 +16,20 @@ from odradek.coordinator.transaction.coordinator import (
     error_for_version,
 )
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.producer_ids")
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     if request.transactional_id is None and svc.security.acls is not None and not (

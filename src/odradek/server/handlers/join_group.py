@@ -8,11 +8,13 @@ from typing import Any
 
 from odradek.coordinator.group.coordinator import JoinResult
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 11
+API_KEY = ApiKey.JOIN_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 9
 
@@ -64,7 +66,7 @@ class _WaitingJoin:
         )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     waiting = _WaitingJoin(ctx, request.group_id, fut)
     groups = ctx.services.groups

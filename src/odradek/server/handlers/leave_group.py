@@ -6,16 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 13
+API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     coord = ctx.services.groups.coordinator
     not_here = ctx.services.groups.coordinator_error(request.group_id)

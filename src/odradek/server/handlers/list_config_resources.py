@@ -9,20 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 74
+API_KEY = ApiKey.LIST_CONFIG_RESOURCES
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 SUPPORTED = (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     svc = ctx.services
 

@@ -34,11 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.log.fetch_isolation import FetchIsolation
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.protocol.records import InvalidRecordError
 from odradek.purgatory import future_of
 from odradek.replication.delayed_remote_list_offsets import DelayedRemoteListOffsets
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.tiered.metadata_cache import RemoteMetadataNotReadyError
 from odradek.tiered.plan import TimestampAndOffset
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.server")
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 1
 MAX_VERSION = 11  # v11: earliest pending upload (-6, KIP-1023)
 
@@ -112,7 +114,7 @@ def special_offset(plog: Log, target: int) -> TimestampAndOffset | None:
     return None
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     rm = svc.replica_manager

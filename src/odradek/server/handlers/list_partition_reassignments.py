@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 46
+API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
@@ -31,7 +33,7 @@ def _response(m: Any, ongoing: dict[TP, tuple[list[int], list[int], list[int]]],
                 topics=topics)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     wanted: list[TP] | None = None

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 66
+API_KEY = ApiKey.LIST_TRANSACTIONS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     r = ctx.services.txn.coordinator.list_transactions(
         request.state_filters, [int(p) for p in request.producer_id_filters],

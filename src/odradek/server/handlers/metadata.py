@@ -12,12 +12,14 @@ from odradek.controller.partition_limits import MAX_PARTITIONS_PER_REQUEST
 from odradek.controller.topics import TopicError, validate_topic_name
 from odradek.controller.zk_data import live_broker_endpoints
 from odradek.protocol import codec, errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.server.turns import in_turns
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
 MAX_VERSION = 13  # v13: the top-level error code (KIP-1102), 0 here as on Kafka, whose brokers set it only in an
 # error response built for a failed request (MetadataRequest.getErrorResponse); Odradek closes such a connection
@@ -90,7 +92,7 @@ def _error_topic(m: Any, name: str | None, code: int, topic_id: Any = None) -> A
 AUTO_CREATE_WAIT_MS = 2000  # how long a Metadata request waits for topics it auto-created to get leaders
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     version = ctx.api_version
     requested = request.topics

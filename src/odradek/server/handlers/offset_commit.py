@@ -8,16 +8,18 @@ import uuid
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 8
+API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 2
 MAX_VERSION = 10
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     by_id = ctx.api_version >= 10
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}

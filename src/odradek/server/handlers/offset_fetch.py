@@ -11,11 +11,13 @@ import uuid
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 9
+API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 1
 MAX_VERSION = 10
 
@@ -89,7 +91,7 @@ def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_c
     return code, tuple(out)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     if ctx.api_version >= 8:
         groups = []

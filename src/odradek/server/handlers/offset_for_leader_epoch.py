@@ -10,16 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 23
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 MIN_VERSION = 2
 MAX_VERSION = 4
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     topics_out = []

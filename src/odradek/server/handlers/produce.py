@@ -23,6 +23,7 @@ from typing import Any
 
 from odradek.metrics.error_counts import add_error
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.produce import (
     FIRST_FLEXIBLE,
     MAX_VERSION,
@@ -33,7 +34,7 @@ from odradek.protocol.produce import (
 from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.acl import ResourceType
-from odradek.server.handlers import NO_RESPONSE, RawResponse
+from odradek.server.handlers import NO_RESPONSE, HandlerResult, RawResponse
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import (
     NOT_REQUIRED,
@@ -44,12 +45,12 @@ from odradek.server.txn_verification import (
     verify_transactional_append,
 )
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_request", "handle"]
 # MAX_VERSION 12: v13 addresses topics by id
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     acks = request.acks
     version = ctx.api_version

@@ -12,17 +12,19 @@ import datetime
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 36
+API_KEY = ApiKey.SASL_AUTHENTICATE
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 _ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     conn = ctx.connection
     sasl = conn.sasl

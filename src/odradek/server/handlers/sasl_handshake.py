@@ -11,15 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 17
+API_KEY = ApiKey.SASL_HANDSHAKE
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     sasl = ctx.connection.sasl
     if sasl is None:

@@ -9,19 +9,21 @@ import datetime
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_fetch import topic_allowed
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
 from odradek.server.request_context import RequestContext
 from odradek.server.share_manager import TopicIdPartition, ack_batches
 
-API_KEY = 79
+API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 MIN_VERSION = 1
 MAX_VERSION = 2
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
 
     def lock_timeout(ms: int) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.protocol.share_fetch_response import (
     SharePartitionData,
@@ -25,12 +26,12 @@ from odradek.protocol.share_fetch_response import (
     encode_share_fetch_response,
 )
 from odradek.security.acl import ResourceType
-from odradek.server.handlers import RawResponse
+from odradek.server.handlers import HandlerResult, RawResponse
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
 from odradek.server.request_context import RequestContext
 from odradek.server.share_manager import FetchAnswer, PartitionAnswer, TopicIdPartition, ack_batches
 
-API_KEY = 78
+API_KEY = ApiKey.SHARE_FETCH
 MIN_VERSION = 1
 MAX_VERSION = 2
 RECORD_LIMIT_MODE = 1  # ShareAcquireMode 1:record-limit (KIP-1206)
@@ -41,7 +42,7 @@ def topic_allowed(ctx: RequestContext, topic_id: uuid.UUID | None) -> bool:
     return meta is None or ctx.permits(ResourceType.TOPIC, meta.name)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
 
     def error(code: int, message: str | None = None) -> Any:

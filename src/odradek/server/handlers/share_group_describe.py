@@ -8,19 +8,21 @@ from typing import Any
 
 from odradek.coordinator.share.share_group import ASSIGNOR_NAME
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
 from odradek.server.request_context import RequestContext
 
-API_KEY = 77
+API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
 MIN_VERSION = 1
 MAX_VERSION = 1
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     share = ctx.services.share
     topics = ctx.services.topics

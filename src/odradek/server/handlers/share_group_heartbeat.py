@@ -16,11 +16,13 @@ from typing import Any
 
 from odradek.controller.features import SHARE_VERSION
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 76
+API_KEY = ApiKey.SHARE_GROUP_HEARTBEAT
 MIN_VERSION = 1
 MAX_VERSION = 1
 
@@ -38,7 +40,7 @@ def other_group_type(ctx: RequestContext, group_id: str) -> bool:
     return group_id in groups.coordinator.groups or group_id in groups.consumer.groups
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
 
     def error(code: int, message: str | None = None) -> Any:

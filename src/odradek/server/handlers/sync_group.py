@@ -9,11 +9,13 @@ from typing import Any
 
 from odradek.coordinator.group.coordinator import SyncResult
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 14
+API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 5
 
@@ -51,7 +53,7 @@ class _WaitingSync:
             )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     waiting = _WaitingSync(ctx, request.group_id, fut)
     groups = ctx.services.groups

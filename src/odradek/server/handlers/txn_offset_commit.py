@@ -17,18 +17,20 @@ import asyncio
 from typing import Any
 
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check, start_verification
 from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
 
-API_KEY = 28
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
 MAX_VERSION = 5  # v5 is transaction.version 2 (KIP-890 part 2)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     groups = ctx.services.groups
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}

@@ -10,11 +10,13 @@ from typing import Any
 
 from odradek.controller.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
-API_KEY = 57
+API_KEY = ApiKey.UPDATE_FEATURES
 MIN_VERSION = 0
 MAX_VERSION = 2
 
@@ -31,7 +33,7 @@ def _update(version: int, key: Any) -> FeatureUpdate:
     return FeatureUpdate(key.feature, int(key.max_version_level), kind)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     version = ctx.api_version
     updates = [_update(version, k) for k in request.feature_updates]

@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.share.share_state import StateBatch, WriteStateRequest
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
+from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._share_state_rpc import serve
 from odradek.server.request_context import RequestContext
 
-API_KEY = 85
+API_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
 MIN_VERSION = 0
 MAX_VERSION = 1
 
@@ -23,7 +25,7 @@ def _write(c: Any, key: Any, p: Any, done: Any) -> None:
                                     int(getattr(p, "delivery_complete_count", -1))), done)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     return serve(
         ctx, request, _write,

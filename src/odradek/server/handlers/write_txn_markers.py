@@ -15,14 +15,16 @@ from typing import Any
 
 from odradek.coordinator.txn_markers import write_markers
 from odradek.protocol import errors
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import may_write_txn_marker
+from odradek.server.handlers import HandlerResult
 from odradek.server.request_context import RequestContext
 
 log = logging.getLogger("odradek.txn")
 
-API_KEY = 27
+API_KEY = ApiKey.WRITE_TXN_MARKERS
 MIN_VERSION = 1
 MAX_VERSION = 2
 
@@ -31,7 +33,7 @@ TIMEOUT_MS = 30000
 TopicPartition = tuple[str, int]
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     svc = ctx.services
     m = ctx.response_module
     rm = svc.replica_manager
