@@ -51,6 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kafka_peer import JVM_PERFORMANCE_OPTS, port_free  # noqa: E402
 from maven_fetch import MavenFetch, MavenRun, PeerError, find_java  # noqa: E402
+from procs import kill_process, stop_process
 
 CONNECT_VERSION = "4.4.0"
 DEBEZIUM_VERSION = "3.6.1.Final"
@@ -285,20 +286,10 @@ class ConnectWorker:
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM (the worker leaves its group and stops its tasks, committing their last offsets), SIGKILL
         after ``timeout``."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+        return stop_process(self.proc, timeout)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
+        kill_process(self.proc)
 
 
 def debezium_postgres_config(*, port: int, database: str, tables: Sequence[str], topic_prefix: str,

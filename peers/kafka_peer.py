@@ -53,6 +53,7 @@ from pathlib import Path
 from maven_fetch import COPY_DEPENDENCIES, MavenFetch, MavenRun
 from maven_fetch import PeerError as PeerError
 from maven_fetch import find_java as find_java
+from procs import kill_process, stop_process
 
 from odradek.embedded.probe import api_versions_ok
 
@@ -459,20 +460,10 @@ class KafkaNode:
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM (Kafka's controlled shutdown), then SIGKILL after ``timeout``."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+        return stop_process(self.proc, timeout)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
+        kill_process(self.proc)
 
 
 class KafkaCluster:

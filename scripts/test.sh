@@ -23,7 +23,7 @@ echo "== ruff check src tests bench peers"
 "$PY" -m ruff check src tests bench peers
 echo "== mypy src peers"
 "$PY" -m mypy src
-"$PY" -m mypy peers/kafka_peer.py peers/compatibility.py peers/connect_peer.py peers/maven_fetch.py
+"$PY" -m mypy peers/kafka_peer.py peers/compatibility.py peers/connect_peer.py peers/maven_fetch.py peers/procs.py
 
 if [ "${1:-}" = "--fast" ]; then
   shift
