@@ -71,6 +71,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("_speedups"),  # the C extension (_speedups.c)
     Layer("names"),
     Layer("fsutil"),
+    Layer("clock"),  # the broker's clock (Kafka's Time): what time it is, injectable
     Layer("graphs"),
     Layer("purgatory"),
     Layer("re2_syntax"),
@@ -118,7 +119,7 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "replication",
-        ("log", "protocol", "client", "purgatory", "controller.zk_data", "controller.store"),
+        ("log", "protocol", "client", "purgatory", "controller.zk_data", "controller.store", "clock"),
         typing_only=("server.fetch_session",),
     ),
     Layer(
@@ -132,7 +133,7 @@ LAYERS: tuple[Layer, ...] = (
         "server",
         (
             "protocol", "log", "tiered", "security", "client", "controller", "replication", "coordinator", "http",
-            "metrics", "config", "config_check", "connection_quotas", "fsutil", "purgatory",
+            "metrics", "config", "config_check", "connection_quotas", "fsutil", "purgatory", "clock",
         ),
         upward=(
             Upward("server.broker", "console", "broker.py wires the components; the console is one of them"),
@@ -160,17 +161,17 @@ LAYERS: tuple[Layer, ...] = (
         "cli",
         (
             "", "server", "client", "config", "perf", "devcluster", "pipeline", "verify", "log", "fsutil",
-            "protocol", "progress", "controller", "security", "metadata", "kraft", "raft",
+            "protocol", "progress", "controller", "security", "metadata", "kraft", "raft", "clock",
         ),
         note="`odradek` for its `__version__`; `kraft` and `raft` for `odradek controller` (`controller_cmd.py`); `controller` and `security` for `configs --zookeeper / "
         "--log-dir` (`scram_direct.py`: SCRAM credentials written straight into the store); `log` and "
         "`fsutil` for `log-dirs adopt-strays` (`log_dirs_cmd.py`: the logs, with the broker stopped); `metadata` "
         "for `storage format` (`storage_cmd.py`: the bootstrap snapshot of a KRaft metadata log dir)",
     ),
-    Layer("embedded", ("cli.broker_cmd", "client", "config", "devcluster"), typing_only=("server",)),
+    Layer("embedded", ("cli.broker_cmd", "client", "config", "devcluster", "clock"), typing_only=("server",)),
     Layer("config_doc", ("config", "config_check", "config_kafka")),
     Layer("layers", ("graphs",)),
-    Layer("pytest_plugin", ("embedded",)),
+    Layer("pytest_plugin", ("embedded",), typing_only=("clock",)),
     Layer("__main__", ("cli",)),
 )
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from odradek.clock import Clock
     from odradek.embedded import EmbeddedBroker, EmbeddedCluster
 
 MODES = ("thread", "process")
@@ -146,10 +147,12 @@ def kafka_broker_factory(request: pytest.FixtureRequest,
 
     made: list[EmbeddedBroker] = []
 
-    def make(config: dict[str, object] | None = None, mode: str | None = None) -> EmbeddedBroker:
+    def make(config: dict[str, object] | None = None, mode: str | None = None,
+             clock: Clock | None = None) -> EmbeddedBroker:
         merged: dict[str, object] = {**_broker_config(request.config), **(config or {})}
-        b = EmbeddedBroker(merged, mode=mode or _mode(request.config),  # type: ignore[arg-type]
-                           data_dir=tmp_path_factory.mktemp("odradek-broker"), name=f"broker{len(made)}")
+        b = EmbeddedBroker(merged, mode=mode or ("thread" if clock is not None else _mode(request.config)),  # type: ignore[arg-type]
+                           data_dir=tmp_path_factory.mktemp("odradek-broker"), name=f"broker{len(made)}",
+                           clock=clock)
         made.append(b)
         return b.start()
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config import BrokerConfig, ConfigError, read_properties
 from odradek.controller.store_file import MetadataFileError
 from odradek.log.errors import LogError
@@ -82,7 +83,8 @@ def import_kio() -> None:
 
 
 async def serve(
-    config: BrokerConfig, started: Callable[[Broker], None] | None = None, embedded: bool = False
+    config: BrokerConfig, started: Callable[[Broker], None] | None = None, embedded: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> None:
     """Run one broker until it is asked to stop, then stop it cleanly.
 
@@ -94,7 +96,7 @@ async def serve(
     import_kio()
     from odradek.server.broker import Broker
 
-    broker = Broker(config)
+    broker = Broker(config, clock)
     asked = False
 
     def ask_stop() -> None:

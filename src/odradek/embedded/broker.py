@@ -6,6 +6,16 @@
         broker.create_topic("events", partitions=3)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
 
+In thread mode the broker may run on a :class:`~odradek.clock.ManualClock` (``clock=``): the test moves
+time on with ``clock.advance(ms)`` and the broker's periodic checks (retention every
+``log.retention.check.interval.ms``, transaction timeouts, offsets expiry) act on the new time, as
+Kafka's tests do with MockTime::
+
+    clock = ManualClock()
+    with EmbeddedBroker(config={"log.retention.check.interval.ms": "100"}, clock=clock) as broker:
+        ...
+        clock.advance(8 * 24 * 3600 * 1000)  # a week and a day later: retention.ms has passed
+
 The broker listens on ``127.0.0.1`` on a free port (kept across restarts, so clients reconnect) and
 keeps its data in a new temporary directory, removed by :meth:`close` (``data_dir`` gives one that
 is kept). ``config`` takes Kafka's names; :data:`TEST_DEFAULTS` are applied first (a consumer group
@@ -22,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config import BrokerConfig
 from odradek.embedded.admin import TopicAdmin, config_strings
 from odradek.embedded.probe import wait_serving
@@ -52,9 +63,14 @@ class EmbeddedBrokerError(RuntimeError):
 class EmbeddedBroker:
     def __init__(self, config: Mapping[str, object] | None = None, *, mode: Mode = "thread",
                  data_dir: str | Path | None = None, host: str = "127.0.0.1", port: int = 0,
-                 start_timeout: float = 30.0, stop_timeout: float = 30.0, name: str = "broker") -> None:
+                 start_timeout: float = 30.0, stop_timeout: float = 30.0, name: str = "broker",
+                 clock: Clock | None = None) -> None:
         if mode not in ("thread", "process"):
             raise ValueError(f"mode must be 'thread' or 'process', not {mode!r}")
+        if clock is not None and mode != "thread":
+            raise ValueError("clock= needs mode='thread': a broker in its own process reads the machine's clock")
+        # the broker's clock (odradek.clock): a ManualClock lets a test move time on (retention, timeouts)
+        self.clock: Clock = SYSTEM_CLOCK if clock is None else clock
         user = config_strings(config)
         for key in ("listeners", "advertised.listeners"):
             if key in user:
@@ -131,7 +147,7 @@ class EmbeddedBroker:
         if self.running:
             raise EmbeddedBrokerError("broker already running")
         if self.mode == "thread":
-            self._thread = ThreadRunner(BrokerConfig(self._overrides()), name=f"odradek-{self.name}")
+            self._thread = ThreadRunner(BrokerConfig(self._overrides()), name=f"odradek-{self.name}", clock=self.clock)
             self._thread.start(self.start_timeout)
             self.port = self._thread.bound()[1]
             self.http_port = self._thread.http_bound()[1]

@@ -23,6 +23,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config import BrokerConfig
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ def _crash_close(broker: Broker) -> None:
 
 
 class ThreadRunner:
-    def __init__(self, config: BrokerConfig, name: str = "odradek-broker") -> None:
+    def __init__(self, config: BrokerConfig, name: str = "odradek-broker", clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.name = name
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,7 +103,7 @@ class ThreadRunner:
             self._started.set()
 
         try:
-            loop.run_until_complete(serve(self.config, started=started, embedded=True))
+            loop.run_until_complete(serve(self.config, started=started, embedded=True, clock=self.clock))
         except BaseException as e:
             if self._started.is_set():  # raised by stop() (or the next start) in the caller's thread
                 log.exception("embedded broker failed")

@@ -140,7 +140,10 @@ class Log:
         producer_state_loaded: bool = False,
         time_ms: int | None = None,
         rebuild_txn_indexes_from: int | None = None,
+        now_ms: Callable[[], int] = _clock,
     ) -> None:
+        # the owner's clock (odradek.clock; LogManager passes the broker's): a method given no time reads it
+        self.now_ms = now_ms
         self.dir = dir
         self.topic = topic
         self.partition = partition
@@ -173,7 +176,7 @@ class Log:
         # the owner's recovery-point checkpoint, written at once when a truncation lowers the point
         self.on_recovery_point_lowered: Callable[[], None] | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._last_flush_ms = _clock() if time_ms is None else time_ms
+        self._last_flush_ms = now_ms() if time_ms is None else time_ms
         self._roll_flush_pending = False
         self._dir_dirty = False
         self._position_cache: tuple[int, int, int] = (-1, -1, -1)  # offset, segment base, position
@@ -198,8 +201,9 @@ class Log:
         topic_id: uuid.UUID | None = None,
         *,
         time_ms: int | None = None,
+        now_ms: Callable[[], int] = _clock,
     ) -> Log:
-        """Create ``<parent>/<topic>-<partition>`` (or open it if it exists)."""
+        """Create ``<parent>/<topic>-<partition>`` (or open it if it exists); ``now_ms`` is the log's clock."""
         d = parent / dir_name(topic, partition)
         try:
             os.mkdir(d)  # one system call where exists() + mkdir() took two
@@ -210,7 +214,7 @@ class Log:
             d.mkdir(parents=True, exist_ok=True)
             existing = False
         if existing:
-            lg = cls.open(d, config, clean=False, recovery_point=0, time_ms=time_ms)
+            lg = cls.open(d, config, clean=False, recovery_point=0, time_ms=time_ms, now_ms=now_ms)
             if topic_id is not None and lg.topic_id is None:
                 lg.assign_topic_id(topic_id)
             elif topic_id is not None and lg.topic_id != topic_id:
@@ -218,7 +222,7 @@ class Log:
                 raise InconsistentTopicIdError(
                     f"the log of {topic}-{partition} in {d} belongs to topic id {lg.topic_id}, not {topic_id}")
             return lg
-        t = _clock() if time_ms is None else time_ms
+        t = now_ms() if time_ms is None else time_ms
         seg = LogSegment.create(d, 0, config, t, lazy=True)
         # No fsync here (three per partition made creating 1,000 partitions take ~5 s): the
         # topic id is also in the metadata store, and a partition whose directory a crash
@@ -227,7 +231,7 @@ class Log:
             write_partition_metadata(d, topic_id, sync=False, new=True)
         lg = cls(
             d, topic, partition, config, [seg], log_start_offset=0, log_end_offset=0,
-            recovery_point=0, high_watermark=0, topic_id=topic_id, time_ms=t,
+            recovery_point=0, high_watermark=0, topic_id=topic_id, time_ms=t, now_ms=now_ms,
         )
         lg.producer_state.map_end_offset = 0
         lg._ps_loaded = True
@@ -246,6 +250,7 @@ class Log:
         high_watermark: int = 0,
         time_ms: int | None = None,
         log_recovery: bool = True,
+        now_ms: Callable[[], int] = _clock,
     ) -> Log:
         """Load an existing partition directory (see :mod:`odradek.log.log_loader`). ``log_recovery``
         false: the line about an unclean load is logged at INFO only if bytes were truncated."""
@@ -253,7 +258,7 @@ class Log:
         if parsed is None:
             raise ValueError(f"{dir.name} is not a <topic>-<partition> directory name")
         topic, partition = parsed
-        t = _clock() if time_ms is None else time_ms
+        t = now_ms() if time_ms is None else time_ms
         loaded = load_segments(
             dir, config, clean=clean, recovery_point=recovery_point,
             log_start_offset=log_start_offset, now_ms=t, name=dir.name,
@@ -263,7 +268,7 @@ class Log:
             log_start_offset=log_start_offset, log_end_offset=loaded.log_end_offset,
             recovery_point=loaded.recovery_point, high_watermark=high_watermark,
             topic_id=read_partition_metadata(dir), producer_state_loaded=not clean, time_ms=t,
-            rebuild_txn_indexes_from=loaded.recovered_from if loaded.recovered_from >= 0 else None,
+            rebuild_txn_indexes_from=loaded.recovered_from if loaded.recovered_from >= 0 else None, now_ms=now_ms,
         )
         # the epoch checkpoint is written without fsync on assign (KAFKA-15046): what a crash
         # lost of it comes back from the recovered batches' leader epochs
@@ -679,7 +684,7 @@ class Log:
     def roll(self, time_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active
         segment is empty and already starts there)."""
-        t = _clock() if time_ms is None else time_ms
+        t = self.now_ms() if time_ms is None else time_ms
         active = self.active_segment
         new_base = self.log_end_offset
         if active.size == 0 and active.base_offset == new_base:
@@ -723,7 +728,7 @@ class Log:
             self.recovery_point = target
         if replaced >= 0:
             self.producer_state.delete_snapshot(replaced)
-        self._last_flush_ms = _clock() if time_ms is None else time_ms
+        self._last_flush_ms = self.now_ms() if time_ms is None else time_ms
 
     def _snapshot_for_recovery(self) -> int:
         """A producer snapshot at the log end when the active segment grew SNAPSHOT_AT_FLUSH_BYTES past its
@@ -1000,7 +1005,7 @@ class Log:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the high
         watermark), at most the high watermark; delete segments wholly below it.
         Returns the new log start offset (the low watermark)."""
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         if offset == -1:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
@@ -1023,7 +1028,7 @@ class Log:
 
     def truncate_to(self, offset: int, time_ms: int | None = None) -> bool:
         """Remove every batch at or beyond ``offset`` (replication); True if anything changed."""
-        t = _clock() if time_ms is None else time_ms
+        t = self.now_ms() if time_ms is None else time_ms
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset")
         if offset >= self.log_end_offset:
@@ -1040,7 +1045,7 @@ class Log:
         return True
 
     def truncate_fully_and_start_at(self, offset: int, time_ms: int | None = None) -> None:
-        t = _clock() if time_ms is None else time_ms
+        t = self.now_ms() if time_ms is None else time_ms
         for seg in list(self._segments):
             self._remove_segment(seg, t)
         seg = LogSegment.create(self.dir, offset, self.config, t)

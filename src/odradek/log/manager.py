@@ -80,9 +80,11 @@ class LogManager:
         log_dirs: list[Path],
         config_for_topic: Callable[[str], LogConfig],
         cleaner_config: CleanerConfig | None = None,
+        now_ms: Callable[[], int] = _clock,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
+        self.now_ms = now_ms  # the broker's clock (odradek.clock), handed to every log
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config_for_topic = config_for_topic
         self._logs: dict[TopicPartition, Log] = {}
@@ -147,6 +149,7 @@ class LogManager:
                 log_start_offset=start_offsets.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0),
                 log_recovery=loaded < RECOVERY_LINES_AT_INFO,
+                now_ms=self.now_ms,
             )
             self._add(tp, lg, d)
             loaded += 1
@@ -214,7 +217,7 @@ class LogManager:
         else:  # the log dir holding the fewest partitions (Kafka's default placement)
             counts = Counter(self._dir_of.values())
             parent = min(online, key=lambda d: counts[d])
-        lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id)
+        lg = Log.create(parent, topic, partition, self.config_for_topic(topic), topic_id, now_ms=self.now_ms)
         self._add(tp, lg, parent)
         return lg
 
@@ -231,7 +234,7 @@ class LogManager:
         target = parent / f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.rename(lg.dir, target)
         fsync_dir(parent)
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         self._schedule_dir_delete(t + lg.config.file_delete_delay_ms, lg, target)
         log.info("Log for partition %s is renamed to %s and scheduled for deletion", lg.name, target)
         self._process_dir_deletes(t)
@@ -292,7 +295,7 @@ class LogManager:
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """Retention for every log, then delayed file deletions; returns segments deleted."""
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         deleted = 0
         for lg in list(self._logs.values()):
             deleted += lg.delete_old_segments(t)
@@ -306,7 +309,7 @@ class LogManager:
         log that cannot be flushed (its producer snapshot or leader epoch checkpoint refused by a full
         disk) is handed to it and the others are still flushed (Kafka's LogManager.flushDirtyLogs: the
         IOException takes the log's dir offline); without, the error is raised."""
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         flushed = 0
         for lg in list(self._logs.values()):
             try:
@@ -323,7 +326,7 @@ class LogManager:
         then starts the next one in the cleaner's worker thread. Call it every
         log.cleaner.backoff.ms; ``wake`` (called from the worker thread when a run ends)
         should schedule another call on the loop."""
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         return self.cleaner.maybe_clean(
             self.logs(), t, wake=wake, is_live=lambda lg: self._logs.get((lg.topic, lg.partition)) is lg
         )
@@ -338,7 +341,7 @@ class LogManager:
         a log whose producer state is not loaded yet holds nothing to remove and skips the
         expired entries of its snapshot when it loads it. Call it every producer.id.expiration.check.interval.ms;
         returns how many producers were removed."""
-        t = _clock() if now_ms is None else now_ms
+        t = self.now_ms() if now_ms is None else now_ms
         removed = 0
         for lg in self._logs.values():
             ps = lg.producer_state
@@ -539,11 +542,11 @@ class LogManager:
         del self._futures[tp]
         moved = Log.open(
             target, src.config, clean=False, recovery_point=src.recovery_point,
-            log_start_offset=src.log_start_offset, high_watermark=src.high_watermark,
+            log_start_offset=src.log_start_offset, high_watermark=src.high_watermark, now_ms=self.now_ms,
         )
         self.cleaner.forget(src)
         self._add(tp, moved, fut.dest)
-        t = _clock()
+        t = self.now_ms()
         self._schedule_dir_delete(t + src.config.file_delete_delay_ms, src, doomed)
         log.info("Moved %s from %s to %s (log end offset %d)", src.name, source_parent, fut.dest,
                  moved.log_end_offset)

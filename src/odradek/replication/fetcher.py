@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.client.async_wire import AsyncWireClient, Connect, WireError
 from odradek.client.socket_wire import SocketWireClient
+from odradek.clock import SYSTEM_CLOCK
 from odradek.log.errors import LogError
 from odradek.protocol import errors
 from odradek.protocol.fetch_request_writer import FetchPartition, encode_fetch_request
@@ -136,6 +137,7 @@ class ReplicaFetcher:
         self.quota = quota
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
         self.on_appended: Callable[[str, int], None] = lambda topic, size: None  # ReplicationBytesIn
+        self.now_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms  # the manager hands its clock on
         self.tier_state: TierStateBuilder | None = None  # tiered storage (KIP-405)
         self.leader_id = leader_id
         self.address = (host, port)
@@ -362,7 +364,7 @@ class ReplicaFetcher:
             for tp, state in sent.items():
                 self._back_off(tp, state)
             return
-        now_ms = int(time.time() * 1000)
+        now_ms = self.now_ms()
         for t in resp.responses:
             for p in t.partitions:
                 tp = (str(t.topic), int(p.partition_index))
@@ -505,7 +507,7 @@ class _SpliceSink:
             f.quota.record(len(partition.records))
         if placed is not None and partition.records is not None:
             f.spliced_bytes += len(partition.records)
-        f._apply(tp, st, plog, partition, int(time.time() * 1000), placed)  # the time its records came in
+        f._apply(tp, st, plog, partition, f.now_ms(), placed)  # the time its records came in
 
     def write_failed(self, target: splice_fetch.SpliceTarget, error: OSError) -> None:
         f = self.fetcher
@@ -520,9 +522,11 @@ class ReplicaFetcherManager:
     def __init__(
         self, cfg: FetcherConfig, get_log: Callable[[str, int], Log | None],
         throttled: Callable[[TP], bool] = lambda tp: False, throttle_rate: Callable[[], int] | None = None,
+        now_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         self.cfg = cfg
         self.get_log = get_log
+        self.now_ms = now_ms  # the broker's clock (odradek.clock): the time fetched records are appended at
         self.throttled = throttled
         self.quota = ByteQuota(throttle_rate) if throttle_rate is not None else None
         self.on_storage_error: Callable[[Any, OSError], None] = lambda d, e: None
@@ -553,6 +557,7 @@ class ReplicaFetcherManager:
             )
             f.on_storage_error = self.on_storage_error
             f.on_appended = self.on_appended
+            f.now_ms = self.now_ms
             f.tier_state = self.tier_state
         f.add(tp, leader_epoch)
         self.leader_of[tp] = leader_id

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -136,7 +137,10 @@ def stray_reason(meta: TopicMeta | None, partition: int, topic_id: uuid.UUID | N
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        # what time it is for everything the broker does on time (odradek.clock): retention, rolls, expiries,
+        # quotas, the ISR's lag; a test's in-process broker may run on a ManualClock
+        self.clock = clock
         # refuse security that is not built (ConfigError), name every setting that is not implemented
         for warning in check_startup(config.static):
             log.warning("%s", warning)
@@ -180,7 +184,7 @@ class Broker:
         self.topics.config_changed = self.cluster.notify_config_change
         self.topics.listeners.append(self._on_topic_event)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
-        self.log_manager = LogManager(list(self.log_dirs), self.log_config_for)
+        self.log_manager = LogManager(list(self.log_dirs), self.log_config_for, now_ms=self.now_ms)
         # ISR changes go to the partition state znodes (a worker thread against ZooKeeper)
         isr_writer = AlterPartitionManager(
             self.node_id, ZkPartitionStates(self.store),
@@ -202,7 +206,7 @@ class Broker:
             on_dir_offline=cluster.notify_log_dir_failure,
             topic_stats=self.topic_stats,
             leader_quota=self._replication_quota("leader"),
-            lag_clock_ms=lambda: time.monotonic_ns() // 1_000_000,
+            lag_clock_ms=lambda: clock.monotonic_ns() // 1_000_000,
         )
         cluster.wire(self.topics, self.replica_manager, self.reload_configs_from_store)
         self.fetch_sessions = FetchSessionCache(
@@ -291,6 +295,7 @@ class Broker:
             # parsed once per text (the fetcher asks per partition, per fetch); its rate is the ByteQuota's
             self._replication_quota("follower").is_throttled,
             lambda: int(self.config.get("follower.replication.throttled.rate")),
+            now_ms=self.now_ms,
         )
 
     def _replication_quota(self, side: str) -> ReplicationQuotaManager:
@@ -376,9 +381,9 @@ class Broker:
         host, port = self.bound.get(listener, ("127.0.0.1", 9092))
         return host, port
 
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch on the broker's clock."""
+        return self.clock.wall_ms()
 
     # -- topic operations (the embedded controller decides synchronously)
     def create_topic(
