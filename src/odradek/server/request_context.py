@@ -15,7 +15,9 @@ request's header and the connection's listener and address. The handlers here ar
 
 Components that are bigger than what handlers use are named by narrow protocols
 (:class:`TopicAdmin`, :class:`ProducerIdSource`, :class:`ConnectionHandle`), so a handler
-can be driven in a unit test with a fake of just that edge.
+can be driven in a unit test with a fake of just that edge. Each of BrokerServices' components has a
+one-member protocol (``HasTopics``, ``HasReplicaManager``, ...); a handler module combines the ones it
+uses into its ``Needs`` and reads the services only through its ``services(ctx)``, typed ``Needs``.
 """
 
 from __future__ import annotations
@@ -132,6 +134,109 @@ class BrokerServices:
     fetch_max_bytes: int = 57671680  # fetch.max.bytes: the bound on one Fetch response's record bytes
     share: ShareServices | None = None  # share groups (KIP-932)
 
+
+# What a handler may need of BrokerServices, one protocol per component (read-only, as BrokerServices is frozen).
+# A handler module combines the ones it uses into its own ``Needs`` and reads them through its ``services(ctx)``,
+# so the type checker holds it to what it declared (tests/unit/server/test_handler_needs.py).
+
+class HasNodeId(Protocol):
+    @property
+    def node_id(self) -> int: ...
+
+
+class HasClusterId(Protocol):
+    @property
+    def cluster_id(self) -> str: ...
+
+
+class HasRack(Protocol):
+    @property
+    def rack(self) -> str | None: ...
+
+
+class HasConfig(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+
+class HasTopics(Protocol):
+    @property
+    def topics(self) -> TopicRegistry: ...
+
+
+class HasCluster(Protocol):
+    @property
+    def cluster(self) -> ClusterLink: ...
+
+
+class HasReplicaManager(Protocol):
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+
+class HasLogManager(Protocol):
+    @property
+    def log_manager(self) -> LogManager: ...
+
+
+class HasGroups(Protocol):
+    @property
+    def groups(self) -> GroupCoordinatorRuntime: ...
+
+
+class HasTxn(Protocol):
+    @property
+    def txn(self) -> TransactionCoordinatorRuntime: ...
+
+
+class HasFetchSessions(Protocol):
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+
+class HasProducerIds(Protocol):
+    @property
+    def producer_ids(self) -> ProducerIdSource: ...
+
+
+class HasAdmin(Protocol):
+    @property
+    def admin(self) -> TopicAdmin: ...
+
+
+class HasAdvertisedEndpoint(Protocol):
+    @property
+    def advertised_endpoint(self) -> Callable[[str], tuple[str, int]]: ...
+
+
+class HasNowMs(Protocol):
+    @property
+    def now_ms(self) -> Callable[[], int]: ...
+
+
+class HasFeatures(Protocol):
+    @property
+    def features(self) -> FinalizedFeatureCache: ...
+
+
+class HasQuotas(Protocol):
+    @property
+    def quotas(self) -> ClientQuotas: ...
+
+
+class HasSecurity(Protocol):
+    @property
+    def security(self) -> SecurityServices: ...
+
+
+class HasFetchMaxBytes(Protocol):
+    @property
+    def fetch_max_bytes(self) -> int: ...
+
+
+class HasShare(Protocol):
+    @property
+    def share(self) -> ShareServices | None: ...
 
 class RequestContext:
     """One request as its handler sees it (Kafka's RequestContext with the broker's services)."""

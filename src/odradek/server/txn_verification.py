@@ -30,15 +30,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.records import BATCH_HEADER_SIZE, read_header
+from odradek.server.request_context import HasFeatures, HasNowMs, HasReplicaManager, HasTxn
 from odradek.server.txn_version import TV_2, transaction_version
 
 if TYPE_CHECKING:
     from odradek.log.verification_state import VerificationGuard
-    from odradek.server.request_context import BrokerServices
+
+
+class VerificationNeeds(HasTxn, HasFeatures, HasReplicaManager, HasNowMs, Protocol):
+    """What the verification uses of the broker's services (a handler's Needs includes it)."""
 
 _RETRIABLE = (errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE, errors.COORDINATOR_LOAD_IN_PROGRESS,
               errors.CONCURRENT_TRANSACTIONS)
@@ -61,7 +65,7 @@ class RemoteCheck:
 Codes = dict[tuple[str, int], int]
 
 
-def run_check(svc: BrokerServices, check: RemoteCheck, transactional_id: str, partitions: list[tuple[str, int]],
+def run_check(svc: VerificationNeeds, check: RemoteCheck, transactional_id: str, partitions: list[tuple[str, int]],
               then: Callable[[Codes], None]) -> None:
     """Ask the coordinator (AddPartitionsToTxn: VerifyOnly, or v5 adding the partitions) and
     call ``then`` with its error per partition."""
@@ -95,7 +99,7 @@ NOT_REQUIRED = Verification(False)
 
 
 def verify_transactional_append(
-    svc: BrokerServices, transactional_id: str, topic: str, partition: int, records: bytes | memoryview | None,
+    svc: VerificationNeeds, transactional_id: str, topic: str, partition: int, records: bytes | memoryview | None,
     produce_version: int, now_ms: int,
 ) -> tuple[tuple[int, str | None] | RemoteCheck, Verification]:
     """(error, message): NONE when the append may go on (its batches are validated by the
@@ -122,7 +126,7 @@ def verify_transactional_append(
                          produce_version), verification
 
 
-def start_verification(svc: BrokerServices, topic: str, partition: int, producer_id: int, producer_epoch: int,
+def start_verification(svc: VerificationNeeds, topic: str, partition: int, producer_id: int, producer_epoch: int,
                        add: bool, sequence: int = -1, now_ms: int | None = None) -> Verification:
     """The :class:`Verification` a transactional write to a partition this broker leads carries to its
     append, its guard taken now (before the coordinator is asked); :data:`NOT_REQUIRED` when
@@ -153,7 +157,7 @@ def produce_error(code: int, transactional_id: str, topic: str, partition: int, 
     return errors.INVALID_TXN_STATE, msg
 
 
-def coordinator_verdict(svc: BrokerServices, transactional_id: str, topic: str, partition: int, producer_id: int,
+def coordinator_verdict(svc: VerificationNeeds, transactional_id: str, topic: str, partition: int, producer_id: int,
                         producer_epoch: int, add: bool = False) -> int | RemoteCheck:
     """The coordinator's answer (AddPartitionsToTxn VerifyOnly) for the producer's first
     transactional write to the partition: NONE without asking when the transaction is open on

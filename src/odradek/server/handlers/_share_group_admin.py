@@ -6,7 +6,7 @@ callbacks as futures."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.protocol import errors
 from odradek.security.acl import ResourceType
@@ -15,7 +15,7 @@ from odradek.server.handlers.share_group_heartbeat import (
     other_group_type,
     share_groups_enabled,
 )
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasShare, RequestContext
 from odradek.server.share_manager import persister_call
 
 __all__ = ["empty_share_group", "persister_call"]
@@ -25,13 +25,22 @@ if TYPE_CHECKING:
     from odradek.server.share_services import ShareServices
 
 
+class Needs(HasGroups, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def empty_share_group(ctx: RequestContext, group_id: str, failed: Callable[..., Any], *,
                       create_missing: bool) -> tuple[ShareServices, ShareGroup] | Any:
     """(share services, the group) when the call may go on, else ``failed(code[, message])``: share
     groups off (UNSUPPORTED_VERSION), the group not authorized (GROUP_AUTHORIZATION_FAILED), not
     coordinated here, a group of another type or (unless ``create_missing``, which makes it empty) an
     unknown one (GROUP_ID_NOT_FOUND), a group with members (NON_EMPTY_GROUP)."""
-    svc = ctx.services
+    svc = services(ctx)
     share = svc.share
     if not share_groups_enabled(ctx) or share is None:
         return failed(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)

@@ -10,21 +10,30 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.share.share_state import PartitionResult, SharePartitionKey
 from odradek.protocol import errors
 from odradek.security.acl import ResourceType
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasShare, RequestContext
 
 # (share coordinator runtime, key, kio partition data, done)
 Call = Callable[[Any, SharePartitionKey, Any, Callable[[PartitionResult], None]], None]
 
 
+class Needs(HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def serve(ctx: RequestContext, request: Any, call: Call,
           build: Callable[[list[tuple[uuid.UUID | None, list[tuple[Any, PartitionResult]]]]], Any]) -> Any:
     """Run ``call`` for every partition of ``request.topics`` and answer ``build`` of the results, in order."""
-    share = ctx.services.share
+    share = services(ctx).share
     denied = not ctx.permits(ResourceType.CLUSTER)
     loop = asyncio.get_running_loop()
     topics: list[tuple[uuid.UUID | None, list[tuple[Any, asyncio.Future[PartitionResult]]]]] = []

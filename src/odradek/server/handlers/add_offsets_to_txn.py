@@ -4,7 +4,7 @@ transaction, before TxnOffsetCommit (KafkaApis.handleAddOffsetsToTxnRequest)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.transaction.coordinator import ADD_OFFSETS_TO_TXN, error_for_version
 from odradek.protocol import errors
@@ -12,11 +12,20 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasTxn, RequestContext
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
 MAX_VERSION = 4
+
+
+class Needs(HasGroups, HasTxn, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -35,7 +44,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     elif not request.group_id:
         respond(errors.INVALID_GROUP_ID)
     else:
-        ctx.services.groups.ensure_topic()
-        ctx.services.txn.coordinator.add_offsets(request.transactional_id, int(request.producer_id),
+        services(ctx).groups.ensure_topic()
+        services(ctx).txn.coordinator.add_offsets(request.transactional_id, int(request.producer_id),
                                                  int(request.producer_epoch), request.group_id, respond)
     return fut.result() if fut.done() else fut

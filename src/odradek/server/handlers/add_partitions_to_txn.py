@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.transaction.coordinator import ADD_PARTITIONS_TO_TXN, error_for_version
 from odradek.protocol import errors
@@ -22,7 +22,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import error_code, make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, HasTopics, HasTxn, RequestContext
 from odradek.server.txn_version import client_transaction_version
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -30,6 +30,15 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 TopicPartition = tuple[str, int]
+
+
+class Needs(HasTopics, HasCluster, HasTxn, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _topic_results(m: Any, codes: dict[TopicPartition, int]) -> tuple[Any, ...]:
@@ -43,8 +52,8 @@ def _topic_results(m: Any, codes: dict[TopicPartition, int]) -> tuple[Any, ...]:
 
 def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, parts: list[TopicPartition], verify_only: bool,
          done: Callable[[dict[TopicPartition, int]], None]) -> None:
-    txn = ctx.services.txn
-    topics = ctx.services.topics
+    txn = services(ctx).txn
+    topics = services(ctx).topics
     if not verify_only and ctx.api_version < 4 and not ctx.permits(ResourceType.TRANSACTIONAL_ID, tid):
         done(dict.fromkeys(parts, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return
@@ -85,7 +94,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
              int(request.v3_and_below_producer_epoch), parts, False, done_v3)
         return fut.result() if fut.done() else fut
     txns = list(request.transactions)
-    if ctx.listener not in ctx.services.cluster.cluster_listeners or not ctx.permits(ResourceType.CLUSTER):
+    if ctx.listener not in services(ctx).cluster.cluster_listeners or not ctx.permits(ResourceType.CLUSTER):
         # v4+ is sent by brokers (CLUSTER_ACTION, KafkaApis.handleAddPartitionsToTxnRequest)
         return make(m.AddPartitionsToTxnResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
                     results_by_transaction=())

@@ -5,7 +5,7 @@ ip entities (KIP-612), and their defaults (a null name), each entry on its own, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.store import StoreError
 from odradek.protocol import errors
@@ -14,16 +14,25 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.quota.client_quotas import QuotaRequestError, entity_from_parts
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, HasQuotas, RequestContext
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
+class Needs(HasCluster, HasQuotas, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    svc = ctx.services
+    svc = services(ctx)
     validate_only = bool(request.validate_only)
     out = []
     changed = False

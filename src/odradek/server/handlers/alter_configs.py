@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.config import ConfigError
 from odradek.controller.topics import TopicError
@@ -14,11 +14,20 @@ from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.server.group_configs import RESOURCE_GROUP
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import BrokerServices, RequestContext
+from odradek.server.request_context import HasAdmin, HasNodeId, RequestContext
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 2
+
+
+class Needs(HasNodeId, HasAdmin, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str | None]:
@@ -35,7 +44,7 @@ def alter_configs_denied(ctx: RequestContext, resource_type: int, name: str) -> 
     return errors.NONE, None
 
 
-def apply(svc: BrokerServices, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+def apply(svc: Needs, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
     """Install ``new`` as the resource's dynamic configs; (error code, message)."""
     try:
         if resource_type == RESOURCE_TOPIC:
@@ -66,7 +75,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         new = {c.name: c.value for c in res.configs if c.value is not None}
         code, msg = alter_configs_denied(ctx, res.resource_type, res.resource_name)
         if not code:
-            code, msg = apply(ctx.services, res.resource_type, res.resource_name, new, request.validate_only)
+            code, msg = apply(services(ctx), res.resource_type, res.resource_name, new, request.validate_only)
         out.append(
             make(
                 m.AlterConfigsResourceResponse,

@@ -6,20 +6,29 @@ and the response repeats the flag."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, RequestContext
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 TP = tuple[str, int]
+
+
+class Needs(HasCluster, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], top: int = errors.NONE,
@@ -39,7 +48,7 @@ def _response(m: Any, request: Any, results: dict[TP, tuple[int, str | None]], t
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     wanted: dict[TP, list[int] | None] = {
         (t.name, int(p.partition_index)): (list(p.replicas) if p.replicas is not None else None)

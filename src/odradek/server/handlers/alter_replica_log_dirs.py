@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.log import dir_move
 from odradek.protocol import errors
@@ -21,13 +21,22 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import BrokerServices, RequestContext
+from odradek.server.request_context import HasLogManager, HasTopics, RequestContext
 
 API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
 MIN_VERSION = 1
 MAX_VERSION = 2
 
 log = logging.getLogger("odradek.server")
+
+
+class Needs(HasTopics, HasLogManager, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _log_dir(log_dirs: list[Path], path: str) -> Path | None:
@@ -41,7 +50,7 @@ def _log_dir(log_dirs: list[Path], path: str) -> Path | None:
     return None
 
 
-def alter(svc: BrokerServices, topic: str, partition: int, path: str) -> int:
+def alter(svc: Needs, topic: str, partition: int, path: str) -> int:
     lm = svc.log_manager
     name = f"{topic}-{partition}"
     if len(dir_move.suffixed_dir_name(name, "0" * 32, dir_move.FUTURE_DIR_SUFFIX).encode()) > 255:
@@ -73,7 +82,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     for d in request.dirs:
         for t in d.topics:
             for p in t.partitions:
-                code = (alter(ctx.services, t.name, int(p), d.path) if allowed
+                code = (alter(services(ctx), t.name, int(p), d.path) if allowed
                         else errors.CLUSTER_AUTHORIZATION_FAILED)
                 by_topic.setdefault(t.name, []).append(
                     make(m.AlterReplicaLogDirPartitionResult, partition_index=p, error_code=code))

@@ -9,7 +9,7 @@ GROUP_AUTHORIZATION_FAILED; READ on each topic, else TOPIC_AUTHORIZATION_FAILED 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
@@ -18,16 +18,25 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._share_group_admin import empty_share_group, persister_call
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasTopics, RequestContext
 
 API_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Needs(HasTopics, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    svc = ctx.services
+    svc = services(ctx)
 
     def failed(code: int, message: str | None = None) -> Any:
         return make(m.AlterShareGroupOffsetsResponse, throttle_time=0, error_code=code, error_message=message,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -13,16 +13,25 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.security.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS, credential_from_salted
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasSecurity, RequestContext
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Needs(HasSecurity, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    store = ctx.services.security.credentials
+    store = services(ctx).security.credentials
     ops: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for d in request.deletions:
         ops[str(d.name)].append(("delete", d))

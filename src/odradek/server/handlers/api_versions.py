@@ -5,18 +5,27 @@ also the supported features, the finalized features and their epoch (KIP-584, ta
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasFeatures, RequestContext
 from odradek.server.txn_version import advertised, transaction_version
 
 API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION = 0
 MAX_VERSION = 4
+
+
+class Needs(HasFeatures, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _versions() -> list[tuple[int, int, int]]:
@@ -37,11 +46,11 @@ def unsupported_version_response(transaction_version_level: int) -> bytes:
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    versions = advertised(_versions(), transaction_version(ctx.services.features))
+    versions = advertised(_versions(), transaction_version(services(ctx).features))
     keys = tuple(make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in versions)
     if ctx.api_version < 3:
         return make(m.ApiVersionsResponse, error_code=errors.NONE, api_keys=keys, throttle_time=0)
-    features = ctx.services.features
+    features = services(ctx).features
     finalized, epoch = features.snapshot()
     # KIP-1022: a supported range starting at 0 is shown from 1 below v4 (clients before it reject
     # 0), and a feature supported only at 0 is left out there; finalized levels show as [level, level]

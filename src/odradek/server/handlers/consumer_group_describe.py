@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -19,7 +19,7 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.consumer_group_heartbeat import UNSUPPORTED_MESSAGE, consumer_protocol_enabled
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasTopics, RequestContext
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 MIN_VERSION = 0
@@ -27,6 +27,15 @@ MAX_VERSION = 1
 
 _NO_OPS = -(2**31)
 UNAUTHORIZED_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+class Needs(HasTopics, HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) -> Any:
@@ -38,7 +47,7 @@ def _assignment(m: Any, view: Any, parts: Mapping[uuid.UUID, frozenset[int]]) ->
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    consumer = ctx.services.groups.consumer
+    consumer = services(ctx).groups.consumer
     enabled = consumer_protocol_enabled(ctx)
     out = []
     for gid in request.group_ids:
@@ -47,7 +56,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         elif not ctx.permits(ResourceType.GROUP, gid):
             not_here = errors.GROUP_AUTHORIZATION_FAILED
         else:
-            not_here = ctx.services.groups.coordinator_error(gid)
+            not_here = services(ctx).groups.coordinator_error(gid)
         g = consumer.describe(gid) if gid and not not_here else None
         if g is None:
             code = not_here or (errors.INVALID_GROUP_ID if not gid else errors.GROUP_ID_NOT_FOUND)

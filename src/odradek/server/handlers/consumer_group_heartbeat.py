@@ -14,7 +14,7 @@ GROUP_ID_NOT_FOUND, as Kafka's getOrMaybeCreateConsumerGroup does for a group of
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.features import GROUP_VERSION
 from odradek.coordinator.group.consumer_model import HeartbeatRequest
@@ -23,7 +23,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasFeatures, HasGroups, HasShare, RequestContext
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 MIN_VERSION = 0
@@ -32,9 +32,18 @@ MAX_VERSION = 1
 UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
+class Needs(HasGroups, HasFeatures, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def consumer_protocol_enabled(ctx: RequestContext) -> bool:
     """Kafka's isConsumerGroupProtocolEnabled: group.version >= 1 (GV_1) is finalized."""
-    return ctx.services.features.level(GROUP_VERSION) >= 1
+    return services(ctx).features.level(GROUP_VERSION) >= 1
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -68,8 +77,8 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     elif names and not all(ctx.permits(ResourceType.TOPIC, n) for n in set(names)):
         not_here = errors.TOPIC_AUTHORIZATION_FAILED
     else:
-        not_here = ctx.services.groups.coordinator_error(request.group_id)
-    share = ctx.services.share
+        not_here = services(ctx).groups.coordinator_error(request.group_id)
+    share = services(ctx).share
     if not not_here and share is not None and request.group_id in share.groups.groups:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=errors.GROUP_ID_NOT_FOUND,
                     error_message=f"Group {request.group_id} is not a consumer group.",
@@ -79,7 +88,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=0, error_code=not_here, error_message=None,
                     member_id=request.member_id or None, member_epoch=int(request.member_epoch),
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
-    r = ctx.services.groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
+    r = services(ctx).groups.consumer.heartbeat(req, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
     assignment = None
     if r.assignment is not None:
         assignment = make(

@@ -3,7 +3,7 @@ AclApis.handleCreateAcls). SECURITY_DISABLED without an authorizer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -21,16 +21,25 @@ from odradek.security.acl import (
 )
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers._acl_common import NO_AUTHORIZER, enum_value
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasSecurity, RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
 MIN_VERSION = 1
 MAX_VERSION = 3
 
 
+class Needs(HasSecurity, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    acls = ctx.services.security.acls
+    acls = services(ctx).security.acls
 
     def result(code: int, message: str | None = None) -> Any:
         return make(m.AclCreationResult, error_code=code, error_message=message)

@@ -10,7 +10,7 @@ with POLICY_VIOLATION; the topic registry checks each topic against ``max.partit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
@@ -20,7 +20,7 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasAdmin, HasCluster, HasTopics, RequestContext
 from odradek.server.turns import in_turns
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -28,8 +28,17 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
+class Needs(HasTopics, HasCluster, HasAdmin, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     out = []
     quota = ctx.controller_mutation_quota()

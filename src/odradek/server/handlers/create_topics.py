@@ -17,7 +17,7 @@ assignments")."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller import partition_limits as limits
 from odradek.controller.topics import TopicError
@@ -28,7 +28,7 @@ from odradek.security.acl import ResourceType
 from odradek.server.config_view import topic_entries
 from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasAdmin, HasCluster, HasConfig, HasTopics, RequestContext
 from odradek.server.turns import in_turns
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -36,8 +36,17 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
+class Needs(HasConfig, HasTopics, HasCluster, HasAdmin, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     results = []
     seen: dict[str, int] = {}

@@ -4,26 +4,35 @@ records in __consumer_offsets are tombstoned. Answered once the tombstones are r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasShare, RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
+class Needs(HasGroups, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     allowed = {g for g in request.groups_names if ctx.permits(ResourceType.GROUP, g)}
     mine = [g for g in request.groups_names if g in allowed and not groups.coordinator_error(g)]
-    share = ctx.services.share
+    share = services(ctx).share
     shared = [g for g in mine if share is not None and g in share.groups.groups]
     results = groups.coordinator.delete_groups([g for g in mine if g not in shared])
     for g in shared:  # a share group (KIP-932): only when it has no members

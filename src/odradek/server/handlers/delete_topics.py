@@ -7,7 +7,7 @@ versions only get the throttle time."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.topics import TopicError
 from odradek.protocol import errors
@@ -16,15 +16,24 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.quota.controller_mutation import ThrottlingQuotaExceeded
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasAdmin, HasCluster, HasConfig, HasTopics, RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION = 1
 MAX_VERSION = 6
 
 
+class Needs(HasConfig, HasTopics, HasCluster, HasAdmin, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     reg = svc.topics
     targets: list[tuple[str | None, Any]] = []

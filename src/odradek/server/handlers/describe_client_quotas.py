@@ -4,7 +4,7 @@ entities with exactly those types)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -12,11 +12,20 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.quota.client_quotas import Component, QuotaRequestError, entity_parts
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasQuotas, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+
+class Needs(HasQuotas, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -26,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
                     error_message=None, entries=None)
     components = [Component(c.entity_type, int(c.match_type), c.match) for c in request.components]
     try:
-        found = ctx.services.quotas.describe(components, bool(request.strict))
+        found = services(ctx).quotas.describe(components, bool(request.strict))
     except QuotaRequestError as e:
         return make(m.DescribeClientQuotasResponse, throttle_time=0, error_code=e.code, error_message=e.message,
                     entries=None)

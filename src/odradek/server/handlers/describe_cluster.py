@@ -6,22 +6,38 @@ answer is the same with or without the flag."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.zk_data import live_broker_endpoints
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import (
+    HasAdvertisedEndpoint,
+    HasCluster,
+    HasClusterId,
+    HasNodeId,
+    HasRack,
+    RequestContext,
+)
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
 MAX_VERSION = 2  # v2: include_fenced_brokers and is_fenced (KIP-1073)
 
 
+class Needs(HasNodeId, HasClusterId, HasRack, HasCluster, HasAdvertisedEndpoint, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     endpoint_type = getattr(request, "endpoint_type", 1)
     if endpoint_type not in (1,):

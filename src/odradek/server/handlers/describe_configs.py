@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.config import ConfigError
 from odradek.protocol import errors
@@ -28,15 +28,24 @@ from odradek.server.group_configs import RESOURCE_GROUP, SRC_GROUP_CONFIG
 from odradek.server.group_configs import defs as group_config_defs
 from odradek.server.group_configs import store_name as group_store_name
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasConfig, HasNodeId, HasTopics, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION = 1
 MAX_VERSION = 4
 
 
+class Needs(HasNodeId, HasConfig, HasTopics, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     include_synonyms = getattr(request, "include_synonyms", False)
     include_docs = getattr(request, "include_documentation", False)

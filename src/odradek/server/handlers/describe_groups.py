@@ -10,7 +10,7 @@ so tools written for classic groups can read it; ConsumerGroupDescribe (69) give
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.group.classic import GroupState
 from odradek.coordinator.group.consumer_protocol import encode_assignment, encode_subscription
@@ -19,20 +19,29 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasTopics, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 6
 
 
+class Needs(HasTopics, HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    coord = ctx.services.groups.coordinator
+    coord = services(ctx).groups.coordinator
     out = []
-    consumer = ctx.services.groups.consumer
+    consumer = services(ctx).groups.consumer
     for gid in request.groups:
-        not_here = ctx.services.groups.coordinator_error(gid)
+        not_here = services(ctx).groups.coordinator_error(gid)
         if not ctx.permits(ResourceType.GROUP, gid):
             not_here = errors.GROUP_AUTHORIZATION_FAILED
         if not_here:

@@ -9,22 +9,31 @@ result (versions below 3 have no top-level error code: they get the empty list a
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasConfig, HasLogManager, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 MIN_VERSION = 1
 MAX_VERSION = 5  # v5: is_cordoned (KIP-1066), false: cordoned.log.dirs is accepted but not acted on
 
 
+class Needs(HasConfig, HasLogManager, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     if not ctx.permits(ResourceType.CLUSTER):
         return make(m.DescribeLogDirsResponse, throttle_time=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED,

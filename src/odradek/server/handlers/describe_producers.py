@@ -4,23 +4,32 @@ each log's producer state, with the first offset of an open transaction
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasReplicaManager, HasTopics, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Needs(HasTopics, HasReplicaManager, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    svc = ctx.services
+    svc = services(ctx)
     rm = svc.replica_manager
     topics = []
     for t in request.topics:

@@ -8,7 +8,7 @@ each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions. Gated by ``share
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.share.share_state import PartitionResult
 from odradek.protocol import errors
@@ -17,11 +17,20 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasLogManager, HasShare, HasTopics, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+
+class Needs(HasTopics, HasLogManager, HasGroups, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def lag(high_watermark: int, start_offset: int, delivery_complete_count: int) -> int:
@@ -33,7 +42,7 @@ def lag(high_watermark: int, start_offset: int, delivery_complete_count: int) ->
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    svc = ctx.services
+    svc = services(ctx)
     share = svc.share
     loop = asyncio.get_running_loop()
     # per group: (error, message, [(topic name, topic id, [(partition, future or error)])])

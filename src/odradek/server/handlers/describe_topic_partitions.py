@@ -19,14 +19,14 @@ asks it first and falls back to Metadata only when a broker does not offer it.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, HasTopics, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 MIN_VERSION = 0
@@ -35,8 +35,17 @@ MAX_VERSION = 0
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
 
+class Needs(HasTopics, HasCluster, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     reg = svc.topics
     live = set(svc.cluster.live_brokers)

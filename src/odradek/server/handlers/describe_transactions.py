@@ -7,18 +7,27 @@ see otherwise."""
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasTxn, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 MIN_VERSION = 0
 MAX_VERSION = 0
+
+
+class Needs(HasTxn, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -35,7 +44,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
                 transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC),
                 producer_id=-1, producer_epoch=-1, topics=(),
             ))
-    for d in ctx.services.txn.coordinator.describe_transactions(allowed):
+    for d in services(ctx).txn.coordinator.describe_transactions(allowed):
         states.append(make(
             m.TransactionState, error_code=d.error_code, transactional_id=d.transactional_id,
             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.transaction_timeout_ms),

@@ -4,7 +4,7 @@ credentials; needs DESCRIBE on the cluster."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -12,16 +12,25 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.security.scram import MECHANISM_NUMBERS
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasSecurity, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Needs(HasSecurity, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    store = ctx.services.security.credentials
+    store = services(ctx).security.credentials
     if not ctx.permits(ResourceType.CLUSTER):
         return make(m.DescribeUserScramCredentialsResponse, throttle_time=0,
                     error_code=errors.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=())

@@ -4,14 +4,14 @@ runs on the controller's event queue."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, RequestContext
 
 API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION = 0
@@ -27,6 +27,15 @@ _MESSAGES = {
 }
 
 
+class Needs(HasCluster, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def _response(m: Any, version: int, results: dict[TP, int], top_error: int = errors.NONE) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in sorted(results.items()):
@@ -37,7 +46,7 @@ def _response(m: Any, version: int, results: dict[TP, int], top_error: int = err
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     version = ctx.api_version
     election_type = int(getattr(request, "election_type", 0))

@@ -30,7 +30,7 @@ bound: every partition of the cluster may be fetched in one request, and 10,000 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.log.fetch_isolation import FetchIsolation
 from odradek.metrics.error_counts import add_error
@@ -45,7 +45,17 @@ from odradek.replication.delayed_fetch import FetchParams, LogReadResult
 from odradek.security.acl import ResourceType
 from odradek.server.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.server.handlers import HandlerResult, RawResponse
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import (
+    HasCluster,
+    HasFetchMaxBytes,
+    HasFetchSessions,
+    HasNowMs,
+    HasQuotas,
+    HasReplicaManager,
+    HasSecurity,
+    HasTopics,
+    RequestContext,
+)
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
@@ -64,7 +74,17 @@ _NOT_FAILED_FETCH = frozenset({
 PARTITIONS_OVER_CLUSTER = 10_000  # partition entries one Fetch may name beyond the cluster's partitions
 
 
-def check_frame(services: Any, version: int, frame: Any, offset: int) -> str | None:
+class Needs(HasTopics, HasCluster, HasReplicaManager, HasFetchSessions, HasNowMs, HasQuotas, HasSecurity,
+            HasFetchMaxBytes, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
+def check_frame(svc: HasTopics, version: int, frame: Any, offset: int) -> str | None:
     """Why a Fetch must be refused before it is decoded: more partition entries, or more topic
     entries, than the cluster holds partitions plus :data:`PARTITIONS_OVER_CLUSTER`. A body too short
     to name that many is let through on its length alone (at most 30-60 KB: an entry takes 3 to 6
@@ -76,7 +96,7 @@ def check_frame(services: Any, version: int, frame: Any, offset: int) -> str | N
         return None
     if count_partitions(version, frame, offset, PARTITIONS_OVER_CLUSTER) <= PARTITIONS_OVER_CLUSTER:
         return None
-    limit = services.topics.partition_count() + PARTITIONS_OVER_CLUSTER
+    limit = svc.topics.partition_count() + PARTITIONS_OVER_CLUSTER
     if count_partitions(version, frame, offset, limit) <= limit:
         return None
     return (f"a Fetch naming more than {limit} partitions or topics (the cluster's "
@@ -142,7 +162,7 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
     for (name, p), cp in requested:
         tr = by_name.get(name)
         if tr is None:
-            meta = ctx.services.topics.get(name)
+            meta = services(ctx).topics.get(name)
             tr = by_name[name] = TopicResult(name, meta.topic_id if meta is not None else cp.topic_id)
             topics.append(tr)
         pr = PartitionResult(p)
@@ -154,8 +174,8 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
 def _fetch_throttle_ms(ctx: RequestContext, read_bytes: int) -> int:
     """consumer_byte_rate: record the bytes read; over the quota, take them back (the response
     will carry none), mute the connection and return the throttle time (KIP-219)."""
-    quota = ctx.services.quotas.fetch
-    now = ctx.services.now_ms()
+    quota = services(ctx).quotas.fetch
+    now = services(ctx).now_ms()
     user, client = ctx.quota_user, ctx.client_id or ""
     throttle = quota.record_and_get_throttle_time_ms(user, client, read_bytes, now)
     if throttle:
@@ -170,8 +190,8 @@ def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
     consumer_byte_rate quota at most what it may take at once (Kafka's getMaxValueInQuotaWindow).
     ReplicaManager.read_from_log keeps the whole response within it but for one whole batch of the
     first partition with data."""
-    max_bytes = min(int(getattr(request, "max_bytes", 0x7FFFFFFF)), ctx.services.fetch_max_bytes)
-    quota = ctx.services.quotas.fetch
+    max_bytes = min(int(getattr(request, "max_bytes", 0x7FFFFFFF)), services(ctx).fetch_max_bytes)
+    quota = services(ctx).quotas.fetch
     if quota.quotas and replica_id < 0:
         window = quota.max_value_in_window(ctx.quota_user, ctx.client_id or "")
         if window is not None:
@@ -200,7 +220,7 @@ def _count(stats: BrokerTopicStats, read: LogReadResult, consumer: bool) -> None
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     version = ctx.api_version
-    svc = ctx.services
+    svc = services(ctx)
     reg = svc.topics
     requested, forgotten = _requested(version, request, reg)
     replica_state = getattr(request, "replica_state", None)

@@ -5,7 +5,7 @@ leader of the key's __consumer_offsets / __transaction_state partition
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.zk_data import endpoint_for
 from odradek.protocol import errors
@@ -13,7 +13,15 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import (
+    HasAdvertisedEndpoint,
+    HasCluster,
+    HasGroups,
+    HasNodeId,
+    HasTopics,
+    HasTxn,
+    RequestContext,
+)
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
@@ -23,9 +31,18 @@ KEY_GROUP = 0
 KEY_TRANSACTION = 1
 
 
+class Needs(HasNodeId, HasTopics, HasCluster, HasGroups, HasTxn, HasAdvertisedEndpoint, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port)."""
-    svc = ctx.services
+    svc = services(ctx)
     if key_type == KEY_GROUP:
         if not key:
             return errors.INVALID_REQUEST, "group id must not be empty", -1, "", -1
@@ -48,7 +65,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, int, st
 
 def _leader_of(ctx: Any, topic: str, partition: int) -> tuple[int, str | None, int, str, int]:
     """Embedded: this broker; cluster mode: the leader of the coordinator's partition."""
-    svc = ctx.services
+    svc = services(ctx)
     cluster = svc.cluster
     if cluster.embedded:
         host, port = svc.advertised_endpoint(ctx.listener)
@@ -63,7 +80,7 @@ def _leader_of(ctx: Any, topic: str, partition: int) -> tuple[int, str | None, i
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     key_type = getattr(request, "key_type", KEY_GROUP)
     topic = "__transaction_state" if key_type == KEY_TRANSACTION else "__consumer_offsets"
     if key_type in (KEY_GROUP, KEY_TRANSACTION) and svc.topics.get(topic) is None:

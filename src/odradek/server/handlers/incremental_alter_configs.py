@@ -13,7 +13,7 @@ applied.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.config import BROKER_CONFIGS, T_LIST, TOPIC_CONFIGS, ConfigError
 from odradek.protocol import errors
@@ -30,8 +30,9 @@ from odradek.server.config_view import (
 )
 from odradek.server.group_configs import GROUP_CONFIG_TYPES, RESOURCE_GROUP, store_name
 from odradek.server.handlers import HandlerResult
+from odradek.server.handlers.alter_configs import Needs as AlterConfigsNeeds
 from odradek.server.handlers.alter_configs import alter_configs_denied, apply
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasTopics, RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
@@ -39,6 +40,15 @@ MAX_VERSION = 1
 
 
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+class Needs(HasTopics, AlterConfigsNeeds, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _items(raw: str | None) -> list[str]:
@@ -81,7 +91,7 @@ def apply_ops(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     out = []
     for res in request.resources:

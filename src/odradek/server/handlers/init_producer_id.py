@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.store import StoreError
 from odradek.coordinator.transaction.coordinator import (
@@ -20,7 +20,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasProducerIds, HasSecurity, HasTxn, RequestContext
 
 log = logging.getLogger("odradek.producer_ids")
 
@@ -29,8 +29,17 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
+class Needs(HasTxn, HasProducerIds, HasSecurity, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     if request.transactional_id is None and svc.security.acls is not None and not (
         ctx.permits(ResourceType.CLUSTER)
@@ -60,7 +69,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
 def _transactional(ctx: RequestContext, request: Any) -> Any:
     m = ctx.response_module
-    txn = ctx.services.txn
+    txn = services(ctx).txn
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     def respond(r: InitProducerIdResult) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.group.coordinator import JoinResult
 from odradek.protocol import errors
@@ -12,11 +12,20 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 9
+
+
+class Needs(HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 class _WaitingJoin:
@@ -34,7 +43,7 @@ class _WaitingJoin:
 
     def respond(self, r: JoinResult) -> None:
         # after the coordinator's writes to the group's partition are replicated
-        groups = self.ctx.services.groups
+        groups = services(self.ctx).groups
         groups.after_write(self.ctx, [groups.coordinator.partition_for(self.group_id)], partial(self._then, r))
 
     def _then(self, r: JoinResult, code: int) -> None:
@@ -69,7 +78,7 @@ class _WaitingJoin:
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     waiting = _WaitingJoin(ctx, request.group_id, fut)
-    groups = ctx.services.groups
+    groups = services(ctx).groups
 
     not_here = groups.coordinator_error(request.group_id)
     if not ctx.permits(ResourceType.GROUP, request.group_id):
@@ -80,7 +89,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     rebalance = getattr(request, "rebalance_timeout", None)
     session_ms = int(request.session_timeout.total_seconds() * 1000)
     rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
-    ctx.services.groups.coordinator.join_group(
+    services(ctx).groups.coordinator.join_group(
         request.group_id,
         request.member_id,
         getattr(request, "group_instance_id", None),

@@ -6,7 +6,7 @@ broker has no configs for (GROUP: KIP-848's group configs) is refused with INVAL
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -15,7 +15,7 @@ from odradek.security.acl import ResourceType
 from odradek.server.client_metrics import RESOURCE_CLIENT_METRICS
 from odradek.server.config_view import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, HasNodeId, HasTopics, RequestContext
 
 API_KEY = ApiKey.LIST_CONFIG_RESOURCES
 MIN_VERSION = 0
@@ -24,9 +24,18 @@ MAX_VERSION = 1
 SUPPORTED = (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS)
 
 
+class Needs(HasNodeId, HasTopics, HasCluster, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    svc = ctx.services
+    svc = services(ctx)
 
     def respond(code: int, resources: tuple[Any, ...] = ()) -> Any:
         return make(m.ListConfigResourcesResponse, throttle_time=0, error_code=code, config_resources=resources)

@@ -3,18 +3,27 @@ protocol type "share", as Kafka 4.4 lists them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasShare, RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 5
+
+
+class Needs(HasGroups, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -27,7 +36,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     def visible(gid: str) -> bool:
         return everything or ctx.permits(ResourceType.GROUP, gid)
 
-    groups = [g for g in ctx.services.groups.coordinator.list_groups(states or None) if visible(g.group_id)]
+    groups = [g for g in services(ctx).groups.coordinator.list_groups(states or None) if visible(g.group_id)]
     if types and "classic" not in types:
         groups = []
     out = [
@@ -37,10 +46,10 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     if not types or "consumer" in types:
         out += [
             make(m.ListedGroup, group_id=g.group_id, protocol_type="consumer", group_state=g.state.value, group_type="consumer")
-            for g in ctx.services.groups.consumer.list_groups(states or None)
+            for g in services(ctx).groups.consumer.list_groups(states or None)
             if visible(g.group_id)
         ]
-    share = ctx.services.share
+    share = services(ctx).share
     if share is not None and (not types or "share" in types):
         out += [
             make(m.ListedGroup, group_id=g.group_id, protocol_type="share", group_state=g.state, group_type="share")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.log.fetch_isolation import FetchIsolation
 from odradek.protocol import errors
@@ -41,7 +41,7 @@ from odradek.purgatory import future_of
 from odradek.replication.delayed_remote_list_offsets import DelayedRemoteListOffsets
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasConfig, HasReplicaManager, HasTopics, RequestContext
 from odradek.tiered.metadata_cache import RemoteMetadataNotReadyError
 from odradek.tiered.plan import TimestampAndOffset
 from odradek.tiered.storage import RemoteStorageError
@@ -68,6 +68,15 @@ SPEC_MIN_VERSION = {
 }
 
 DEBUG_REPLICA = -2  # ListOffsets from a debugging tool may be answered by any replica
+
+
+class Needs(HasConfig, HasTopics, HasReplicaManager, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def spec_unsupported(timestamp: int, version: int) -> bool:
@@ -115,7 +124,7 @@ def special_offset(plog: Log, target: int) -> TimestampAndOffset | None:
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     rm = svc.replica_manager
     version = ctx.api_version

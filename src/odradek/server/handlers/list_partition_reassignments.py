@@ -4,20 +4,29 @@ answers (NOT_CONTROLLER elsewhere)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, RequestContext
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 TP = tuple[str, int]
+
+
+class Needs(HasCluster, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _response(m: Any, ongoing: dict[TP, tuple[list[int], list[int], list[int]]], top: int = errors.NONE,
@@ -34,7 +43,7 @@ def _response(m: Any, ongoing: dict[TP, tuple[list[int], list[int], list[int]]],
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     wanted: list[TP] | None = None
     if request.topics is not None:

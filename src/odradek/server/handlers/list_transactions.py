@@ -6,22 +6,31 @@ INVALID_REGULAR_EXPRESSION with no transactions."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasTxn, RequestContext
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
+class Needs(HasTxn, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    r = ctx.services.txn.coordinator.list_transactions(
+    r = services(ctx).txn.coordinator.list_transactions(
         request.state_filters, [int(p) for p in request.producer_id_filters],
         int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.partition_limits import MAX_PARTITIONS_PER_REQUEST
 from odradek.controller.topics import TopicError, validate_topic_name
@@ -16,7 +16,17 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import (
+    HasAdmin,
+    HasAdvertisedEndpoint,
+    HasCluster,
+    HasClusterId,
+    HasConfig,
+    HasNodeId,
+    HasRack,
+    HasTopics,
+    RequestContext,
+)
 from odradek.server.turns import in_turns
 
 API_KEY = ApiKey.METADATA
@@ -37,6 +47,15 @@ _PARTITION_CACHE: dict[tuple[Any, ...], Any] = {}
 _PARTITION_CACHE_MAX = 200_000
 # an answer equal to a recent one is sent as the same bytes (encoding 10,000 partitions is ~130 ms)
 codec.memoize_encoding("MetadataResponse")
+
+
+class Needs(HasNodeId, HasClusterId, HasRack, HasConfig, HasTopics, HasCluster, HasAdmin, HasAdvertisedEndpoint, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _partition_response(m: Any, p: Any, live: Any) -> Any:
@@ -93,7 +112,7 @@ AUTO_CREATE_WAIT_MS = 2000  # how long a Metadata request waits for topics it au
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     version = ctx.api_version
     requested = request.topics
     if version == 0 and requested is not None and len(requested) == 0:
@@ -161,7 +180,7 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
 
 
 def _respond(ctx: Any, requested: Any, allow_auto: bool, request: Any) -> Any:
-    svc = ctx.services
+    svc = services(ctx)
     version = ctx.api_version
     m = ctx.response_module
     reg = svc.topics

@@ -5,18 +5,27 @@ partitions (Kafka's KafkaApis.handleOffsetCommitRequest), and the offsets are ke
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasTopics, RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 2
 MAX_VERSION = 10
+
+
+class Needs(HasTopics, HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -30,7 +39,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         tid = t.topic_id if by_id else None
         name: str | None = t.name if not by_id else None
         if by_id:
-            meta = ctx.services.topics.by_id.get(tid) if tid is not None else None
+            meta = services(ctx).topics.by_id.get(tid) if tid is not None else None
             name = meta.name if meta is not None else None
         parts = [p.partition_index for p in t.partitions]
         order.append((name, tid, parts))
@@ -44,7 +53,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
                 p.committed_metadata or "",
             )
     # partitions of unknown topics are answered first, as Kafka's request layer does
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     exists = groups.partition_exists
     known = {tp: v for tp, v in offsets.items() if exists(*tp)}
     results: dict[tuple[str, int], int] = {}

@@ -4,24 +4,33 @@ kept (KafkaApis.handleOffsetDeleteRequest)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Needs(HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    code = not_here = ctx.services.groups.coordinator_error(request.group_id)
+    code = not_here = services(ctx).groups.coordinator_error(request.group_id)
     if not ctx.permits(ResourceType.GROUP, request.group_id):
         code = not_here = errors.GROUP_AUTHORIZATION_FAILED
     results: dict[tuple[str, int], int] = {}
@@ -29,7 +38,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     if not code:  # partitions of topics the principal may not READ are neither deleted nor told about
         unreadable = {t for t, _ in wanted if not ctx.permits(ResourceType.TOPIC, t)}
         denied = {tp: errors.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in unreadable}
-        code, results = ctx.services.groups.coordinator.delete_offsets(
+        code, results = services(ctx).groups.coordinator.delete_offsets(
             request.group_id, [tp for tp in wanted if tp not in denied])
         results = {**results, **denied}
 
@@ -52,5 +61,5 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     if not_here:
         return build(errors.NONE)
     # answered once the tombstones are replicated (coordinator.runtime)
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     return groups.answer_after_write(ctx, [groups.coordinator.partition_for(request.group_id)], build)

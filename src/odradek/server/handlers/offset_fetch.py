@@ -8,31 +8,40 @@ and fetchAllOffsetsForGroup)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasTopics, RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 1
 MAX_VERSION = 10
 
 
+class Needs(HasTopics, HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, part_cls: Any,
             require_stable: bool = False) -> tuple[int, tuple[Any, ...]]:
-    coord = ctx.services.groups.coordinator
-    pending = ctx.services.groups.txn_offsets
-    not_here = ctx.services.groups.coordinator_error(group_id)
+    coord = services(ctx).groups.coordinator
+    pending = services(ctx).groups.txn_offsets
+    not_here = services(ctx).groups.coordinator_error(group_id)
     if not ctx.permits(ResourceType.GROUP, group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED
     if not_here:
         return not_here, ()
     by_id = ctx.api_version >= 10
-    registry = ctx.services.topics
+    registry = services(ctx).topics
     wanted: list[tuple[str, int]] | None = None
     unknown: list[Any] = []  # v10: the requested topics whose id this broker does not know
     if topics is not None:
@@ -97,7 +106,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         groups = []
         for g in request.groups:
             # v9: a member of a consumer-protocol group fetches with its member id and epoch
-            code = ctx.services.groups.consumer.validate_offset_fetch(
+            code = services(ctx).groups.consumer.validate_offset_fetch(
                 g.group_id, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
             )
             if code:

@@ -7,22 +7,31 @@ knows, or the log end offset for the current epoch. The caller truncates there.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasReplicaManager, HasTopics, RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 MIN_VERSION = 2
 MAX_VERSION = 4
 
 
+class Needs(HasTopics, HasReplicaManager, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     topics_out = []
     for t in request.topics:

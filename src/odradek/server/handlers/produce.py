@@ -19,7 +19,7 @@ in the replica manager's produce purgatory (replication.delayed_produce)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.metrics.error_counts import add_error
 from odradek.protocol import errors
@@ -35,11 +35,12 @@ from odradek.protocol.produce import decode_produce_request as decode_request
 from odradek.purgatory import DelayedResponse, future_of
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import NO_RESPONSE, HandlerResult, RawResponse
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasQuotas, RequestContext
 from odradek.server.txn_verification import (
     NOT_REQUIRED,
     RemoteCheck,
     Verification,
+    VerificationNeeds,
     produce_error,
     run_check,
     verify_transactional_append,
@@ -50,8 +51,17 @@ __all__ = ["API_KEY", "FIRST_FLEXIBLE", "MAX_VERSION", "MIN_VERSION", "decode_re
 # MAX_VERSION 12: v13 addresses topics by id
 
 
+class Needs(VerificationNeeds, HasQuotas, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     acks = request.acks
     version = ctx.api_version
     now_ms = svc.now_ms()
@@ -162,7 +172,7 @@ def _answer(ctx: RequestContext, request: Any, topics_out: list[tuple[str, list[
     connection completes from the purgatory itself, else a Future (for a caller chaining it)."""
     acks = request.acks
     version = ctx.api_version
-    rm = ctx.services.replica_manager
+    rm = services(ctx).replica_manager
     failed = any(pr[1] for _, parts in topics_out for pr in parts)
     if acks == 0:
         # Kafka closes the connection when an acks=0 produce fails, so the client notices

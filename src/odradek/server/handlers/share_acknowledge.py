@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -15,12 +15,21 @@ from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_fetch import topic_allowed
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasNodeId, HasShare, RequestContext
 from odradek.server.share_manager import TopicIdPartition, ack_batches
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 MIN_VERSION = 1
 MAX_VERSION = 2
+
+
+class Needs(HasNodeId, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
@@ -36,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
     if not share_groups_enabled(ctx):
         return error(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
-    share = ctx.services.share
+    share = services(ctx).share
     assert share is not None
     group_id = request.group_id or ""
     member_id = request.member_id or ""
@@ -52,7 +61,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
                 denied[tp] = errors.UNKNOWN_TOPIC_ID if t.topic_id is None else errors.TOPIC_AUTHORIZATION_FAILED
             else:
                 acks[tp] = ack_batches(p.acknowledgement_batches)
-    node = ctx.services.node_id
+    node = services(ctx).node_id
 
     async def run() -> Any:
         answer = await share.manager.acknowledge(group_id, member_id, int(request.share_session_epoch), acks)

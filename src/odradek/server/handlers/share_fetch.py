@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
@@ -28,7 +28,7 @@ from odradek.protocol.share_fetch_response import (
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult, RawResponse
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasNodeId, HasShare, HasTopics, RequestContext
 from odradek.server.share_manager import FetchAnswer, PartitionAnswer, TopicIdPartition, ack_batches
 
 API_KEY = ApiKey.SHARE_FETCH
@@ -37,8 +37,17 @@ MAX_VERSION = 2
 RECORD_LIMIT_MODE = 1  # ShareAcquireMode 1:record-limit (KIP-1206)
 
 
+class Needs(HasNodeId, HasTopics, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def topic_allowed(ctx: RequestContext, topic_id: uuid.UUID | None) -> bool:
-    meta = ctx.services.topics.by_id.get(topic_id) if topic_id is not None else None
+    meta = services(ctx).topics.by_id.get(topic_id) if topic_id is not None else None
     return meta is None or ctx.permits(ResourceType.TOPIC, meta.name)
 
 
@@ -51,7 +60,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
     if not share_groups_enabled(ctx):
         return error(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
-    share = ctx.services.share
+    share = services(ctx).share
     assert share is not None
     group_id = request.group_id or ""
     member_id = request.member_id or ""
@@ -94,7 +103,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
 def build(ctx: RequestContext, m: Any, answer: FetchAnswer, denied: dict[TopicIdPartition, int]) -> RawResponse:
     """The response, hand-encoded (protocol.share_fetch_response) so that the records go out with sendfile."""
-    node = ctx.services.node_id
+    node = services(ctx).node_id
     parts: dict[TopicIdPartition, PartitionAnswer] = dict(answer.partitions)
     for tp, code in denied.items():
         parts[tp] = PartitionAnswer(error_code=code)

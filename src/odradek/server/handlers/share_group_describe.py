@@ -4,7 +4,7 @@ group unknown here, or of another type, is GROUP_ID_NOT_FOUND. Gated by ``share.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.share.share_group import ASSIGNOR_NAME
 from odradek.protocol import errors
@@ -13,7 +13,7 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
 from odradek.server.handlers.share_group_heartbeat import UNSUPPORTED_MESSAGE, share_groups_enabled
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, HasShare, HasTopics, RequestContext
 
 API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
 MIN_VERSION = 1
@@ -22,10 +22,19 @@ MAX_VERSION = 1
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
+class Needs(HasTopics, HasGroups, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    share = ctx.services.share
-    topics = ctx.services.topics
+    share = services(ctx).share
+    topics = services(ctx).topics
     out = []
     for gid in request.group_ids:
         def failed(code: int, message: str | None = None, gid: str = gid) -> Any:
@@ -39,7 +48,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         if not ctx.permits(ResourceType.GROUP, gid):
             out.append(failed(errors.GROUP_AUTHORIZATION_FAILED))
             continue
-        not_here = ctx.services.groups.coordinator_error(gid)
+        not_here = services(ctx).groups.coordinator_error(gid)
         if not_here:
             out.append(failed(not_here))
             continue

@@ -12,7 +12,7 @@ error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.features import SHARE_VERSION
 from odradek.protocol import errors
@@ -20,7 +20,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasFeatures, HasGroups, HasShare, RequestContext
 
 API_KEY = ApiKey.SHARE_GROUP_HEARTBEAT
 MIN_VERSION = 1
@@ -29,14 +29,23 @@ MAX_VERSION = 1
 UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
+class Needs(HasGroups, HasFeatures, HasShare, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def share_groups_enabled(ctx: RequestContext) -> bool:
     """Kafka's isShareGroupProtocolEnabled: share.version >= 1 (SV_1) is finalized."""
-    return ctx.services.share is not None and ctx.services.features.level(SHARE_VERSION) >= 1
+    return services(ctx).share is not None and services(ctx).features.level(SHARE_VERSION) >= 1
 
 
 def other_group_type(ctx: RequestContext, group_id: str) -> bool:
     """A classic or KIP-848 consumer group holds ``group_id``."""
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     return group_id in groups.coordinator.groups or group_id in groups.consumer.groups
 
 
@@ -50,14 +59,14 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
     if not share_groups_enabled(ctx):
         return error(errors.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE)
-    share = ctx.services.share
+    share = services(ctx).share
     assert share is not None
     names = request.subscribed_topic_names
     if not ctx.permits(ResourceType.GROUP, request.group_id):
         return error(errors.GROUP_AUTHORIZATION_FAILED)
     if names and not all(ctx.permits(ResourceType.TOPIC, n) for n in set(names)):
         return error(errors.TOPIC_AUTHORIZATION_FAILED)
-    not_here = ctx.services.groups.coordinator_error(request.group_id)
+    not_here = services(ctx).groups.coordinator_error(request.group_id)
     if not_here:
         return error(not_here)
     if other_group_type(ctx, request.group_id):
@@ -95,4 +104,4 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
 
     if not partitions:
         return build(errors.NONE)
-    return ctx.services.groups.answer_after_write(ctx, partitions, build)
+    return services(ctx).groups.answer_after_write(ctx, partitions, build)

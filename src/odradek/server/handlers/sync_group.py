@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.group.coordinator import SyncResult
 from odradek.protocol import errors
@@ -13,11 +13,20 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasGroups, RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 5
+
+
+class Needs(HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 class _WaitingSync:
@@ -33,7 +42,7 @@ class _WaitingSync:
 
     def respond(self, r: SyncResult) -> None:
         # the assignment is given out once the group record holding it is replicated
-        groups = self.ctx.services.groups
+        groups = services(self.ctx).groups
         groups.after_write(self.ctx, [groups.coordinator.partition_for(self.group_id)], partial(self._then, r))
 
     def _then(self, r: SyncResult, code: int) -> None:
@@ -56,7 +65,7 @@ class _WaitingSync:
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     waiting = _WaitingSync(ctx, request.group_id, fut)
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     not_here = groups.coordinator_error(request.group_id)
     if not ctx.permits(ResourceType.GROUP, request.group_id):
         not_here = errors.GROUP_AUTHORIZATION_FAILED

@@ -14,15 +14,21 @@ not read is answered TOPIC_AUTHORIZATION_FAILED and not committed, KafkaApis.han
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol import errors
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
-from odradek.server.txn_verification import RemoteCheck, coordinator_verdict, run_check, start_verification
+from odradek.server.request_context import HasGroups, RequestContext
+from odradek.server.txn_verification import (
+    RemoteCheck,
+    VerificationNeeds,
+    coordinator_verdict,
+    run_check,
+    start_verification,
+)
 from odradek.server.txn_version import TV_2, is_tv2_request, transaction_version
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -30,9 +36,18 @@ MIN_VERSION = 0
 MAX_VERSION = 5  # v5 is transaction.version 2 (KIP-890 part 2)
 
 
+class Needs(VerificationNeeds, HasGroups, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     m = ctx.response_module
-    groups = ctx.services.groups
+    groups = services(ctx).groups
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
     order: list[tuple[str, list[int]]] = []
     for t in request.topics:
@@ -89,7 +104,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         if unreadable and not offsets:
             return respond()
     add = is_tv2_request(API_KEY, ctx.api_version)
-    if not code and add and transaction_version(ctx.services.features) < TV_2:
+    if not code and add and transaction_version(services(ctx).features) < TV_2:
         code = errors.UNSUPPORTED_VERSION
     if not code and (int(request.producer_id) < 0 or int(request.producer_epoch) < 0):
         code = errors.INVALID_REQUEST  # no transactional batch can be written without them
@@ -98,9 +113,9 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         return respond()
     # KIP-890: the group's __consumer_offsets partition must be in the transaction (AddOffsetsToTxn)
     partition = groups.coordinator.partition_for(request.group_id)
-    verification = start_verification(ctx.services, "__consumer_offsets", partition, int(request.producer_id),
+    verification = start_verification(services(ctx), "__consumer_offsets", partition, int(request.producer_id),
                                       int(request.producer_epoch), add)
-    verdict = coordinator_verdict(ctx.services, request.transactional_id, "__consumer_offsets", partition,
+    verdict = coordinator_verdict(services(ctx), request.transactional_id, "__consumer_offsets", partition,
                                   int(request.producer_id), int(request.producer_epoch), add)
     if not isinstance(verdict, RemoteCheck):
         return commit(verdict)
@@ -119,7 +134,7 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
         else:
             fut.set_result(out)
 
-    run_check(ctx.services, verdict, request.transactional_id, [("__consumer_offsets", partition)], verified)
+    run_check(services(ctx), verdict, request.transactional_id, [("__consumer_offsets", partition)], verified)
     return fut
 
 

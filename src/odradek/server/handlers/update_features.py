@@ -6,7 +6,7 @@ v0-v1 list one result per feature (each with the request's error); v2 only the t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.controller.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from odradek.protocol import errors
@@ -14,11 +14,20 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import HasCluster, HasFeatures, RequestContext
 
 API_KEY = ApiKey.UPDATE_FEATURES
 MIN_VERSION = 0
 MAX_VERSION = 2
+
+
+class Needs(HasCluster, HasFeatures, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
 
 
 def _response(m: Any, version: int, names: list[str], code: int, message: str | None) -> Any:
@@ -39,14 +48,14 @@ def handle(ctx: RequestContext, request: Any) -> HandlerResult:
     updates = [_update(version, k) for k in request.feature_updates]
     names = [u.feature for u in updates]
     validate_only = bool(getattr(request, "validate_only", False))
-    cluster = ctx.services.cluster
+    cluster = services(ctx).cluster
     if not ctx.permits(ResourceType.CLUSTER):  # Kafka: ALTER on the cluster
         return _response(m, version, names, errors.CLUSTER_AUTHORIZATION_FAILED, None)
     if not cluster.controller.active:
         return _response(m, version, names, errors.NOT_CONTROLLER, None)
     if not updates:
         return _response(m, version, names, errors.INVALID_REQUEST, "No feature updates were given.")
-    features = ctx.services.features
+    features = services(ctx).features
 
     def respond(answer: tuple[int, str | None, dict[str, int], int] | None) -> Any:
         if answer is None:  # resigned meanwhile

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.txn_markers import write_markers
 from odradek.protocol import errors
@@ -20,7 +20,15 @@ from odradek.protocol.codec import make
 from odradek.security.acl import ResourceType
 from odradek.server.cluster_access import may_write_txn_marker
 from odradek.server.handlers import HandlerResult
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import (
+    HasCluster,
+    HasGroups,
+    HasLogManager,
+    HasNowMs,
+    HasReplicaManager,
+    HasTopics,
+    RequestContext,
+)
 
 log = logging.getLogger("odradek.txn")
 
@@ -33,8 +41,17 @@ TIMEOUT_MS = 30000
 TopicPartition = tuple[str, int]
 
 
+class Needs(HasTopics, HasCluster, HasReplicaManager, HasLogManager, HasGroups, HasNowMs, Protocol):
+    """What this handler uses of the broker's services."""
+
+
+def services(ctx: RequestContext) -> Needs:
+    """The broker's services, as this handler may use them."""
+    return ctx.services
+
+
 def handle(ctx: RequestContext, request: Any) -> HandlerResult:
-    svc = ctx.services
+    svc = services(ctx)
     m = ctx.response_module
     rm = svc.replica_manager
     per_marker: list[tuple[int, dict[TopicPartition, int]]] = []
