@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import socket
 import time
@@ -40,9 +39,6 @@ from odradek.config_check import check_share_group_bounds, check_startup
 from odradek.connection_quotas import (
     ConnectionQuotas,
     RequestMemoryPool,
-    nofile_soft_limit,
-    normalise_ip,
-    open_fd_count,
     parse_ip_overrides,
 )
 from odradek.console.app import ConsoleApp
@@ -74,6 +70,7 @@ from odradek.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.security.listeners import build_listener_security
 from odradek.security.services import build_security, start_security
 from odradek.server import client_metrics, gc_tuning, group_configs, http_listeners, meta_properties
+from odradek.server.acceptor import Acceptor
 from odradek.server.cluster import ClusterLink
 from odradek.server.connection import Connection, ConnectionEdges
 from odradek.server.fetch_session import FetchSessionCache
@@ -98,13 +95,6 @@ log = logging.getLogger("odradek.broker")
 # schema warm-up: a step runs after this long without socket reads, or after waiting the maximum
 SCHEMA_WARM_UP_IDLE_S = 0.02
 SCHEMA_WARM_UP_MAX_WAIT_S = 10.0
-# accept() failing for want of descriptors or memory: stop accepting this long (doubling while it
-# keeps failing, up to the maximum) instead of retrying at once
-ACCEPT_BACKOFF_S = 0.1
-ACCEPT_BACKOFF_MAX_S = 5.0
-# accept errors that concern the one connection being accepted: skip it and go on
-_ACCEPT_SKIP = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.EHOSTUNREACH})
-_ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 @contextlib.contextmanager
@@ -226,8 +216,6 @@ class Broker:
         self.share: ShareServices | None = None  # created in start()
         self.services: BrokerServices | None = None  # what handlers may use, wired in start()
         self.cluster_id = ""
-        self.connections: set[Connection] = set()
-        self._servers: list[tuple[socket.socket, str]] = []
         self.conn_quotas = ConnectionQuotas(
             int(config.get("max.connections")),
             int(config.get("max.connections.per.ip")),
@@ -238,17 +226,16 @@ class Broker:
             lambda: int(self.config.get("max.connection.creation.rate")), lambda: self.quotas.ip_rates,
             int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
         )
-        self._held: set[socket.socket] = set()  # accepted sockets a connection rate holds or will close
-        self._rate_hold: asyncio.TimerHandle | None = None  # the broker-wide rate holds the accept loop
+        self.acceptor = Acceptor(
+            self.conn_quotas, self.conn_rates, self.now_ms,
+            lambda listener: self.config.raw(f"listener.name.{listener.lower()}.max.connection.creation.rate")[0],
+            lambda: self.inter_broker_listener,
+            lambda: self._stopping is not None and self._stopping.is_set(),
+        )
         queued = int(config.get("queued.max.request.bytes"))
         self.request_memory: RequestMemoryPool | None = (
             RequestMemoryPool(queued, lambda fn: asyncio.get_running_loop().call_soon(fn)) if queued > 0 else None
         )
-        self._accept_enabled = False  # listeners accept (set once start-up lets clients in)
-        self._accepting = False  # the listening sockets' readers are registered
-        self._accept_backoff_s = 0.0  # > 0 while backing off after accept() ran out of descriptors
-        self._accept_backoff_timer: asyncio.TimerHandle | None = None
-        self._limit_logged = False
         self._stopping: asyncio.Event | None = None  # set once stop() is past the controlled shutdown
         self._stop_requested: asyncio.Event | None = None  # request_stop(): wait_stopped returns
         self._timers: list[asyncio.TimerHandle] = []
@@ -643,7 +630,8 @@ class Broker:
         self.http = await http_listeners.start_http(
             self.config, self._metrics_sources(), {"/": console},
             metrics_guard=console.guard if metrics_need_login(self.config) else None)
-        self._accept_connections()
+        self.acceptor.enable(
+            lambda sock, addr, listener: connection_for(self._connection_edges, sock, addr, listener))
         self._schedule_periodic()
         txn.start()
         self._warm_up_schemas()
@@ -680,7 +668,7 @@ class Broker:
             features.update(*read)
 
     async def _start_listeners(self) -> None:
-        """Bind and listen; connections wait in the backlog until ``_accept_connections``."""
+        """Bind and listen; connections wait in the backlog until the acceptor is enabled (server.acceptor)."""
         for name, host, port in self.config.listeners:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -690,7 +678,7 @@ class Broker:
             sock.setblocking(False)
             bound = sock.getsockname()
             self.bound[name] = (str(bound[0]), int(bound[1]))
-            self._servers.append((sock, name))
+            self.acceptor.servers.append((sock, name))
 
     @property
     def http_bound(self) -> tuple[str, int]:
@@ -743,174 +731,17 @@ class Broker:
             share_group_states=self.share.group_states if self.share is not None else (lambda: ()),
         )
 
-    # -- accepting connections (Kafka's Acceptor with its ConnectionQuotas)
-    def _accept_connections(self) -> None:
-        self._accept_enabled = True
-        self._refresh_fd_limit()
-        self._set_accepting(True)
-
-    def _set_accepting(self, on: bool) -> None:
-        """Register or remove the listening sockets' readers: a paused accept loop costs nothing,
-        and the connections that wait meanwhile sit in the kernel's backlog."""
-        if on == self._accepting:
-            return
-        loop = asyncio.get_running_loop()
-        for sock, name in self._servers:
-            if on:
-                loop.add_reader(sock.fileno(), self._accept, sock, name)
-            else:
-                loop.remove_reader(sock.fileno())
-        self._accepting = on
-
-    def _refresh_fd_limit(self) -> None:
-        quotas = self.conn_quotas
-        before = quotas.fd_limit
-        after = quotas.refresh_fd_limit(nofile_soft_limit(), open_fd_count())
-        if after != before and after < quotas.max_connections:
-            log.info(
-                "the open-file limit leaves room for %d connections (RLIMIT_NOFILE %s less the broker's own "
-                "descriptors and a reserve)", after, nofile_soft_limit(),
-            )
-
-    def _accept(self, server: socket.socket, listener: str) -> None:
-        quotas = self.conn_quotas
-        for _ in range(64):
-            if not quotas.slot_available():
-                self._refresh_fd_limit()  # the broker's own descriptors may have changed
-                if not quotas.slot_available():
-                    if not self._limit_logged:
-                        log.info(
-                            "%d connections open, the limit (max.connections %d, descriptor room %d): "
-                            "not accepting until one closes", quotas.total, quotas.max_connections,
-                            quotas.fd_limit,
-                        )
-                        self._limit_logged = True
-                    self._set_accepting(False)
-                    return
-            try:
-                sock, addr = server.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                if e.errno in _ACCEPT_SKIP:
-                    continue
-                self._back_off_accepting(listener, e)
-                return
-            self._accept_backoff_s = 0.0
-            ip = normalise_ip(str(addr[0])) if addr else ""
-            hold_ms = self._connection_rate_hold(listener)
-            if hold_ms > 0:  # max.connection.creation.rate: this one waits, and nothing else is accepted
-                self._held.add(sock)
-                self._set_accepting(False)
-                self._rate_hold = asyncio.get_running_loop().call_later(
-                    hold_ms / 1000, self._release_held, sock, addr, listener, ip)
-                return
-            self._admit(sock, addr, listener, ip)
-
-    def _connection_rate_hold(self, listener: str) -> int:
-        """KIP-612: the ms a new connection on ``listener`` waits for the listener's and the
-        broker-wide max.connection.creation.rate (the inter-broker listener is exempt from the
-        broker-wide one when there are others, Kafka's protectedListener)."""
-        rates, now = self.conn_rates, self.now_ms()
-        raw = self.config.raw(f"listener.name.{listener.lower()}.max.connection.creation.rate")[0]
-        hold = rates.record_listener(listener, int(raw), now) if raw and raw.strip().isdigit() else 0
-        if not (listener == self.inter_broker_listener and len(self._servers) > 1):
-            hold = max(hold, rates.record_broker(now))
-        return hold
-
-    def _release_held(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
-        self._rate_hold = None
-        self._held.discard(sock)
-        self._admit(sock, addr, listener, ip)
-        self._maybe_resume_accepting()
-
-    def _close_held(self, sock: socket.socket) -> None:
-        self._held.discard(sock)
-        with contextlib.suppress(OSError):
-            sock.close()
-
-    def _admit(self, sock: socket.socket, addr: Any, listener: str, ip: str) -> None:
-        """An accepted connection past the broker-wide rate: the address's rate and count, then served."""
-        if self._stopping is not None and self._stopping.is_set():
-            self._close_held(sock)
-            return
-        close_ms = self.conn_rates.record_ip(ip, self.now_ms())
-        if close_ms > 0:  # Kafka's ConnectionThrottledException: closed once the throttle time passed
-            log.info("Connection from %s throttled for %d ms by its connection_creation_rate quota", ip, close_ms)
-            self._held.add(sock)
-            asyncio.get_running_loop().call_later(close_ms / 1000, self._close_held, sock)
-            return
-        quotas = self.conn_quotas
-        limit = quotas.inc(ip)
-        if limit is not None:
-            quotas.dec(ip)
-            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                     ip, limit)
-            self._close_held(sock)
-            return
-        try:
-            conn = connection_for(self._connection_edges, sock, addr, listener)
-        except BaseException:
-            quotas.dec(ip)
-            sock.close()
-            raise
-        conn.quota_ip = ip
-        self.connections.add(conn)
-        conn.start()
-
-    def _back_off_accepting(self, listener: str, error: OSError) -> None:
-        """accept() failed for want of descriptors or memory (or for a reason it will fail for again):
-        stop accepting for a while, logging once per back-off, instead of retrying on every loop turn."""
-        self._accept_backoff_s = min(max(self._accept_backoff_s * 2, ACCEPT_BACKOFF_S), ACCEPT_BACKOFF_MAX_S)
-        log.warning("accept failed on %s: %s; not accepting connections for %d ms (%d open)", listener, error,
-                    self._accept_backoff_s * 1000, len(self.connections))
-        self._set_accepting(False)
-        if error.errno in _ACCEPT_EXHAUSTED:
-            self._refresh_fd_limit()
-        if self._accept_backoff_timer is not None:
-            self._accept_backoff_timer.cancel()
-        self._accept_backoff_timer = asyncio.get_running_loop().call_later(
-            self._accept_backoff_s, self._end_accept_backoff
-        )
-
-    def _end_accept_backoff(self) -> None:
-        self._accept_backoff_timer = None
-        self._maybe_resume_accepting()
-
-    def _maybe_resume_accepting(self) -> None:
-        if (
-            self._accept_enabled
-            and not self._accepting
-            and self._accept_backoff_timer is None
-            and self._rate_hold is None
-            and (self._stopping is None or not self._stopping.is_set())
-            and self.conn_quotas.slot_available()
-        ):
-            self._limit_logged = False
-            self._set_accepting(True)
+    # -- connections (accepting them: server.acceptor, Kafka's Acceptor with its ConnectionQuotas)
+    @property
+    def connections(self) -> set[Connection]:
+        """The open client and inter-broker connections."""
+        return self.acceptor.connections
 
     def _count_read(self) -> None:
         self.reads += 1
 
     def connection_closed(self, conn: Connection) -> None:
-        if conn in self.connections:
-            self.connections.discard(conn)
-            self.conn_quotas.dec(conn.quota_ip)
-            if not self._accepting:
-                self._maybe_resume_accepting()
-
-    def _expire_idle_connections(self, max_idle_s: float) -> None:
-        """connections.max.idle.ms: close connections with no read or write for that long (Kafka's
-        Selector expires idle channels); one waiting on the rest of a frame is idle too."""
-        deadline = time.monotonic() - max_idle_s
-        idle = [c for c in self.connections if c.last_active < deadline]
-        for c in idle:
-            c.close(f"idle for more than {max_idle_s * 1000:.0f} ms (connections.max.idle.ms)")
-        quotas = self.conn_quotas
-        if quotas.total * 2 > quotas.fd_limit:  # near the descriptor room: the broker's own share may have grown
-            self._refresh_fd_limit()
-            if not self._accepting:
-                self._maybe_resume_accepting()
+        self.acceptor.closed(conn)
 
     def _every(self, interval_ms: int, fn: Any, name: str) -> None:
         loop = asyncio.get_running_loop()
@@ -931,7 +762,7 @@ class Broker:
         if max_idle_ms >= 0:
             self._every(
                 min(max(max_idle_ms // 10, 10), 1000),
-                lambda: self._expire_idle_connections(max_idle_ms / 1000.0),
+                lambda: self.acceptor.expire_idle(max_idle_ms / 1000.0),
                 "idle-connections",
             )
         self._every(1000, lambda: self.replica_manager.flush_dirty(self.now_ms()), "log-flusher")
@@ -1104,25 +935,13 @@ class Broker:
             self._stopping.set()
         if self._stop_requested is not None:
             self._stop_requested.set()
-        loop = asyncio.get_running_loop()
         for t in self._timers:
             t.cancel()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
         if self._cleaner_timer is not None:
             self._cleaner_timer.cancel()
-        if self._accept_backoff_timer is not None:
-            self._accept_backoff_timer.cancel()
-        if self._rate_hold is not None:
-            self._rate_hold.cancel()
-        for held in list(self._held):
-            self._close_held(held)
-        self._set_accepting(False)
-        self._accept_enabled = False
-        for sock, _ in self._servers:
-            loop.remove_reader(sock.fileno())
-            sock.close()
-        self._servers.clear()
+        self.acceptor.close()
         if self.http is not None:
             await self.http.stop()
         self.replica_manager.cancel_waiters()
