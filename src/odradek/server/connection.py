@@ -18,10 +18,11 @@ Security (odradek.security): an SSL or SASL_SSL listener's connections are
 :class:`odradek.server.tls_connection.TlsConnection`, whose reads and writes go through TLS
 (:func:`~odradek.server.tls_connection.connection_for` picks the class). On a SASL listener a
 :class:`SaslServer` admits only ApiVersions, SaslHandshake and SaslAuthenticate until the client
-is authenticated. The TLS handshake and the SASL exchange must finish within
-``odradek.authentication.timeout.ms``; a connection that failed authentication is closed once
-its error response is sent. ``principal`` is ``User:ANONYMOUS``, the certificate's mapped
-subject, or the SASL user.
+is authenticated. Who the peer is, and what it may send yet, is the connection's
+:class:`~odradek.server.channel_auth.ChannelAuthenticator` (the authentication timeout, KIP-368's
+session expiry, the principal); a connection that failed authentication is closed once its error
+response is sent. The frames are cut by ``protocol.framing.FrameDecoder``; this module does the
+socket I/O, hands each request to its handler and queues the answers in request order.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ from odradek.purgatory import DelayedResponse
 from odradek.security import api_acls
 from odradek.security.acl import CLUSTER_NAME, ResourceType
 from odradek.security.sasl import SaslState
-from odradek.security.tls import ANONYMOUS
 from odradek.security.tls_channel import TlsChannel
+from odradek.server.channel_auth import ChannelAuthenticator
 from odradek.server.handlers import HandlerError, RawResponse, ResultKind, kind_of, registry
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.quota import request_time
@@ -77,8 +78,6 @@ log = logging.getLogger("odradek.network")
 _RECV_SIZE = 256 * 1024
 _MAX_OUT_BYTES = 64 * 1024 * 1024  # stop reading while this much is queued for the peer
 _MAX_PENDING = 128  # pipelined requests awaiting a response before reading pauses
-# requests a session past its re-authentication deadline (KIP-368) may still send: the re-authentication
-_REAUTHENTICATION = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 IOV_MAX = 512  # buffers per sendmsg (the kernel's UIO_MAXIOV is 1024)
 # a file region up to this size is read (pread) and sent with the response's other buffers in one
 # sendmsg rather than by sendfile between two sends: three segments on the wire for a small fetch
@@ -176,13 +175,10 @@ class Connection:
         self.writing = False
         self.on_close: list[Callable[[], None]] = []
         self._batching = False
-        self.principal = ANONYMOUS
         self.security: ListenerSecurity | None = edges.listener_security.get(listener)
-        self.tls: TlsChannel | None = None  # set by a TlsConnection (odradek.server.tls_connection)
-        self.sasl: SaslServer | None = None
-        self._auth_timer: asyncio.TimerHandle | None = None
+        # who is on the other end and what it may send yet (server.channel_auth)
+        self.auth = ChannelAuthenticator(self.security, self.decoder, edges.max_request_bytes)
         self._close_when_flushed = False
-        self._session_expires = 0.0  # monotonic end of the SASL session (KIP-368), 0 for none
         self.rstats = edges.request_stats
         self._burst_ns = 0  # when the frames being dispatched were received (perf_counter_ns)
         self._queued_total = 0  # bytes ever queued for the peer (out_bytes of them are not written yet)
@@ -196,55 +192,33 @@ class Connection:
         self.sock.setblocking(False)
         with contextlib.suppress(OSError):
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sec = self.security
-        if sec is not None:
-            self.sasl = sec.sasl_server()
-            if self.sasl is not None:
-                # Kafka's sasl.server.max.receive.size: no large request before authentication
-                self.decoder.max_size = min(self.decoder.max_size, sec.max_unauthenticated_bytes)
-            if self.tls is not None or self.sasl is not None:
-                self._auth_timer = self.loop.call_later(sec.auth_timeout_s, self._authentication_expired)
+        self.auth.start(self.loop, self.close)
         self._resume_reading()
 
-    # -- authentication
-    def _authentication_expired(self) -> None:
-        self._auth_timer = None
-        if not self.authenticated:
-            what = "TLS handshake" if self.tls is not None and not self.tls.handshaken else "SASL authentication"
-            self.close(f"{what} not finished within odradek.authentication.timeout.ms")
+    # -- authentication (server.channel_auth): the handlers see the principal and the SASL exchange
+    @property
+    def principal(self) -> str:
+        return self.auth.principal
+
+    @property
+    def sasl(self) -> SaslServer | None:
+        return self.auth.sasl
+
+    @property
+    def tls(self) -> TlsChannel | None:
+        return self.auth.tls
 
     @property
     def authenticated(self) -> bool:
-        if self.tls is not None and not self.tls.handshaken:
-            return False
-        return self.sasl is None or self.sasl.state is SaslState.COMPLETE
-
-    def _maybe_authenticated(self) -> None:
-        if not self.authenticated:
-            return
-        self.decoder.max_size = self.edges.max_request_bytes
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
-            self._auth_timer = None
-
-    def _on_tls_handshake(self) -> None:
-        assert self.tls is not None and self.security is not None
-        if self.sasl is None:  # SSL: the principal is the certificate's (ANONYMOUS without one)
-            self.principal = self.security.certificate_principal(self.tls.peer_certificate())
-        self._maybe_authenticated()
+        return self.auth.authenticated
 
     def sasl_authenticated(self, principal: str) -> int:
-        """SaslAuthenticate completed (or a re-authentication did): requests run as ``principal``;
-        the session's lifetime in ms (``connections.max.reauth.ms``, 0 for unlimited) is returned."""
-        self.principal = principal
-        self._maybe_authenticated()
-        lifetime_ms = self.security.max_reauth_ms if self.security is not None else 0
-        self._session_expires = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else 0.0
-        return lifetime_ms
+        """SaslAuthenticate completed (or a re-authentication did): see ChannelAuthenticator."""
+        return self.auth.sasl_authenticated(principal)
 
     @property
     def failed_authentication_delay_s(self) -> float:
-        return self.security.failed_auth_delay_s if self.security is not None else 0.0
+        return self.auth.failed_authentication_delay_s
 
     def close_after_response(self) -> None:
         """Failed authentication: close once what is queued (the error response) is written."""
@@ -263,9 +237,7 @@ class Connection:
         if self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
-            self._auth_timer = None
+        self.auth.cancel()
         if self.pool is not None:
             self.pool.forget(self._memory_available)
             if self.held:
@@ -469,13 +441,9 @@ class Connection:
             log.warning("bad request header from %s: %s", self.peer, e)
             self.close()
             return
-        if sasl is not None and not sasl.allows(api_key):
-            # Kafka's SaslServerAuthenticator: anything else before authentication ends the connection
-            self.close(f"unexpected request (api {api_key}) during SASL authentication ({sasl.state.value})")
-            return
-        if self._session_expires and api_key not in _REAUTHENTICATION and time.monotonic() > self._session_expires:
-            # KIP-368: a session that was not re-authenticated in time ends with its next request
-            self.close("SASL session expired without re-authentication (connections.max.reauth.ms)")
+        refused = self.auth.refusal(api_key)
+        if refused is not None:
+            self.close(refused)
             return
         handler = registry.get(api_key)
         if handler is None and api_key in ib.SCHEMAS and self.edges.inter_broker is not None:

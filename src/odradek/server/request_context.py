@@ -55,8 +55,16 @@ class ConnectionHandle(Protocol):
     listener: str
     peer: str
     peer_host: str
-    principal: str  # Kafka's KafkaPrincipal as text: User:ANONYMOUS, User:<SASL user or certificate DN>
-    sasl: SaslServer | None  # the SASL exchange of a SASL listener's connection
+
+    @property
+    def principal(self) -> str:
+        """Kafka's KafkaPrincipal as text: User:ANONYMOUS, User:<SASL user or certificate DN>."""
+        ...
+
+    @property
+    def sasl(self) -> SaslServer | None:
+        """The SASL exchange of a SASL listener's connection."""
+        ...
 
     @property
     def failed_authentication_delay_s(self) -> float: ...

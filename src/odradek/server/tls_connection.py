@@ -6,7 +6,7 @@ Reading: what the socket has is decrypted, a large frame being filled straight i
 plaintext connection receives into it). Writing: queued responses are encrypted while less than
 ``_TLS_RAW_HIGH`` bytes of TLS records wait for the socket; a file region cannot go through
 ``sendfile`` here and is read (``os.pread``) and encrypted ``_TLS_CHUNK`` bytes at a time. The
-handshake ends in :meth:`Connection._on_tls_handshake` (an SSL listener's principal is the client
+handshake ends in :meth:`ChannelAuthenticator.tls_handshaken` (an SSL listener's principal is the client
 certificate's mapped subject).
 """
 
@@ -43,7 +43,7 @@ class TlsConnection(Connection):
                  context: ssl.SSLContext) -> None:
         super().__init__(edges, sock, peer, listener)
         self.channel = TlsChannel(context)
-        self.tls = self.channel
+        self.auth.tls = self.channel
         self._raw_out: deque[bytes | memoryview] = deque()  # TLS records waiting for the socket
         self._raw_bytes = 0
 
@@ -86,7 +86,7 @@ class TlsConnection(Connection):
                 break
         self.last_active = time.monotonic()
         if not was_handshaken and tls.handshaken:
-            self._on_tls_handshake()
+            self.auth.tls_handshaken()
         if tls.peer_closed and not frames:
             self.close()
             return
