@@ -847,6 +847,24 @@ _BROKER_DEFS: list[ConfigDef] = [
               "How long a ListOffsets request whose timestamp lookup reads the remote tier waits for it before "
               "that partition is answered REQUEST_TIMED_OUT, when the request (v10+) sets no timeout of its own "
               "(Kafka's DelayedRemoteListOffsets, KIP-1075).", _ge(1), dynamic=CLUSTER_WIDE),
+    # KIP-956: the remote log manager's copy and fetch quotas (odradek.server.quota.remote_log)
+    ConfigDef("remote.log.manager.copy.max.bytes.per.second", T_LONG, str(LONG_MAX),
+              "The bytes per second this broker copies to the remote store, over all partitions (KIP-956): the "
+              "copy task waits before a segment while the measured rate is above it. The default is no limit.",
+              _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("remote.log.manager.copy.quota.window.num", T_INT, "11",
+              "The number of samples the remote copy quota's byte rate is measured over.", _ge(1)),
+    ConfigDef("remote.log.manager.copy.quota.window.size.seconds", T_INT, "1",
+              "The length of one sample of the remote copy quota's byte rate.", _ge(1)),
+    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", T_LONG, str(LONG_MAX),
+              "The bytes per second this broker reads from the remote store for consumers, over all partitions "
+              "(KIP-956): while the measured rate is above it, a fetch below a tiered partition's local log start "
+              "is answered with no records for that partition (no error: the client fetches again). The default "
+              "is no limit.", _ge(1), dynamic=CLUSTER_WIDE),
+    ConfigDef("remote.log.manager.fetch.quota.window.num", T_INT, "11",
+              "The number of samples the remote fetch quota's byte rate is measured over.", _ge(1)),
+    ConfigDef("remote.log.manager.fetch.quota.window.size.seconds", T_INT, "1",
+              "The length of one sample of the remote fetch quota's byte rate.", _ge(1)),
     ConfigDef("rsm.config.dir", T_STRING, None,
               "The filesystem remote store's directory (a mounted network file system in production); unset: "
               "remote-storage under the first log directory. Odradek's own setting.", internal=True),

@@ -1,4 +1,5 @@
 """``odradek log-dirs adopt-strays``: put stray logs back in service, with the broker stopped.
+(``odradek log-dirs describe``, the sizes of a running cluster's partitions, is :mod:`odradek.cli.log_dirs_describe`.)
 
 A broker keeps a log its metadata does not account for as ``<topic>-<partition>.<uuid hex>-stray``
 (KIP-858; odradek.log.manager), never loading or deleting it. Once the operator has made the metadata
@@ -36,8 +37,12 @@ METADATA_FILE = "odradek-metadata.json"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("log-dirs", help="offline tools for a broker's log directories (the broker stopped)")
+    from odradek.cli import log_dirs_describe
+
+    p = sub.add_parser("log-dirs", help="log directories: sizes per partition (describe, a running cluster), "
+                                        "stray logs back in service (adopt-strays, the broker stopped)")
     lsub = p.add_subparsers(dest="log_dirs_command", required=True)
+    log_dirs_describe.add_parser(lsub)
     a = lsub.add_parser("adopt-strays", help="rename stray logs (KIP-858) back into service")
     a.add_argument("--log-dirs", required=True, help="the broker's log.dirs, comma-separated")
     a.add_argument("--topic", help="only the strays of this topic")

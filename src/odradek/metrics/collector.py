@@ -27,7 +27,11 @@ MBean -> name (Strimzi's generic rules):
   ``kafka_server_brokertopicmetrics_remotecopylagbytes{topic="T"}`` and the other gauges (no label: all topics);
   ``kafka.log.remote<type=RemoteStorageThreadPool, name=N><>Value`` ->
   ``kafka_log_remote_remotestoragethreadpool_n`` (Strimzi's generic rules match a one-word domain after
-  ``kafka.``: a rule for ``kafka.log.remote`` in the same form gives these names)
+  ``kafka.``: a rule for ``kafka.log.remote`` in the same form gives these names);
+  Kafka's own metrics of the copy and fetch quotas (KIP-956, RLMQuotaMetrics, no ``name=`` key), under the JMX
+  exporter's default naming: ``kafka.server<type=RemoteLogManager><>remote-copy-throttle-time-avg`` ->
+  ``kafka_server_remotelogmanager_remote_copy_throttle_time_avg`` (and ``-max``, and the fetch pair); the quota
+  sensors ``kafka.server<type=RLMCopy|RLMFetch><>byte-rate`` -> ``kafka_server_rlmcopy_byte_rate``, ``..._rlmfetch_...``
 * share groups (KIP-932, KIP-1103): ``kafka.server<type=BrokerTopicMetrics,
   name=TotalShareAcknowledgementRequestsPerSec, topic=T><>Count`` ->
   ``kafka_server_brokertopicmetrics_totalshareacknowledgementrequests_total{topic="T"}`` (and Failed..., and
@@ -163,6 +167,14 @@ class GcPauseState(Protocol):
     collected: list[int]
 
 
+class ThrottleTimes(Protocol):
+    """A sensor's Avg and Max (Kafka's RLMQuotaMetrics: server.quota.remote_log.ThrottleTimeSensor)."""
+
+    def avg(self) -> float: ...
+
+    def max(self) -> float: ...
+
+
 class QuotaThrottles(Protocol):
     def throttle_time_avg_ms(self, now_ms: int) -> dict[tuple[str, str], float]: ...
 
@@ -195,6 +207,10 @@ class MetricsSources:
     gc_pause_bounds: tuple[float, ...] = ()
     # tiered storage (KIP-405): the remote log manager's copy and reader pools; None: the broker does not tier
     remote_pools: Callable[[], tuple[WorkerPoolStats, WorkerPoolStats] | None] = lambda: None
+    # KIP-956: the remote log manager's copy and fetch throttle-time sensors; None: the broker does not tier
+    remote_throttles: Callable[[], tuple[ThrottleTimes, ThrottleTimes] | None] = lambda: None
+    # KIP-956: the copy and fetch quotas' measured byte rates (bytes/s); None: the broker does not tier
+    remote_byte_rates: Callable[[], tuple[float, float] | None] = lambda: None
     # share groups (KIP-932): the share-partition manager's counters, the share coordinator's partition loads and
     # the state of each share group coordinated here; None: the broker runs no share groups
     share_stats: ShareGroupStats | None = None
@@ -259,6 +275,19 @@ class KafkaCollector(Collector):
                 gauge.add_metric([name], getattr(g, attr))
             gauge.samples.append(Sample(f"kafka_server_brokertopicmetrics_{short}", {}, getattr(all_remote, attr)))
             yield gauge
+        throttles = self.src.remote_throttles()
+        if throttles is not None:  # kafka.server<type=RemoteLogManager><>remote-{copy,fetch}-throttle-time-{avg,max}
+            for kind, what, sensor in zip(("copy", "fetch"), ("copies", "fetches"), throttles, strict=True):
+                prefix = f"kafka_server_remotelogmanager_remote_{kind}_throttle_time"
+                yield GaugeMetricFamily(prefix + "_avg", f"remote-{kind}-throttle-time-avg: the average time in "
+                                        f"millis remote {what} were throttled (NaN: none lately)", value=sensor.avg())
+                yield GaugeMetricFamily(prefix + "_max", f"remote-{kind}-throttle-time-max: the maximum time in "
+                                        f"millis remote {what} were throttled (NaN: none lately)", value=sensor.max())
+        rates = self.src.remote_byte_rates()
+        if rates is not None:  # the quota sensors: kafka.server<type=RLMCopy|RLMFetch><>byte-rate
+            for quota_type, rate in zip(("rlmcopy", "rlmfetch"), rates, strict=True):
+                yield GaugeMetricFamily(f"kafka_server_{quota_type}_byte_rate", "byte-rate: the bytes per second the "
+                                        f"remote {quota_type[3:]} quota measures (KIP-956)", value=rate)
         copy, readers = pools
         # kafka.log.remote<type=RemoteLogManager|RemoteStorageThreadPool, name=N><>Value
         yield GaugeMetricFamily("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent",

@@ -79,6 +79,7 @@ from odradek.server.handlers import schema_warm_up_steps
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.connection_rate import ConnectionRateQuotas
 from odradek.server.quota.manager import QuotaConfig
+from odradek.server.quota.remote_log import ThrottleTimeSensor
 from odradek.server.quota.replication import ReplicationQuotaManager
 from odradek.server.remote_log_manager import RemoteLogManager, storage_from_config
 from odradek.server.replica_manager import ReplicaManager
@@ -695,6 +696,16 @@ class Broker:
         rlm = self.remote_log_manager
         return (rlm.copy_pool, rlm.reader_pool) if rlm is not None else None
 
+    def _remote_throttles(self) -> tuple[ThrottleTimeSensor, ThrottleTimeSensor] | None:
+        """KIP-956: the remote log manager's copy and fetch throttle-time sensors; None when the broker does not tier."""
+        rlm = self.remote_log_manager
+        return (rlm.copy_throttle_time, rlm.fetch_throttle_time) if rlm is not None else None
+
+    def _remote_byte_rates(self) -> tuple[float, float] | None:
+        """KIP-956: the bytes per second the copy and fetch quotas measure; None when the broker does not tier."""
+        rlm = self.remote_log_manager
+        return (rlm.copy_quota.measured(), rlm.fetch_quota.measured()) if rlm is not None else None
+
     def _metrics_sources(self) -> MetricsSources:
         rm, cluster, node, sessions = self.replica_manager, self.cluster, self.node_id, self.fetch_sessions
 
@@ -726,6 +737,8 @@ class Broker:
             gc_pauses=gc_tuning.pauses(),
             gc_pause_bounds=gc_tuning.PAUSE_BUCKETS,
             remote_pools=self._remote_pools,
+            remote_throttles=self._remote_throttles,
+            remote_byte_rates=self._remote_byte_rates,
             share_stats=self.share.stats if self.share is not None else None,
             share_coordinator_loads=self.share.coordinator_load_times if self.share is not None else None,
             share_group_states=self.share.group_states if self.share is not None else (lambda: ()),

@@ -51,8 +51,15 @@ request count of remote reads on the loop, a remote read's bytes and errors on i
 counters; the per-partition gauges (copy lag, remote size, delete lag) at each task and after each copy and deletion,
 for the partitions this broker leads (docs/metrics.md).
 
-Limits of this slice: the copy and fetch quotas (KIP-956) are not applied (``remote.log.copy.disable`` stops the
-copies and lets local segments go by ``retention.*``, KIP-950).
+Quotas (KIP-956, ``server.quota.remote_log``): before each segment copy the copy quota
+(``remote.log.manager.copy.max.bytes.per.second``) is checked; while it is exceeded the copy waits (checked again
+after the throttle time, at most a second, and at each task; other partitions' retention goes on), then the
+segment's ``.log`` size is recorded and the copy starts, as Kafka's RLMCopyTask does. A consumer fetch below the
+local log start is not sent to the remote tier while the fetch quota (``remote.log.manager.fetch.max.bytes.per.second``)
+is exceeded (:meth:`RemoteLogManager.fetch_throttle_time_ms`, asked by the replica manager): that partition is
+answered with no records and no error; a remote read's bytes count when it ends. Each throttle seen goes to
+``remote-copy-throttle-time`` / ``remote-fetch-throttle-time`` (avg and max, Kafka's RLMQuotaMetrics).
+``remote.log.copy.disable`` stops the copies and lets local segments go by ``retention.*`` (KIP-950).
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ from odradek.protocol.records import (
     read_inflate_limit,
 )
 from odradek.replication.delayed_fetch import RemoteFetchInfo, RemoteReadResult
+from odradek.server.quota.remote_log import RLMQuotaManager, ThrottleTimeSensor
 from odradek.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC,
     RemoteLogMetadata,
@@ -139,6 +147,7 @@ PRODUCE_VERSION = 9
 FETCH_VERSION = 12
 PRODUCE_TIMEOUT_S = 30.0
 INDEX_CACHE_ENTRIES = 64  # offset indexes of remote segments kept for reads (Kafka's RemoteIndexCache)
+QUOTA_TIMEOUT_MS = 1000  # the longest a copy waits for the copy quota before checking again (Kafka's quotaTimeout)
 
 
 def storage_from_config(config: BrokerConfig, log_dirs: list[Path]) -> RemoteStorageManager:
@@ -242,6 +251,19 @@ class RemoteLogManager:
         self.remote_reads = 0
         self.remote_offset_lookups = 0  # ListOffsets by timestamp answered from a remote segment
         self.follower_rebuilds = 0  # follower states built from the remote tier
+        # KIP-956: the copy and fetch quotas (their bounds dynamic: read at each check) and Kafka's RLMQuotaMetrics
+        self.copy_quota = RLMQuotaManager(
+            lambda: int(config.get("remote.log.manager.copy.max.bytes.per.second")), now_ms,
+            int(config.get("remote.log.manager.copy.quota.window.num")),
+            int(config.get("remote.log.manager.copy.quota.window.size.seconds")))
+        self.fetch_quota = RLMQuotaManager(
+            lambda: int(config.get("remote.log.manager.fetch.max.bytes.per.second")), now_ms,
+            int(config.get("remote.log.manager.fetch.quota.window.num")),
+            int(config.get("remote.log.manager.fetch.quota.window.size.seconds")))
+        samples, window = int(config.get("metrics.num.samples")), int(config.get("metrics.sample.window.ms"))
+        self.copy_throttle_time = ThrottleTimeSensor(now_ms, samples, window)  # remote-copy-throttle-time
+        self.fetch_throttle_time = ThrottleTimeSensor(now_ms, samples, window)  # remote-fetch-throttle-time
+        self._quota_rechecks: dict[TopicPartition, asyncio.TimerHandle] = {}  # copies waiting for the copy quota
 
     # ------------------------------------------------------------------ the periodic task
 
@@ -638,9 +660,12 @@ class RemoteLogManager:
             return
         base, end = candidates[0]
         seg = next(s for s in segments if s.base_offset == base)
+        if self._copy_throttled(tp):
+            return
         prepared = self._segment_data(plog, seg, end)
         if prepared is None:
             return
+        self.copy_quota.record(seg.size)  # the segment's bytes count once the wait is over (Kafka's RLMCopyTask)
         data, epochs, txn_empty, cleanup = prepared
         now = self.now_ms()
         started = RemoteLogSegmentMetadata(
@@ -664,6 +689,33 @@ class RemoteLogManager:
             fut.add_done_callback(lambda f: self._copied(tp, tip, plog, started, f, cleanup))
 
         self._write([started], tip, copy)
+
+    def _copy_throttled(self, tp: TopicPartition) -> bool:
+        """Whether the copy quota (KIP-956) holds the partition's next copy back: Kafka's RLMCopyTask waits while
+        ``getThrottleTimeMs`` is positive, recording each throttle time it sees, and checks again after at most
+        a second (its quotaTimeout; sooner when another copy passes). Here the check runs again after the
+        throttle time, at most a second, on the loop (and at each task), and the copy starts once it is 0."""
+        throttle_ms = self.copy_quota.throttle_time_ms()
+        if throttle_ms <= 0:
+            return False
+        self.copy_throttle_time.record(throttle_ms)
+        if tp not in self._quota_rechecks:
+            log.debug("remote copy quota exceeded: the copy of %s-%d waits %d ms", *tp, throttle_ms)
+            delay_s = min(throttle_ms, QUOTA_TIMEOUT_MS) / 1000
+            self._quota_rechecks[tp] = asyncio.get_running_loop().call_later(delay_s, self._recheck_copy, tp)
+        return True
+
+    def _recheck_copy(self, tp: TopicPartition) -> None:
+        self._quota_rechecks.pop(tp, None)
+        self._run_if_led(tp)
+
+    def fetch_throttle_time_ms(self) -> int:
+        """Kafka's getFetchThrottleTimeMs, with the throttle time recorded in remote-fetch-throttle-time when
+        positive (as ReplicaManager does): while positive, the replica manager starts no remote read."""
+        throttle_ms = self.fetch_quota.throttle_time_ms()
+        if throttle_ms > 0:
+            self.fetch_throttle_time.record(throttle_ms)
+        return throttle_ms
 
     def _segment_data(
         self, plog: Log, seg: LogSegment, end: int
@@ -1063,6 +1115,7 @@ class RemoteLogManager:
                     aborted += local_aborted
             # RemoteFetchBytesPerSec, on this reader thread: in its own counters
             self.stats.for_thread(info.topic).remote_fetch_bytes += len(records)
+            self.fetch_quota.record(len(records))  # KIP-956: the bytes read count against the fetch quota
             return RemoteReadResult(records, list(dict.fromkeys(aborted)))  # a segment both remote and local
         except (RemoteStorageError, ValueError) as e:
             self.stats.for_thread(info.topic).remote_fetch_errors += 1
@@ -1137,6 +1190,9 @@ class RemoteLogManager:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
+        for handle in self._quota_rechecks.values():
+            handle.cancel()
+        self._quota_rechecks.clear()
         for client in [*self._producers.values(), *self._consumers.values()]:
             client.close()
         self._readers.shutdown(wait=False, cancel_futures=True)

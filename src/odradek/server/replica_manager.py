@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.controller.topics import topic_id_from_str
 from odradek.log import AppendOrigin, FetchIsolation
 from odradek.log.errors import InconsistentTopicIdError, OffsetOutOfRangeError, ProducerStateError
+from odradek.log.file_records import FetchData
 from odradek.log.verification_state import VerificationGuard
 from odradek.metrics.stats import BrokerTopicStats
 from odradek.protocol import errors
@@ -153,6 +154,11 @@ class RemoteReader(Protocol):
     def read_async(self, info: RemoteFetchInfo, plog: Log) -> concurrent.futures.Future[RemoteReadResult]: ...
 
     def fetch_max_wait_ms(self) -> int: ...
+
+    def fetch_throttle_time_ms(self) -> int:
+        """KIP-956: > 0 while the remote fetch quota is exceeded (Kafka's getFetchThrottleTimeMs; recorded in
+        remote-fetch-throttle-time by the reader)."""
+        ...
 
     def find_offset_by_timestamp(
         self, plog: Log, timestamp: int, starting_offset: int,
@@ -563,6 +569,11 @@ class ReplicaManager:
                 return errors.OFFSET_MOVED_TO_TIERED_STORAGE, plog, None
             if self.remote_reader is not None and plog.log_start_offset <= fetch_offset:
                 # tiered storage (KIP-405): the records are in the remote tier only
+                if self.remote_reader.fetch_throttle_time_ms() > 0:
+                    # the remote fetch quota is exceeded (KIP-956): no remote read, no records, no error, so
+                    # the client fetches again, and the fetch may wait for the other partitions
+                    # (Kafka's ReplicaManager.handleOffsetOutOfRangeError)
+                    return errors.NONE, plog, FetchData.empty(fetch_offset)
                 return errors.NONE, plog, RemoteFetchInfo(
                     topic, partition, fetch_offset, max_bytes, min_one_message, isolation)
         try:

@@ -31,6 +31,7 @@ TIERED = LogConfig(segment_bytes=len(BATCH) * 2, retention_ms=-1, remote_storage
 class _Reader:
     def __init__(self) -> None:
         self.asked: list[tuple[RemoteFetchInfo, concurrent.futures.Future[RemoteReadResult]]] = []
+        self.throttle_ms = 0  # the remote fetch quota's throttle time (KIP-956)
 
     def read_async(self, info: RemoteFetchInfo, plog: Log) -> concurrent.futures.Future[RemoteReadResult]:
         fut: concurrent.futures.Future[RemoteReadResult] = concurrent.futures.Future()
@@ -39,6 +40,9 @@ class _Reader:
 
     def fetch_max_wait_ms(self) -> int:
         return 500
+
+    def fetch_throttle_time_ms(self) -> int:
+        return self.throttle_ms
 
 
 class _Logs:

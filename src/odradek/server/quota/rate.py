@@ -9,6 +9,14 @@ window size, which is the time since the oldest sample started, stretched to at 
 ``samples - 1`` full windows (so a new client is not measured over a few milliseconds), and at
 least 1 ms (Kafka's ``Rate.windowSize``).
 
+:class:`SimpleRate` is Kafka's ``SimpleRate``, the rate of the remote log manager's quotas (KIP-956,
+``RLMQuotaManager``): the same samples, measured over the time since the oldest sample started, at
+least one window (no stretching to ``samples - 1`` windows: the first segment copied counts in full).
+
+:class:`SampledAvgMax` is a sensor with Kafka's ``Avg`` and ``Max`` stats over the same kind of
+samples (NaN while no sample holds a value, as Kafka's), e.g. the remote log manager's
+``remote-copy-throttle-time-avg`` / ``-max``.
+
 :class:`TokenBucket` is Kafka's ``TokenBucket`` stat (KIP-599, controller mutations): tokens
 refill at ``quota`` per second up to a burst of ``quota * samples * window_s``; a record takes
 tokens and may leave them negative.
@@ -22,11 +30,15 @@ from dataclasses import dataclass
 @dataclass(slots=True)
 class _Sample:
     start_ms: int
-    value: float = 0.0
+    value: float = 0.0  # the sum of the values recorded in it
+    count: int = 0  # how many were recorded
+    max: float = 0.0  # the largest (meaningful when count > 0)
 
     def reset(self, now_ms: int) -> None:
         self.start_ms = now_ms
         self.value = 0.0
+        self.count = 0
+        self.max = 0.0
 
 
 class SampledRate:
@@ -63,6 +75,8 @@ class SampledRate:
         if now_ms - s.start_ms >= self.window_ms:
             s = self._advance(now_ms)
         s.value += value
+        s.max = value if s.count == 0 else max(s.max, value)
+        s.count += 1
 
     def _purge(self, now_ms: int) -> None:
         expire_age = self.samples * self.window_ms
@@ -89,6 +103,44 @@ class SampledRate:
         """The rate in units per second."""
         total = self.total(now_ms)
         return total / (self.window_size_ms(now_ms) / 1000.0)
+
+
+class SimpleRate(SampledRate):
+    """Kafka's SimpleRate: the window is the time since the oldest sample started, at least one window."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return max(now_ms - oldest, self.window_ms)
+
+
+class SampledAvgMax:
+    """Kafka's Avg and Max stats of one sensor over ``samples`` windows of ``window_ms``: the average
+    and the largest of the values recorded in the samples not expired; NaN when none holds one."""
+
+    __slots__ = ("_stat",)
+
+    def __init__(self, samples: int = 2, window_ms: int = 30_000) -> None:
+        self._stat = SampledRate(samples, window_ms)
+
+    def record(self, value: float, now_ms: int) -> None:
+        self._stat.record(value, now_ms)
+
+    def _live(self, now_ms: int) -> list[_Sample]:
+        stat = self._stat
+        stat._purge(now_ms)
+        return [s for s in stat._samples if s.count]
+
+    def avg(self, now_ms: int) -> float:
+        live = self._live(now_ms)
+        n = sum(s.count for s in live)
+        return sum(s.value for s in live) / n if n else float("nan")
+
+    def max(self, now_ms: int) -> float:
+        live = self._live(now_ms)
+        return max(s.max for s in live) if live else float("nan")
 
 
 class TokenBucket:
