@@ -33,6 +33,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--inject-broker-fault", default="", metavar="NAMES",
                    help="start the brokers broken on purpose, to see the checker fail: expose-aborted, "
                         "consumer-skip, duplicate-append, misreport-offset (comma-separated)")
+    r.add_argument("--java-clients", type=int, default=0, metavar="N",
+                   help="also run N Java clients (kafka-clients 4.4 from peers/kafka: an idempotent producer "
+                        "and a read_committed consumer each), their histories merged into the run's (default 0)")
     r.set_defaults(func=run_run)
     k = vsub.add_parser("campaign", help="many runs in a row across every fault family, with a summary")
     k.add_argument("--runs", type=int, default=50, help="number of runs (default 50)")
@@ -79,6 +82,9 @@ def run_run(args: argparse.Namespace) -> int:
     if not 1 <= args.partitions <= 1000:
         print("error: --partitions must be between 1 and 1000", file=sys.stderr)
         return 2
+    if not 0 <= args.java_clients <= 100:
+        print("error: --java-clients must be between 0 and 100", file=sys.stderr)
+        return 2
     from odradek.server.fault_injection import KNOWN
 
     faults = tuple(n.strip() for n in args.inject_broker_fault.split(",") if n.strip())
@@ -88,7 +94,7 @@ def run_run(args: argparse.Namespace) -> int:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     return runner.run(runner.RunConfig(args.duration, families, seed, Path(args.out), partitions=args.partitions,
-                                       broker_faults=faults))
+                                       broker_faults=faults, java_clients=args.java_clients))
 
 
 def run_campaign(args: argparse.Namespace) -> int:

@@ -20,12 +20,20 @@ operation event a line, JSON::
 
 This module reads and writes those lines and pairs each invocation with its completion
 (:class:`Op`); the checker (odradek.verify.checker) reads only :class:`Op` objects.
+
+Several clients may each record their own file (the Python clients one, each Java client program
+another: peers/kafka/.../VerifyWorkload.java), with times of one clock (CLOCK_MONOTONIC) and process
+numbers of their own; :func:`merge` interleaves them by time into one history. Each file's own order
+is kept, so every process's invocation still comes before its completion, and the indexes are
+renumbered in the merged order. A file cut short by a kill may end in half a line, which is dropped:
+the operation it would have completed stays open, an ``info``.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -114,6 +122,51 @@ def read_events(lines: Iterable[str]) -> Iterator[Event]:
     for n, line in enumerate(lines, 1):
         if line.strip():
             yield parse_event(line, n)
+
+
+def read_file_events(path: Path | str) -> list[Event]:
+    """A file's events; a last line cut short (its writer killed mid-write) is left out."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    events: list[Event] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(parse_event(line, n))
+        except HistoryError:
+            if n == len(lines):  # no newline after it: the writer died before finishing the line
+                break
+            raise
+    return events
+
+
+def merge(sources: Sequence[Iterable[Event]]) -> list[Event]:
+    """One history of several clients' histories: their events by time, each source's events in its
+    own order (a tie goes to the earlier source), indexes renumbered from 0. Their process numbers
+    must be disjoint."""
+    owner: dict[int, int] = {}
+    tagged: list[list[tuple[int, int, int, Event]]] = []
+    for s, events in enumerate(sources):
+        rows: list[tuple[int, int, int, Event]] = []
+        for i, ev in enumerate(events):
+            if owner.setdefault(ev.process, s) != s:
+                raise HistoryError(f"process {ev.process} appears in sources {owner[ev.process]} and {s}")
+            rows.append((ev.time, s, i, ev))
+        tagged.append(rows)
+    # heapq.merge takes each source's next row only: a source's order is kept even where its times
+    # are not sorted
+    merged = heapq.merge(*tagged, key=lambda row: (row[0], row[1]))
+    return [Event(n, ev.time, ev.process, ev.type, ev.f, ev.value) for n, (_, _, _, ev) in enumerate(merged)]
+
+
+def merge_files(paths: Sequence[Path | str], out: Path | str) -> int:
+    """Merge history files (:func:`merge`) into ``out``; returns the number of events."""
+    events = merge([read_file_events(p) for p in paths])
+    with open(out, "w", encoding="utf-8") as f:
+        for ev in events:
+            f.write(ev.to_json() + "\n")
+    return len(events)
 
 
 def read(path: Path | str) -> list[Op]:

@@ -9,6 +9,11 @@ what was applied), ``report.txt`` (the checker's report), ``run.log`` (the clien
 ``cluster/`` (ZooKeeper's and each broker's data and log). The exit code is the checker's: 0 when the
 history shows no anomaly, 1 when it does, 2 when the run itself failed.
 
+``--java-clients N`` runs N Java client programs (kafka-clients 4.4: an idempotent producer and a
+read_committed consumer each; odradek.verify.java_clients) next to the Python clients. Then the Python clients record to ``history-python.jsonl``, each Java program to
+``history-java-<n>.jsonl`` (its log in ``java-client-<n>.log``), and ``history.jsonl`` is their merge
+by time (odradek.verify.history.merge).
+
 ``--inject-broker-fault`` starts the brokers broken on purpose (odradek.server.fault_injection), to
 show that the checker finds what such a broker does.
 """
@@ -32,6 +37,7 @@ from odradek.verify import checker, history, nemesis
 from odradek.verify.clock import BrokerClockProbe, Clocks, find_library
 from odradek.verify.disks import DiskError, Disks
 from odradek.verify.disks import cleanup_stale as cleanup_stale_disks
+from odradek.verify.java_clients import JavaClientError, JavaClients
 from odradek.verify.netns import Net, NetError, cleanup_stale
 from odradek.verify.workload import SafeRecorder, Workload, WorkloadConfig
 
@@ -59,6 +65,7 @@ class RunConfig:
     partitions: int = 4
     recovery_s: float = 10.0
     broker_faults: tuple[str, ...] = ()  # odradek.server.fault_injection: a broker broken on purpose
+    java_clients: int = 0  # Java client programs beside the Python clients (odradek.verify.java_clients)
 
 
 class ClusterTarget:
@@ -302,7 +309,10 @@ def _run(cfg: RunConfig, run_log: TextIO) -> int:
     target = ClusterTarget(cluster, log, net, disks, clocks)
     work: Workload | None = None
     rec: SafeRecorder | None = None
+    java: JavaClients | None = None
+    java_failed: list[str] = []
     hist_path = cfg.out / "history.jsonl"
+    python_path = cfg.out / "history-python.jsonl" if cfg.java_clients else hist_path
     try:
         with contextlib.redirect_stdout(run_log):
             controller = cluster.start()
@@ -317,9 +327,14 @@ def _run(cfg: RunConfig, run_log: TextIO) -> int:
                 target.clock_probe = probe
             except Exception as e:  # the evidence is then the probe process's only
                 log(f"clock probe topic not created: {e}")
-        with open(hist_path, "w", encoding="utf-8") as out:
+        with open(python_path, "w", encoding="utf-8") as out:
             rec = SafeRecorder(out)
             work = Workload(WorkloadConfig(cluster.bootstrap, TOPIC, cfg.partitions, seed=cfg.seed), rec, log)
+            if cfg.java_clients:
+                java = JavaClients(cfg.out, cluster.bootstrap, TOPIC, cfg.partitions, cfg.java_clients, cfg.seed,
+                                   op_timeout_ms=int(work.cfg.op_timeout_s * 1000))
+                java.start()
+                log(f"{cfg.java_clients} Java client(s) started: {', '.join(str(h) for h in java.histories)}")
             work.start()
             nem = nemesis.Nemesis(target, faults, log)
             nem.start()
@@ -328,8 +343,17 @@ def _run(cfg: RunConfig, run_log: TextIO) -> int:
             with open(cfg.out / "nemesis.txt", "a") as f:
                 f.write(f"applied {len(nem.applied)} of {len(faults)}\n" + "".join(f"{e}\n" for e in nem.evidence))
             time.sleep(cfg.recovery_s)  # the workload goes on against a healed cluster
+            if java is not None:
+                java.stop()  # the Java clients stop and drain alongside the Python ones
             work.finish(timeout_s=120)
+            if java is not None:
+                java_failed = java.finish(timeout_s=60)
+                for problem in java.killed + java_failed:
+                    log(problem)
             rec.close()
+    except JavaClientError as e:
+        print(f"verify: error: the Java clients: {e}", flush=True)
+        return 2
     except Exception as e:
         print(f"verify: error: {type(e).__name__}: {e}", flush=True)
         return 2
@@ -338,6 +362,8 @@ def _run(cfg: RunConfig, run_log: TextIO) -> int:
             nem.stop()
         if rec is not None:
             rec.close()
+        if java is not None:
+            java.kill()
         with contextlib.redirect_stdout(run_log):
             cluster.stop()
         target.close()
@@ -350,6 +376,16 @@ def _run(cfg: RunConfig, run_log: TextIO) -> int:
     if work is not None and work.errors:
         print("verify: error: a client failed: " + "; ".join(work.errors), flush=True)
         return 2
+    if java_failed:
+        print("verify: error: " + "; ".join(java_failed), flush=True)
+        return 2
+    if java is not None:
+        try:
+            n = history.merge_files([python_path, *java.histories], hist_path)
+        except (OSError, history.HistoryError) as e:
+            print(f"verify: error: merging the histories: {e}", flush=True)
+            return 2
+        log(f"history: {n} events of the Python and {cfg.java_clients} Java client(s) merged into {hist_path}")
     report = checker.check(history.read(hist_path))
     text = report.summary(10)
     (cfg.out / "report.txt").write_text(text + "\n")
