@@ -343,19 +343,21 @@ class KafkaBroker(BenchBroker):
     controller in ``workdir/kafka-1``, or a node of a ``KafkaTrio``. ``start`` times it from the JVM's
     launch to the first ApiVersions answer (as Odradek's), then waits for its "Kafka Server started"
     line; formatting the log dir (kafka-storage format, its own JVM, before the first start) is not
-    part of the start time."""
+    part of the start time. ``features`` are feature levels the log dir is formatted with
+    (``--feature share.version=1``); none by default: the levels Kafka 4.4's release version gives."""
 
     kind = "kafka"
 
     def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None, port: int | None = None,
-                 heap: tuple[str, ...] | None = None, node: Any = None) -> None:
+                 heap: tuple[str, ...] | None = None, node: Any = None,
+                 features: Mapping[str, int] | None = None) -> None:
         kp = kafka_peer()
         super().__init__(workdir, node.port if node is not None else port)
         if node is None:
             cluster = kp.KafkaCluster(workdir, 1, ports=[self.port], controller_ports=[free_port()],
                                       cluster_id=kafka_cluster_id(workdir),
                                       overrides={**KAFKA_DEFAULT_OVERRIDES, **(overrides or {})},
-                                      heap=heap or kp.BROKER_HEAP)
+                                      heap=heap or kp.BROKER_HEAP, features=features)
             node = cluster.nodes[0]
         self.node = node
         self.log_path = node.server_log

@@ -340,6 +340,9 @@ class KafkaNode:
     # SASL/PLAIN users (name: password) of a SASL_PLAINTEXT client listener with Kafka's ACL authorizer, the
     # first user a super user (and the inter-broker one); empty: the PLAINTEXT listener and no authorizer
     plain_users: dict[str, str] = field(default_factory=dict)
+    # feature levels the log dir is formatted with (``kafka-storage format --feature name=level``, e.g.
+    # share.version); empty: the levels Kafka's release version starts with
+    features: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -406,7 +409,10 @@ class KafkaNode:
                 raise PeerError(f"{self.log_dir} is formatted for Kafka cluster {found}, not {self.cluster_id}: "
                                 "remove the directory or pass its cluster id")
             return
-        proc = subprocess.run(java_command(TOOLS["kafka-storage"], ["format", "-t", self.cluster_id, "-c", str(config)]),
+        args = ["format", "-t", self.cluster_id, "-c", str(config)]
+        for name, level in self.features.items():
+            args += ["--feature", f"{name}={level}"]
+        proc = subprocess.run(java_command(TOOLS["kafka-storage"], args),
                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
         if proc.returncode != 0:
             reason = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
@@ -474,7 +480,7 @@ class KafkaCluster:
                  controller_base_port: int | None = None, cluster_id: str | None = None,
                  overrides: Mapping[str, str] | None = None, heap: Sequence[str] = BROKER_HEAP,
                  ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None,
-                 plain_users: Mapping[str, str] | None = None) -> None:
+                 plain_users: Mapping[str, str] | None = None, features: Mapping[str, int] | None = None) -> None:
         if n < 1:
             raise PeerError(f"a Kafka cluster needs at least one node, not {n}")
         self.base_dir = Path(base_dir)
@@ -487,7 +493,7 @@ class KafkaCluster:
             KafkaNode(node_id=i + 1, port=client_ports[i], controller_port=ctl_ports[i],
                       base_dir=self.base_dir / f"kafka-{i + 1}", cluster_id=self.cluster_id, voters=voters,
                       replication_factor=min(n, 3), overrides=dict(overrides or {}), heap=tuple(heap),
-                      plain_users=dict(plain_users or {}))
+                      plain_users=dict(plain_users or {}), features=dict(features or {}))
             for i in range(n)
         ]
 

@@ -55,3 +55,16 @@ def test_start_bench_times_the_first_acknowledged_produce() -> None:
     assert 0 < float(fresh[1]) <= float(fresh[2]) and int(fresh[3]) > 0, line
     assert re.search(r"restart: answer [\d.]+ s, first ack [\d.]+ s", line), line
     assert "idle RSS after start" in text and "[" not in text.split("medians of 1")[1], text  # no peer: no ratio
+
+
+def test_share_bench_acknowledges_every_record(tmp_path: Path) -> None:
+    """bench/share_bench.py against Odradek alone: two share consumers in their own processes, every record
+    delivered and acknowledged, the figures in the table and the raw results."""
+    raw = tmp_path / "share.json"
+    text = _run([str(BENCH / "share_bench.py"), "--brokers", "odradek", "--records", "2000", "--consumers", "2",
+                 "--reps", "1", "--dir", str(tmp_path), "--json", str(raw), "--timeout", "120"], 300)
+    (run,) = json.loads(raw.read_text())["runs"]
+    assert "error" not in run, run
+    assert (run["acked"], run["delivered"], run["consumers_reported"], run["share_version"]) == (2000, 2000, 2, 1)
+    assert run["acked_rps"] > 0 and run["broker_cpu_s"] > 0 and run["consumer_cpu_s"] > 0, run
+    assert re.search(r"records/s acknowledged\s+odradek [\d,]+ -> [\d,]+", text), text
