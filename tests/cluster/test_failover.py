@@ -43,7 +43,10 @@ def _metadata_isr(c: Cluster, via: int, topic: str, partition: int) -> list[int]
     if partition not in t.partitions:
         # once on CI, during the ISR shrink, the leader answered for the topic without its partition (issue 33).
         # Not reproduced since (about 20 runs, some under load); the metadata cache's windows found meanwhile are
-        # closed (tests/unit/controller/test_metadata_cache.py). Clients retry on such an answer and so does this
+        # closed (tests/unit/controller/test_metadata_cache.py), and a broker no longer refuses a controller request
+        # ZooKeeper is too slow to confirm (tests/cluster/test_controller_epoch_check.py; the controller never sends
+        # a refused one again), nor answers a topic with fewer partitions than its assignment has. Clients retry on
+        # such an answer and so does this
         # wait (None: not shown); the warning keeps what the broker said, for the next time it happens
         warnings.warn(f"issue 33: broker {md.orig_broker_id} answered Metadata for {topic} without partition "
                       f"{partition} (topic error {t.error}, partitions {sorted(t.partitions)})", stacklevel=2)

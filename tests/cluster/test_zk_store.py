@@ -9,7 +9,7 @@ import pytest
 from waiting import wait_until
 
 from odradek.controller.store import BadVersionError, NodeExistsError, NoNodeError, Op
-from odradek.controller.zk_store import ZkStore
+from odradek.controller.zk_store import StoreTimeoutError, ZkStore
 
 from .zk import Ensemble
 
@@ -45,6 +45,18 @@ def test_multi_is_atomic(store: ZkStore) -> None:
     assert store.exists("/a/b") is None
     store.multi([Op("create", "/a/b", b"1"), Op("set", "/a", b"x", 0)])
     assert store.get("/a") == (b"x", 1)
+
+
+def test_sync_is_bounded(store: ZkStore) -> None:
+    """ZkStore.sync (what the controller epoch check syncs with) returns once ZooKeeper answers, and
+    fails at once without a connection rather than wait as kazoo's own blocking sync does."""
+    store.create("/s", b"1")
+    store.sync("/s")
+    assert store.get("/s") == (b"1", 0)
+    store.client.stop()
+    wait_until(lambda: not store.connected, 5, "the session closed")
+    with pytest.raises(StoreTimeoutError):
+        store.sync("/s")
 
 
 def test_watch_fires_on_children_and_data(store: ZkStore) -> None:

@@ -30,6 +30,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.config import ConfigError, validate_topic_configs
 from odradek.controller import partition_limits as limits
@@ -76,6 +77,9 @@ def topic_id_from_str(s: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
 
 
+NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+
+
 @dataclass
 class PartitionMeta:
     index: int
@@ -83,6 +87,15 @@ class PartitionMeta:
     leader: int
     leader_epoch: int
     isr: list[int]
+
+
+def leaderless(index: int, replicas: list[int]) -> PartitionMeta:
+    """A partition of the assignment the controller has not elected a leader for yet (no state
+    znode), or that this cache has no state of: no leader, no leader epoch, no ISR. Metadata
+    answers it LEADER_NOT_AVAILABLE, as Kafka does a partition without a leader; never a leader
+    guessed from the assignment, which the controller may not choose (it takes the first live
+    replica) and which does not lead before its LeaderAndIsr comes."""
+    return PartitionMeta(index, list(replicas), NO_LEADER, -1, [])
 
 
 @dataclass
@@ -152,20 +165,35 @@ class TopicRegistry:
                 self.store.delete(f"/admin/delete_topics/{name}")
 
     def _read_topic(self, name: str) -> TopicMeta | None:
+        """A topic as the store has it. A partition without a state znode (a topic being created:
+        the controller writes the states after the assignment) is :func:`leaderless`; in cluster mode
+        the controller's UpdateMetadata brings its state. Kafka's ZooKeeper-mode broker starts with
+        an empty cache and learns partition states from the controller alone; this one reads the
+        states the controller wrote, so it answers Metadata before the controller's first update
+        arrives, but invents none. One read of the partitions' children tells which states exist."""
         try:
             data, _ = self.store.get(f"/brokers/topics/{name}")
         except NoNodeError:
             return None
         doc = json.loads(data)
+        try:
+            stated = set(self.store.children(f"/brokers/topics/{name}/partitions"))
+        except NoNodeError:
+            stated = set()
         parts: list[PartitionMeta] = []
         for p_str, replicas in sorted(doc["partitions"].items(), key=lambda kv: int(kv[0])):
             p = int(p_str)
-            try:
-                sdata, _ = self.store.get(f"/brokers/topics/{name}/partitions/{p}/state")
-                st = json.loads(sdata)
+            st: dict[str, Any] | None = None
+            if str(p) in stated:
+                try:
+                    sdata, _ = self.store.get(f"/brokers/topics/{name}/partitions/{p}/state")
+                    st = json.loads(sdata)
+                except NoNodeError:
+                    pass
+            if st is None:
+                parts.append(leaderless(p, [int(b) for b in replicas]))
+            else:
                 parts.append(PartitionMeta(p, list(replicas), st["leader"], st["leader_epoch"], list(st["isr"])))
-            except NoNodeError:
-                parts.append(PartitionMeta(p, list(replicas), replicas[0], 0, list(replicas)))
         configs: dict[str, str] = {}
         try:
             cdata, _ = self.store.get(f"/config/topics/{name}")
@@ -439,7 +467,7 @@ class TopicRegistry:
     ) -> None:
         """Apply the controller's UpdateMetadata, all of it or nothing (Kafka's ZkMetadataCache builds
         a new snapshot and swaps it in). Everything that can fail comes first: the store reads of the
-        topics new to this cache (their configs, an id the request lacks) and the parsing of every
+        topics new to this cache (their assignment and id, their configs) and the parsing of every
         partition state, so a read that fails (the store disconnected) leaves the cache as it was; the
         connection is then closed and the controller sends the request again. A topic's partitions
         are merged: a partition the request does not name keeps its state.
@@ -447,20 +475,42 @@ class TopicRegistry:
         ``full``: the cached topics the controller no longer knows are gone, those named neither in
         the partition states nor, with the id cached, in ``topic_ids``. A topic the controller knows
         but has no leader state for (partitions not elected yet) stays: Kafka's brokers drop a topic
-        only on its deletion (``LeaderDuringDelete``), never because an update left it out."""
-        created: dict[str, TopicMeta] = {}
-        for name in by_topic:
-            if name not in self.topics:
-                tid_str = topic_ids.get(name)
-                tid = topic_id_from_str(tid_str) if tid_str else self.topic_id_from_store(name) or uuid.uuid4()
-                created[name] = TopicMeta(name, tid, [], self.read_configs(name))
+        only on its deletion (``LeaderDuringDelete``), never because an update left it out.
+
+        Every partition of a topic is in the cache, so every one is in a Metadata answer: a topic new
+        to the cache gets the partitions of its assignment in the store that the update does not name
+        as :func:`leaderless` (LEADER_NOT_AVAILABLE), and so does a gap an update leaves in a cached
+        topic's partitions. An update naming only some partitions of a topic new here (the
+        controller's first leaders of a large topic come in batches; an ISR change names only its
+        partition, and reached a broker that had missed the topic's first update) made the topic look
+        smaller than it is: a partitioner counts partitions, and a Metadata answer once lacked one."""
         parsed = {name: [_partition_meta(ps) for ps in states] for name, states in by_topic.items()}
+        created: dict[str, TopicMeta] = {}
+        assignments: dict[str, dict[int, list[int]]] = {}
+        for name, states in parsed.items():
+            cached = self.topics.get(name)
+            if cached is None:
+                doc = self._read_topic_doc(name)
+                tid_str = topic_ids.get(name) or (doc or {}).get("topic_id")
+                tid = topic_id_from_str(tid_str) if tid_str else uuid.uuid4()
+                created[name] = TopicMeta(name, tid, [], self.read_configs(name))
+            else:
+                indices = {p.index for p in cached.partitions} | {pm.index for pm in states}
+                if indices == set(range(len(indices))):
+                    continue
+                doc, tid = self._read_topic_doc(name), cached.topic_id
+            if doc is not None and doc.get("topic_id") in (None, topic_id_to_str(tid)):  # not another incarnation
+                assignments[name] = {int(p): [int(b) for b in r] for p, r in doc["partitions"].items()}
         # nothing below reads the store or parses: it cannot stop half way
         for name, states in parsed.items():
             meta = created.get(name) or self.topics[name]
             parts = {p.index: p for p in meta.partitions}
+            for index, replicas in assignments.get(name, {}).items():
+                parts.setdefault(index, leaderless(index, replicas))
             for pm in states:
                 parts[pm.index] = pm
+            for index in range(max(parts, default=-1)):  # a gap the store could not account for
+                parts.setdefault(index, leaderless(index, []))
             grew = len(parts) > len(meta.partitions)
             meta.partitions = [parts[i] for i in sorted(parts)]
             if name in created:
@@ -476,12 +526,18 @@ class TopicRegistry:
                 self.by_id.pop(gone.topic_id, None)
                 self._notify("deleted", gone)
 
-    def topic_id_from_store(self, name: str) -> uuid.UUID | None:
+    def _read_topic_doc(self, name: str) -> dict[str, Any] | None:
+        """The topic's znode (its assignment and id), None when there is none."""
         try:
             data, _ = self.store.get(f"/brokers/topics/{name}")
         except NoNodeError:
             return None
-        tid = json.loads(data).get("topic_id")
+        doc: dict[str, Any] = json.loads(data)
+        return doc
+
+    def topic_id_from_store(self, name: str) -> uuid.UUID | None:
+        doc = self._read_topic_doc(name)
+        tid = doc.get("topic_id") if doc is not None else None
         return topic_id_from_str(tid) if tid else None
 
     def read_configs(self, name: str) -> dict[str, str]:

@@ -276,6 +276,12 @@ class ZkStore:
         data, stat = self._wait(self.client.get_async(path), path)
         return bytes(data or b""), int(stat.version)
 
+    def sync(self, path: str) -> None:
+        """ZooKeeper's sync: the server this session talks to catches up with the leader, so the
+        reads that follow see every write committed before it (bounded, as every call here)."""
+        self._check(path)
+        self._wait(self.client.sync_async(path), path)
+
     def get_with_stat(self, path: str) -> tuple[bytes, Any]:
         self._check(path)
         data, stat = self._wait(self.client.get_async(path), path)

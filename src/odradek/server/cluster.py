@@ -19,8 +19,9 @@ Two deployments run this same code (one controller, two stores):
 - Inter-broker requests (protocol.interbroker) are accepted only on the inter-broker
   listener and the control plane listener (server.cluster_access: elsewhere they are
   answered CLUSTER_AUTHORIZATION_FAILED), fenced by controller epoch and broker epoch (an
-  epoch or controller not seen before is checked against ZooKeeper first,
-  cluster_access.ControllerEpochGuard) and handed on: LeaderAndIsr and StopReplica to the
+  epoch or controller not seen before is checked against ZooKeeper first and refused only
+  when ZooKeeper contradicts it, never for want of an answer: cluster_access.ControllerEpochGuard)
+  and handed on: LeaderAndIsr and StopReplica to the
   replica manager (:class:`ReplicaRoles`), UpdateMetadata to the metadata cache (the
   TopicRegistry every client request is answered from), ControlledShutdown to the controller.
 - Shutdown: controlled shutdown first (controlled.shutdown.enable, one request framed by
@@ -160,7 +161,7 @@ class ClusterLink:
             self.ib_connect = connector(ib_security, f"broker-{broker_id}")
             self.control_connect = connector(
                 inter_broker_security(cfg, self.control_listener or self.ib_listener), f"controller-{broker_id}")
-        self.guard = ControllerEpochGuard(self.store, zk.client.sync if zk is not None else None)
+        self.guard = ControllerEpochGuard(self.store, zk.sync if zk is not None else None)
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen in a controller request
         self.controller_id = -1

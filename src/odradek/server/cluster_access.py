@@ -20,17 +20,28 @@ listeners. When every listener is one (the default single PLAINTEXT listener), c
 it with brokers and can still pose as one unless an authorizer is set: listener separation
 is the defence without one.
 
-A request naming a controller epoch this broker has not seen yet is checked against
-ZooKeeper before it counts (:class:`ControllerEpochGuard`): Kafka's broker takes the epoch of
-any authorized LeaderAndIsr as the new current one (ReplicaManager.becomeLeaderOrFollower),
-which fences the real controller until restart if the sender was not the controller; here the
-epoch must be the one in /controller_epoch and the sender the broker /controller names.
+A controller request naming a controller epoch this broker has not seen yet is checked against
+ZooKeeper before it counts (:class:`ControllerEpochGuard`). Kafka's broker takes the epoch of any
+authorized LeaderAndIsr, UpdateMetadata or StopReplica at or above the highest it has seen as the
+new current one and answers STALE_CONTROLLER_EPOCH below it, without asking ZooKeeper
+(ReplicaManager.becomeLeaderOrFollower, maybeUpdateMetadataCache, stopReplicas): a sender posing
+as the controller with a higher epoch fences the real controller until restart. Here ZooKeeper
+must not contradict the claim: a request is refused (STALE_CONTROLLER_EPOCH) only when ZooKeeper,
+read after a sync, holds a newer epoch, has never held the claimed one, or names another broker
+controller at it. When ZooKeeper cannot answer within CHECK_PATIENCE_S (disconnected, no quorum,
+slow), the request is taken on Kafka's rule alone: Kafka's controller never sends a refused
+request again (KafkaController.processLeaderAndIsrResponseReceived and
+processUpdateMetadataResponseReceived only log the error), so a refusal for want of an answer
+left the broker leading partitions its metadata cache did not have, or the other way round,
+until the next controller (issue 33). The check only stops an epoch being raised: a sender
+repeating the current epoch and controller id is not told apart from the controller (that is
+the listeners' and the authorizer's job, above).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -44,8 +55,9 @@ from odradek.protocol import interbroker as ib
 
 log = logging.getLogger("odradek.cluster")
 
-CHECK_ATTEMPTS = 20  # reads of /controller_epoch before an unseen epoch is refused
-CHECK_BACKOFF_S = 0.5
+# how long a request naming an unseen controller epoch waits for ZooKeeper to confirm or contradict it
+CHECK_PATIENCE_S = 5.0
+CHECK_BACKOFF_S = 0.25
 
 
 def inter_broker_listener(config: BrokerConfig) -> str:
@@ -113,14 +125,46 @@ def refusal(api_key: int) -> dict[str, Any]:
 Answer = dict[str, Any] | asyncio.Future[Any]
 
 
+class Verdict(enum.Enum):
+    """What ZooKeeper says of a controller request's claim (controller id, controller epoch)."""
+
+    CONFIRMED = "confirmed"  # that broker is, or was last, the controller at that epoch
+    CONTRADICTED = "contradicted"  # a newer epoch, one ZooKeeper never held, or another controller
+    UNANSWERED = "unanswered"  # ZooKeeper did not tell in time: Kafka's rule alone decides
+
+
+def judge(epoch: int, controller_id: int, zk_epoch: int, zk_controller: int | None, synced: bool) -> Verdict | None:
+    """One read of /controller_epoch and /controller against a claim; None when the read may be
+    behind the ensemble (the sync before it failed) and does not show the claimed epoch yet.
+
+    The controller writes /controller and its epoch in one multi before it sends anything
+    (zk_data.try_become_controller), so after a sync a claimed epoch above ZooKeeper's was never
+    held. /controller gone at the claimed epoch is the controller at that epoch having gone since
+    (its session ended; the next one bumps the epoch): what it sent before is what it wrote, and
+    Kafka's broker takes it too."""
+    if zk_epoch > epoch:
+        return Verdict.CONTRADICTED
+    if zk_epoch < epoch:
+        return Verdict.CONTRADICTED if synced else None
+    if zk_controller is not None and zk_controller != controller_id:
+        return Verdict.CONTRADICTED
+    return Verdict.CONFIRMED
+
+
 class ControllerEpochGuard:
     """Controller requests claiming an unseen (controller epoch, controller id) wait for a check
-    against ZooKeeper, and every later request waits behind them (they are applied in order)."""
+    against ZooKeeper, and every later request waits behind them (they are applied in order).
+    ``sync`` is the store's ZooKeeper sync (bounded; None for a store that reads its latest state)."""
 
-    def __init__(self, store: MetadataStore, sync: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, store: MetadataStore, sync: Callable[[str], None] | None = None, *,
+        patience_s: float | None = None, backoff_s: float | None = None,
+    ) -> None:
         self.store = store
         self.sync = sync
-        self.verified: tuple[int, int] = (-1, -1)  # (epoch, controller id) ZooKeeper confirmed
+        self.patience_s = CHECK_PATIENCE_S if patience_s is None else patience_s
+        self.backoff_s = CHECK_BACKOFF_S if backoff_s is None else backoff_s
+        self.verified: tuple[int, int] = (-1, -1)  # (epoch, controller id) taken after a check
         self._tail: asyncio.Future[Any] | None = None
 
     def needs_check(self, body: dict[str, Any], current_epoch: int) -> bool:
@@ -128,29 +172,36 @@ class ControllerEpochGuard:
         key = (int(body["controller_epoch"]), int(body["controller_id"]))
         return key[0] >= current_epoch and key != self.verified
 
-    def check(self, epoch: int, controller_id: int) -> int:
-        """Blocking: NONE when ZooKeeper names ``controller_id`` controller at ``epoch``."""
-        for attempt in range(CHECK_ATTEMPTS):
+    def check(self, epoch: int, controller_id: int) -> Verdict:
+        """Blocking (on an executor thread): ZooKeeper's word on ``controller_id`` at ``epoch``,
+        asked again after a failed read until ``patience_s`` has passed (then UNANSWERED)."""
+        deadline = time.monotonic() + self.patience_s
+        attempt = 0
+        while True:
+            attempt += 1
+            synced = self.sync is None
             if self.sync is not None:
-                with contextlib.suppress(Exception):
+                try:
                     self.sync(zd.CONTROLLER_EPOCH)  # see what the controller wrote before it sent
+                    synced = True
+                except Exception as e:
+                    log.info("cannot sync with ZooKeeper to check controller epoch %d (attempt %d): %s",
+                             epoch, attempt, e)
             try:
                 zk_epoch = zd.read_controller_epoch(self.store)[0]
                 zk_controller = zd.read_controller(self.store)
-                break
             except StoreError as e:
-                # the controller does not resend a refused request: wait out a short disconnection
-                log.warning("cannot check controller epoch %d against ZooKeeper (attempt %d): %s", epoch, attempt + 1, e)
-                time.sleep(CHECK_BACKOFF_S)
-        else:
-            return errors.STALE_CONTROLLER_EPOCH
-        if zk_epoch == epoch and zk_controller == controller_id:
-            return errors.NONE
-        log.warning(
-            "refusing a request from 'controller' %d at epoch %d: ZooKeeper names controller %s at epoch %d",
-            controller_id, epoch, zk_controller, zk_epoch,
-        )
-        return errors.STALE_CONTROLLER_EPOCH
+                log.warning("cannot check controller epoch %d against ZooKeeper (attempt %d): %s", epoch, attempt, e)
+            else:
+                verdict = judge(epoch, controller_id, zk_epoch, zk_controller, synced)
+                if verdict is Verdict.CONTRADICTED:
+                    log.warning("ZooKeeper contradicts 'controller' %d at epoch %d: it names controller %s at "
+                                "epoch %d", controller_id, epoch, zk_controller, zk_epoch)
+                if verdict is not None:
+                    return verdict
+            if time.monotonic() + self.backoff_s >= deadline:
+                return Verdict.UNANSWERED
+            time.sleep(self.backoff_s)
 
     def run(
         self, loop: asyncio.AbstractEventLoop, api_key: int, body: dict[str, Any],
@@ -166,6 +217,7 @@ class ControllerEpochGuard:
                 answer.add_done_callback(self._clear_tail)
             return answer
         fut: asyncio.Future[Any] = loop.create_future()
+        decided: list[Verdict] = []  # the check's verdict, once (the check or the timer, first)
         prev = self._tail
         self._tail = fut
 
@@ -186,20 +238,36 @@ class ControllerEpochGuard:
             except Exception as e:
                 settle(e)
 
-        def checked(f: asyncio.Future[int]) -> None:
-            code = errors.STALE_CONTROLLER_EPOCH if f.exception() is not None else f.result()
-            if code == errors.NONE:
-                self.verified = (int(body["controller_epoch"]), int(body["controller_id"]))
-                applied()
-            else:
-                settle(refused(api_key, code))
+        timers: list[asyncio.TimerHandle] = []
+
+        def decide(verdict: Verdict) -> None:
+            for t in timers:
+                t.cancel()
+            if fut.done() or decided:
+                return
+            decided.append(verdict)
+            epoch, controller_id = int(body["controller_epoch"]), int(body["controller_id"])
+            if verdict is Verdict.CONTRADICTED:
+                log.warning("refusing request %d of 'controller' %d at epoch %d: STALE_CONTROLLER_EPOCH",
+                            api_key, controller_id, epoch)
+                settle(refused(api_key, errors.STALE_CONTROLLER_EPOCH))
+                return
+            if verdict is Verdict.UNANSWERED:
+                log.warning("ZooKeeper did not confirm controller %d at epoch %d within %.1f s: its request is "
+                            "taken on the epoch alone, as Kafka's broker takes it", controller_id, epoch,
+                            self.patience_s)
+            self.verified = (epoch, controller_id)
+            applied()
 
         def start(_: Any = None) -> None:
             if not self.needs_check(body, current_epoch()):
                 applied()
                 return
+            # the check's own deadline ends it; the timer answers for a ZooKeeper call that hangs
+            timers.append(loop.call_later(self.patience_s + self.backoff_s, decide, Verdict.UNANSWERED))
             check = loop.run_in_executor(None, self.check, int(body["controller_epoch"]), int(body["controller_id"]))
-            check.add_done_callback(checked)
+            check.add_done_callback(lambda f: decide(
+                Verdict.UNANSWERED if f.cancelled() or f.exception() is not None else f.result()))
 
         if prev is None:
             start()

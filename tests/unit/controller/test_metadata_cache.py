@@ -9,12 +9,14 @@ and every cached partition is in the Metadata answer (LEADER_NOT_AVAILABLE when 
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import pytest
 from kio.schema.metadata.v12 import response as m12
 
+from odradek.controller import zk_data as zd
 from odradek.controller.store import LocalStore
 from odradek.controller.topics import TopicRegistry, topic_id_to_str
 from odradek.controller.zk_store import StoreTimeoutError
@@ -133,3 +135,75 @@ def test_the_metadata_answer_lists_every_cached_partition(live: set[int]) -> Non
             assert p.error_code == (errors.NONE if up else errors.LEADER_NOT_AVAILABLE)
             assert p.leader_id == (cached.leader if up else -1)
             assert list(p.isr_nodes) == cached.isr and list(p.replica_nodes) == cached.replicas
+
+
+def _write_topic(store: LocalStore, name: str, assignment: dict[int, list[int]], topic_id: str) -> None:
+    doc = {"version": 3, "partitions": {str(p): r for p, r in assignment.items()}, "topic_id": topic_id,
+           "adding_replicas": {}, "removing_replicas": {}}
+    store.create(f"/brokers/topics/{name}", json.dumps(doc).encode(), makepath=True)
+
+
+def test_loading_a_topic_being_created_invents_no_leader() -> None:
+    """A broker starting while a topic is created: its assignment is in the store, the controller has
+    written the state of partition 0 only. Kafka's broker learns partition states from the controller
+    alone; partition 1 has no leader (LEADER_NOT_AVAILABLE), not the first replica of its assignment,
+    which had not been elected and does not lead (it was answered leader 3, epoch 0, before issue 33)."""
+    store = LocalStore(None)
+    _write_topic(store, "t", {0: [2, 1], 1: [3, 2]}, IDS["a"])
+    zd.create_partition_states(store, "t", {0: zd.LeaderAndIsr(1, 4, [1, 2], 1)})
+    reg = TopicRegistry(store, lambda: [1, 2, 3])
+    reg.controller_managed = True
+    reg.load()
+    assert _view(reg) == {"t": [(0, 1, [1, 2]), (1, -1, [])]}
+    meta = reg.get("t")
+    assert meta is not None and meta.partitions[1].replicas == [3, 2] and meta.partitions[1].leader_epoch == -1
+    answer = metadata._topic_response(m12, meta, 12, {1, 2, 3})
+    assert [(p.partition_index, p.error_code, p.leader_id) for p in answer.partitions] == [
+        (0, errors.NONE, 1), (1, errors.LEADER_NOT_AVAILABLE, -1)]
+    # the controller's UpdateMetadata brings the state it elected
+    reg.apply_partition_states({"t": [_state("t", 1, 2, [2, 3], replicas=[3, 2])]}, {"t": IDS["a"]}, full=False)
+    assert _view(reg) == {"t": [(0, 1, [1, 2]), (1, 2, [2, 3])]}
+
+
+def test_a_topic_new_to_the_cache_has_every_partition_of_its_assignment() -> None:
+    """A broker that missed a topic's first UpdateMetadata hears of it from one naming a single partition
+    (an ISR change): the topic's other partitions are in its Metadata answer too, without a leader, rather
+    than the topic answered with one partition (what the leader of a topic once answered in CI)."""
+    reg, store, events = _registry()
+    _write_topic(store, "a", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}, IDS["a"])
+    reg.apply_partition_states({"a": [_state("a", 1, 2, [2, 3], replicas=[2, 3, 1])]}, IDS, full=False)
+    assert _view(reg) == {"a": [(0, -1, []), (1, 2, [2, 3]), (2, -1, [])]}
+    assert events == [("created", "a")]
+    meta = reg.get("a")
+    assert meta is not None and [p.replicas for p in meta.partitions] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    answer = metadata._topic_response(m12, meta, 12, {1, 2, 3})
+    assert [(p.partition_index, p.error_code) for p in answer.partitions] == [
+        (0, errors.LEADER_NOT_AVAILABLE), (1, errors.NONE), (2, errors.LEADER_NOT_AVAILABLE)]
+    # the first leaders of a large topic come in batches: the next names the rest
+    reg.apply_partition_states({"a": [_state("a", 0, 1, [1, 2, 3]), _state("a", 2, 3, [3, 1, 2])]}, IDS, full=False)
+    assert _view(reg) == {"a": [(0, 1, [1, 2, 3]), (1, 2, [2, 3]), (2, 3, [3, 1, 2])]}
+    assert events == [("created", "a")]
+
+
+def test_a_gap_in_a_cached_topic_is_filled_from_the_assignment() -> None:
+    reg, store, events = _registry()
+    reg.apply_partition_states({"a": [_state("a", p, 1, [1]) for p in range(2)]}, IDS, full=False)
+    # partitions 2 and 3 added (CreatePartitions); the update naming 2 did not reach this broker
+    _write_topic(store, "a", {0: [1], 1: [1], 2: [2], 3: [3]}, IDS["a"])
+    reg.apply_partition_states({"a": [_state("a", 3, 3, [3], replicas=[3])]}, IDS, full=False)
+    meta = reg.get("a")
+    assert meta is not None
+    assert [(p.index, p.leader, p.replicas) for p in meta.partitions] == [(0, 1, [1, 2, 3]), (1, 1, [1, 2, 3]),
+                                                                           (2, -1, [2]), (3, 3, [3])]
+    assert events == [("created", "a"), ("partitions", "a")]
+
+
+def test_another_incarnations_assignment_is_not_used() -> None:
+    """The store holds a topic of the same name under another id (deleted and made again): its
+    assignment says nothing of this one; a gap is still filled, without replicas."""
+    reg, store, _ = _registry()
+    _write_topic(store, "a", {0: [1], 1: [2], 2: [3]}, topic_id_to_str(uuid.uuid4()))
+    reg.apply_partition_states({"a": [_state("a", 1, 2, [2], replicas=[2])]}, IDS, full=False)
+    meta = reg.get("a")
+    assert meta is not None
+    assert [(p.index, p.leader, p.replicas) for p in meta.partitions] == [(0, -1, []), (1, 2, [2])]

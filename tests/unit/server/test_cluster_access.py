@@ -1,23 +1,29 @@
 """server.cluster_access: Kafka's inter-broker listener rule, per-listener endpoints, and the
-controller epoch check against the metadata store (issue 12, item 7)."""
+controller epoch check against the metadata store (issue 12, item 7): a request is refused only when
+the store contradicts its claim, never for want of an answer (issue 33)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller import zk_data as zd
-from odradek.controller.store import LocalStore
+from odradek.controller.store import LocalStore, StoreError
 from odradek.controller.zk_data import endpoint_for
 from odradek.protocol import errors
 from odradek.protocol import interbroker as ib
+from odradek.server import cluster_access as ca
 from odradek.server.cluster_access import (
     ControllerEpochGuard,
+    Verdict,
     cluster_listeners,
     inter_broker_listener,
+    judge,
     refusal,
 )
 
@@ -75,12 +81,21 @@ def _body(controller: int, epoch: int) -> dict[str, Any]:
 
 def test_guard_checks_unseen_epochs_against_the_store() -> None:
     g = ControllerEpochGuard(_store(1, 5))
-    assert g.check(5, 1) == errors.NONE
-    assert g.check(105, 2) == errors.STALE_CONTROLLER_EPOCH  # an epoch ZooKeeper does not hold
-    assert g.check(5, 2) == errors.STALE_CONTROLLER_EPOCH  # the epoch, but not the controller
-    assert g.check(4, 1) == errors.STALE_CONTROLLER_EPOCH  # an older controller
+    assert g.check(5, 1) is Verdict.CONFIRMED
+    assert g.check(105, 2) is Verdict.CONTRADICTED  # an epoch ZooKeeper does not hold
+    assert g.check(5, 2) is Verdict.CONTRADICTED  # the epoch, but not the controller
+    assert g.check(4, 1) is Verdict.CONTRADICTED  # an older controller
     assert g.needs_check(_body(1, 5), current_epoch=0)
     assert not g.needs_check(_body(1, 3), current_epoch=5)  # older than current: fenced without asking
+
+
+def test_judge_refuses_only_what_zookeeper_contradicts() -> None:
+    assert judge(5, 1, 5, 1, synced=True) is Verdict.CONFIRMED
+    assert judge(5, 1, 5, None, synced=True) is Verdict.CONFIRMED  # that controller has gone since it sent
+    assert judge(5, 1, 6, 2, synced=True) is Verdict.CONTRADICTED  # a newer controller
+    assert judge(5, 1, 5, 2, synced=True) is Verdict.CONTRADICTED
+    assert judge(7, 1, 5, 1, synced=True) is Verdict.CONTRADICTED  # never held, and the read is up to date
+    assert judge(7, 1, 5, 1, synced=False) is None  # the read may be behind the ensemble: ask again
 
 
 def test_guard_applies_in_order_and_refuses_forgeries() -> None:
@@ -148,14 +163,8 @@ def test_requests_wait_behind_one_answered_later() -> None:
     assert [a["error_code"] for a in asyncio.run(run())] == [0, 0, 0]
 
 
-def test_guard_retries_a_store_error_before_refusing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import odradek.server.cluster_access as ca
-    from odradek.controller.store import StoreError
-
-    monkeypatch.setattr(ca, "CHECK_BACKOFF_S", 0.0)
-    store = _store(1, 5)
+def _failing(store: LocalStore, monkeypatch: pytest.MonkeyPatch, failures: list[int]) -> None:
     real_get = store.get
-    failures = [2]
 
     def flaky_get(path: str) -> tuple[bytes, int]:
         if failures[0] > 0:
@@ -164,9 +173,91 @@ def test_guard_retries_a_store_error_before_refusing(monkeypatch: pytest.MonkeyP
         return real_get(path)
 
     monkeypatch.setattr(store, "get", flaky_get)
-    assert ControllerEpochGuard(store).check(5, 1) == errors.NONE
-    failures[0] = 10**6
-    assert ControllerEpochGuard(store).check(5, 1) == errors.STALE_CONTROLLER_EPOCH
+
+
+def test_guard_retries_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(1, 5)
+    failures = [2]
+    _failing(store, monkeypatch, failures)
+    assert ControllerEpochGuard(store, backoff_s=0.0).check(5, 1) is Verdict.CONFIRMED
+    failures[0] = 10**9
+    assert ControllerEpochGuard(store, patience_s=0.05, backoff_s=0.01).check(5, 1) is Verdict.UNANSWERED
+
+
+def _run_all(g: ControllerEpochGuard, bodies: list[tuple[int, dict[str, Any]]],
+             then: Callable[[], object] = lambda: None) -> tuple[list[Any], list[int]]:
+    """Run ``bodies`` through the guard on a loop; the answers, and the api keys applied in order
+    (``then()`` once all are answered, before the loop closes)."""
+
+    async def run() -> tuple[list[Any], list[int]]:
+        loop = asyncio.get_running_loop()
+        applied: list[int] = []
+        current = [0]
+
+        def apply(key: int, body: dict[str, Any]) -> dict[str, Any]:
+            applied.append(key)
+            current[0] = max(current[0], int(body["controller_epoch"]))
+            return {"error_code": errors.NONE}
+
+        answers = [g.run(loop, key, body, apply, lambda: current[0]) for key, body in bodies]
+        out = [await a if isinstance(a, asyncio.Future) else a for a in answers]
+        then()
+        return out, applied
+
+    return asyncio.run(run())
+
+
+def test_a_request_zookeeper_cannot_answer_for_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper unreadable (disconnected, no quorum): the controller's requests are applied on Kafka's
+    rule once the check gives up, never refused (the controller does not send a refused one again).
+    Before issue 33 both were answered STALE_CONTROLLER_EPOCH and neither was applied."""
+    monkeypatch.setattr(ca, "CHECK_BACKOFF_S", 0.01)
+    monkeypatch.setattr(ca, "CHECK_PATIENCE_S", 0.2, raising=False)
+    store = _store(1, 5)
+    _failing(store, monkeypatch, [10**9])
+    g = ControllerEpochGuard(store)
+    out, applied = _run_all(g, [(ib.LEADER_AND_ISR, _body(1, 5)), (ib.UPDATE_METADATA, _body(1, 5))])
+    assert [a["error_code"] for a in out] == [errors.NONE, errors.NONE]
+    assert applied == [ib.LEADER_AND_ISR, ib.UPDATE_METADATA]
+    assert g.verified == (5, 1)  # its next requests are not held up again
+
+
+def test_a_zookeeper_call_that_hangs_does_not_hold_the_requests() -> None:
+    """A read that blocks (a connected session without quorum) is given up at the patience's end."""
+    store = _store(1, 5)
+    release = threading.Event()
+    real_get = store.get
+
+    def hanging_get(path: str) -> tuple[bytes, int]:
+        release.wait(10)
+        return real_get(path)
+
+    store.get = hanging_get  # type: ignore[method-assign]
+    g = ControllerEpochGuard(store, patience_s=0.2, backoff_s=0.05)
+    try:
+        out, applied = _run_all(g, [(ib.STOP_REPLICA, _body(1, 5)), (ib.UPDATE_METADATA, _body(1, 5))],
+                                then=release.set)
+    finally:
+        release.set()
+    assert [a["error_code"] for a in out] == [errors.NONE, errors.NONE]
+    assert applied == [ib.STOP_REPLICA, ib.UPDATE_METADATA]
+
+
+def test_a_refused_sync_with_an_epoch_not_seen_yet_is_asked_again() -> None:
+    """The sync failed and the read does not show the claimed epoch yet: not a contradiction; the
+    check asks again and confirms once the store shows it."""
+    store = _store(1, 5)
+    syncs: list[str] = []
+
+    def sync(path: str) -> None:
+        syncs.append(path)
+        if len(syncs) == 1:
+            raise StoreError("connection loss")
+        store.set(zd.CONTROLLER_EPOCH, b"6")  # the controller's write reaches this server
+        store.set(zd.CONTROLLER, b'{"version":1,"brokerid":2,"timestamp":"0"}')
+
+    assert ControllerEpochGuard(store, sync, backoff_s=0.0).check(6, 2) is Verdict.CONFIRMED
+    assert syncs == [zd.CONTROLLER_EPOCH, zd.CONTROLLER_EPOCH]
 
 
 def test_who_may_write_txn_markers() -> None:
