@@ -36,8 +36,15 @@ its KafkaRaftManager, narrowed to the quorum.
   (true) refuses DeleteTopics when false. Brokers fetch ``__cluster_metadata-0`` as observers (any replica
   id that is not a voter).
 
-Not yet: snapshots sent over the wire (FetchSnapshot: the log is kept from offset 0 and an observer reads it
-from there), forwarded requests other than those four, configs of resources other than topics, dynamic
+- Snapshots (KIP-630): every controller writes a ``.checkpoint`` of its committed image (Kafka's
+  SnapshotGenerator) once ``metadata.log.max.record.bytes.between.snapshots`` bytes were appended since the
+  last one, or ``metadata.log.max.snapshot.interval.ms`` passed with something appended; it then deletes
+  the snapshots and log segments a newer snapshot covers per ``metadata.max.retention.bytes`` / ``.ms``
+  (KafkaMetadataLog.cleanSnapshots). On start it loads the latest snapshot and replays the log after it.
+  The leader serves FetchSnapshot (59); a follower behind the leader's log start fetches the latest
+  snapshot, installs it and reloads its state machine from it. DescribeQuorum lists the observers.
+
+Not yet: forwarded requests other than those four, configs of resources other than topics, dynamic
 voters (KIP-853), security on the controller listener (PLAINTEXT only).
 """
 
@@ -75,11 +82,13 @@ from odradek.kraft.state_machine import (
     Registration,
     TopicResult,
 )
+from odradek.metadata.batches import MetadataBatch
 from odradek.metadata.log_store import (
     BOOTSTRAP_SNAPSHOT,
     PARTITION_DIR,
     MetadataLog,
     MetadataLogConfig,
+    SnapshotId,
     image_of_snapshot,
     read_snapshot_file,
 )
@@ -107,10 +116,12 @@ from odradek.raft.messages import (
     Effect,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchSnapshotRequest,
     HighWatermarkChanged,
     LeaderChanged,
     Received,
     Send,
+    SnapshotInstalled,
     VoteRequest,
 )
 from odradek.raft.quorum_store import DEFAULT_FILE_NAME, FileQuorumStateStore, parse_kafka_uuid
@@ -127,6 +138,7 @@ SUPPORTED_APIS: tuple[tuple[int, int, int], ...] = (
     (wire.END_QUORUM_EPOCH, 1, 1), (DESCRIBE_QUORUM, 0, 2), (DESCRIBE_CLUSTER, 0, 2),
     (CREATE_TOPICS, 2, 7), (DELETE_TOPICS, 1, 6), (CREATE_PARTITIONS, 0, 3), (INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (ENVELOPE, 0, 0), (BROKER_REGISTRATION, 0, 4), (BROKER_HEARTBEAT, 0, 2), (ALLOCATE_PRODUCER_IDS, 0, 0),
+    (wire.FETCH_SNAPSHOT, 0, 1),
 )
 # the admin requests a broker forwards in an Envelope (KIP-590), also answered on the controller listener
 ADMIN_APIS = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS})
@@ -140,6 +152,8 @@ IMPLEMENTED = frozenset({
     "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
     "controller.quorum.retry.backoff.ms", "metadata.log.segment.bytes", "metadata.log.segment.ms",
     "broker.session.timeout.ms", "num.partitions", "default.replication.factor", "delete.topic.enable",
+    "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
+    "metadata.max.retention.bytes", "metadata.max.retention.ms",
 })
 
 
@@ -391,14 +405,13 @@ class QuorumController:
         self.applied_end = 0  # the next offset to apply
         snapshot = self.mlog.latest_snapshot()
         if snapshot is not None:
-            batches = read_snapshot_file(self.mlog.snapshot_path(snapshot))
-            self.state.load_snapshot(image_of_snapshot(snapshot, batches))
-            self.applied_end = snapshot.end_offset
+            batches = self._load_snapshot(snapshot)
             if snapshot == BOOTSTRAP_SNAPSHOT:
                 self.bootstrap = [e.record for b in batches for e in b.entries if e.record is not None]
         # (last offset, run once committed, run if leadership is lost first)
         self._waiters: list[tuple[int, Callable[[], None], Callable[[], None] | None]] = []
         self._activated_epoch = -1
+        self._last_applied_timestamp = now
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -443,10 +456,16 @@ class QuorumController:
         """Carry out the core's effects, then schedule its next tick."""
         for e in effects:
             if isinstance(e, Send):
-                if isinstance(e.message, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest)):
+                if isinstance(e.message, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
+                                          FetchSnapshotRequest)):
                     self._send_request(e)
                 else:
                     self._answer(e)
+            elif isinstance(e, SnapshotInstalled):
+                log.info("Controller %d: loading the snapshot fetched from the leader, %d-%d", self.cfg.node_id,
+                         e.snapshot_id.end_offset, e.snapshot_id.epoch)
+                self.state.reset_pending()
+                self._load_snapshot(SnapshotId(e.snapshot_id.end_offset, e.snapshot_id.epoch))
             elif isinstance(e, HighWatermarkChanged):
                 self.mlog.update_high_watermark(e.high_watermark)
                 self._apply_committed(e.high_watermark)
@@ -501,18 +520,42 @@ class QuorumController:
 
     # --- the metadata state machine --------------------------------------------------------------
 
+    def _load_snapshot(self, snapshot: SnapshotId) -> list[MetadataBatch]:
+        """The state machine from a snapshot (at start, or one fetched from the leader); its batches."""
+        batches = read_snapshot_file(self.mlog.snapshot_path(snapshot))
+        self.state.load_snapshot(image_of_snapshot(snapshot, batches))
+        self.applied_end = snapshot.end_offset
+        return batches
+
     def _apply_committed(self, high_watermark: int) -> None:
-        """Every batch wholly below the high watermark, once, to the image; then the requests they answer."""
+        """Every batch wholly below the high watermark, once, to the image; then the requests they answer;
+        then a snapshot if one is due."""
         if high_watermark > self.applied_end:
             batches = [b for b in self.mlog.read(self.applied_end)
                        if b.base_offset >= self.applied_end and b.last_offset < high_watermark]
             if batches:
                 self.state.apply_committed(batches)
                 self.applied_end = batches[-1].last_offset + 1
+                self._last_applied_timestamp = batches[-1].append_timestamp
         ready = [cb for last, cb, _ in self._waiters if last < self.applied_end]
         self._waiters = [w for w in self._waiters if w[0] >= self.applied_end]
         for cb in ready:
             cb()
+        self.maybe_snapshot()
+
+    def maybe_snapshot(self) -> SnapshotId | None:
+        """Kafka's SnapshotGenerator: a snapshot of the committed image when one is due, then the snapshots and
+        log segments a newer snapshot covers deleted per the retention settings (cleanSnapshots)."""
+        now = self.clock()
+        image = self.state.committed
+        written = None
+        latest = self.mlog.latest_snapshot()
+        if (self.mlog.should_snapshot(now) and image.offset >= 0
+                and (latest is None or image.offset + 1 > latest.end_offset)):
+            written = self.mlog.write_snapshot(image, now_ms=now, last_contained_timestamp=self._last_applied_timestamp)
+        if self.mlog.clean(now):
+            log.info("Controller %d: the metadata log now starts at %d", self.cfg.node_id, self.mlog.log_start_offset)
+        return written
 
     def _on_leader_change(self, leader_id: int, epoch: int) -> None:
         self.state.reset_pending()
@@ -525,8 +568,10 @@ class QuorumController:
         self._activated_epoch = epoch
         # Kafka's ActivationRecordsGenerator: a log with no metadata record yet gets the bootstrap records,
         # in a metadata transaction (KIP-868), with the ZK migration state NONE of a new KRaft cluster
-        empty = not any(e.record is not None and not isinstance(e.record.record, NoOpRecord)
-                        for b in self.mlog.read(0) for e in b.entries)
+        latest = self.mlog.latest_snapshot()
+        empty = (latest is None or latest == BOOTSTRAP_SNAPSHOT) and not any(
+            e.record is not None and not isinstance(e.record.record, NoOpRecord)
+            for b in self.mlog.read(0) for e in b.entries)
         if empty and self.bootstrap:
             records = [RecordAndVersion(BeginTransactionRecord(name="Bootstrap records"), 0),
                        *self.bootstrap,
@@ -581,7 +626,8 @@ class QuorumController:
 
     async def _exchange(self, send: Send) -> None:
         message = send.message
-        assert isinstance(message, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest))
+        assert isinstance(message, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
+                                    FetchSnapshotRequest))
         key, version, request = wire.encode_request(message)
         client = self._client(send.destination)
         lock = self._locks.setdefault(send.destination, asyncio.Lock())

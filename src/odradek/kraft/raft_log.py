@@ -12,6 +12,10 @@ and decodes the batches from there: whole batches only, the first one whatever i
 while they fit in ``max_bytes`` (Kafka's log read with minOneMessage, whose readers drop a partial trailing
 batch). A batch is one write of the controller (a topic's TopicRecord and PartitionRecords, a deletion's
 RemoveTopicRecords): a fetcher never gets part of it, so a Kafka broker never applies part of it.
+
+Snapshots are the ``.checkpoint`` files of :class:`~odradek.metadata.log_store.MetadataLog`; the raft core sees
+their ids (its ``OffsetAndEpoch``), reads them in byte chunks for FetchSnapshot and installs a fetched one
+(``MetadataLog.install_snapshot``). The bootstrap snapshot (``0-0``) is one of them, at the log start 0.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i16
 
 from odradek.metadata.batches import decode_control, encode_control
-from odradek.metadata.log_store import MetadataLog
+from odradek.metadata.log_store import MetadataLog, SnapshotId
 from odradek.protocol.records import build_batch, decode_records, iter_batches
 from odradek.raft.log import LeaderChangeMessage, LogEntry, OffsetAndEpoch
 
@@ -101,8 +105,38 @@ class MetadataRaftLog:
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         found, end = self.mlog.log.leader_epoch_cache.end_offset_for(epoch, self.mlog.log_end_offset)
         if found < 0:
+            # no epoch of the log as old: the snapshot the log starts at ends the epochs before (Kafka's
+            # KafkaMetadataLog.endOffsetForEpoch answers with the earliest snapshot's id)
+            earliest = self.earliest_snapshot_id()
+            if earliest is not None and earliest.offset == self.start_offset() and earliest.epoch <= epoch:
+                return earliest
             return OffsetAndEpoch(0, 0)
         return OffsetAndEpoch(found, end)
+
+    def start_offset(self) -> int:
+        return self.mlog.log_start_offset
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        snapshots = self.mlog.snapshots()
+        return OffsetAndEpoch(snapshots[0].epoch, snapshots[0].end_offset) if snapshots else None
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        latest = self.mlog.latest_snapshot()
+        return OffsetAndEpoch(latest.epoch, latest.end_offset) if latest is not None else None
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        sid = SnapshotId(snapshot_id.offset, snapshot_id.epoch)
+        if sid not in self.mlog.snapshots():
+            return None
+        try:
+            with open(self.mlog.snapshot_path(sid), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                return size, os.pread(f.fileno(), max(0, min(max_bytes, size - position)), position)
+        except FileNotFoundError:  # deleted by retention meanwhile
+            return None
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        self.mlog.install_snapshot(SnapshotId(snapshot_id.offset, snapshot_id.epoch), data, self.clock())
 
     def read(self, start_offset: int, max_bytes: int) -> tuple[LogEntry, ...]:
         if start_offset >= self.mlog.log_end_offset:

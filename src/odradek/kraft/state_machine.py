@@ -32,7 +32,7 @@ with time given by the caller.
 Not here: racks in placement (and so fenced brokers as replicas of last resort: a replication factor above
 the unfenced brokers is refused), partition reassignment, ELR elections, configs of other resources than
 topics, the controller mutation quota and authorization (the controller listener is PLAINTEXT with no
-authorizer), snapshots of the image.
+authorizer).
 """
 
 from __future__ import annotations
@@ -201,7 +201,11 @@ class ControllerState:
     # --- the log -------------------------------------------------------------------------------------
 
     def load_snapshot(self, image: MetadataImage) -> None:
+        """The committed image from a snapshot; a broker's registration record is at its broker epoch (the
+        epoch is the record's offset)."""
         self.committed = image
+        self.pending = []
+        self.registration_offset = {bid: b.epoch for bid, b in image.brokers.items()}
 
     def apply_committed(self, batches: Iterable[MetadataBatch]) -> None:
         """Batches below the high watermark, in log order; pending writes they cover are dropped."""

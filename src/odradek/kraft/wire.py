@@ -4,8 +4,9 @@ KRaft sends each RPC for the one partition ``__cluster_metadata-0`` (Kafka's ``R
 topic and partition levels are added here on the way out and checked and removed on the way in. The
 versions a controller sends are the ones Kafka 4.4 sends to a voter: Vote v2 (KIP-996's PreVote),
 BeginQuorumEpoch v1, EndQuorumEpoch v1 (KIP-853's endpoints and directory ids) and Fetch v17 (the
-fetcher's ReplicaState, the metadata topic's id ``Uuid.METADATA_TOPIC_ID``). Records travel as v2 batches
-(:mod:`odradek.kraft.raft_log`).
+fetcher's ReplicaState, the metadata topic's id ``Uuid.METADATA_TOPIC_ID``) and FetchSnapshot v1 (KIP-630,
+the topic by name). Records travel as v2 batches (:mod:`odradek.kraft.raft_log`); a snapshot's chunk is its
+file's bytes from the position asked, cut anywhere (``UnalignedRecords``).
 """
 
 from __future__ import annotations
@@ -26,18 +27,21 @@ from odradek.raft.messages import (
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     RaftRequest,
     RaftResponse,
     ReplicaInfo,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
 
 TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID: new Uuid(0L, 1L)
-VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
-SENT_VERSIONS = {VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17}
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT = 52, 53, 54, 1, 59
+SENT_VERSIONS = {VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
 
 
 class WireFormatError(Exception):
@@ -56,6 +60,18 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 def _uuid(value: uuid.UUID | None) -> uuid.UUID | None:
     return None if value is None or value.int == 0 else value
+
+
+class _Named:
+    """FetchSnapshot's topic (``name``) as the other RPCs' (``topic_name``), for :func:`_one_partition`."""
+
+    def __init__(self, topic: Any) -> None:
+        self.topic_name = topic.name
+        self.partitions = topic.partitions
+
+
+def _named(topics: Any) -> tuple[_Named, ...]:
+    return tuple(_Named(t) for t in topics)
 
 
 def _one_partition(topics: Any, what: str) -> Any:
@@ -83,6 +99,8 @@ def api_key_of(message: RaftRequest) -> int:
         return BEGIN_QUORUM_EPOCH
     if isinstance(message, EndQuorumEpochRequest):
         return END_QUORUM_EPOCH
+    if isinstance(message, FetchSnapshotRequest):
+        return FETCH_SNAPSHOT
     return FETCH
 
 
@@ -117,6 +135,14 @@ def encode_request(message: RaftRequest) -> tuple[int, int, Any]:
         return key, version, codec.make(
             m.EndQuorumEpochRequest, cluster_id=message.cluster_id,
             topics=(codec.make(m.TopicData, topic_name=TOPIC, partitions=(p,)),), leader_endpoints=endpoints)
+    if isinstance(message, FetchSnapshotRequest):
+        ps = codec.make(m.PartitionSnapshot, partition=0, current_leader_epoch=message.current_leader_epoch,
+                        snapshot_id=codec.make(m.SnapshotId, end_offset=message.snapshot_id.end_offset,
+                                               epoch=message.snapshot_id.epoch),
+                        position=message.position, replica_directory_id=message.replica_directory_id)
+        return key, version, codec.make(
+            m.FetchSnapshotRequest, cluster_id=message.cluster_id, replica_id=message.replica_id,
+            max_bytes=message.max_bytes, topics=(codec.make(m.TopicSnapshot, name=TOPIC, partitions=(ps,)),))
     p = codec.make(m.FetchPartition, partition=0, current_leader_epoch=message.current_leader_epoch,
                    fetch_offset=message.fetch_offset, last_fetched_epoch=message.last_fetched_epoch,
                    log_start_offset=message.log_start_offset, partition_max_bytes=message.max_bytes,
@@ -149,6 +175,12 @@ def decode_request(api_key: int, request: Any) -> tuple[int, RaftRequest]:
                            for c in getattr(p, "preferred_candidates", ()))
         return int(p.leader_id), EndQuorumEpochRequest(request.cluster_id, int(p.leader_id), int(p.leader_epoch),
                                                        candidates)
+    if api_key == FETCH_SNAPSHOT:
+        p = _one_partition(_named(request.topics), "FetchSnapshot")
+        return int(request.replica_id), FetchSnapshotRequest(
+            request.cluster_id, int(request.replica_id), int(p.current_leader_epoch),
+            SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)), int(p.position),
+            int(request.max_bytes), _uuid(getattr(p, "replica_directory_id", None)))
     p = _one_partition(request.topics, "Fetch")
     replica_id = int(request.replica_state.replica_id)
     max_wait = request.max_wait
@@ -165,6 +197,16 @@ def decode_request(api_key: int, request: Any) -> tuple[int, RaftRequest]:
 def encode_response(api_key: int, version: int, message: RaftResponse, now_ms: int) -> Any:
     """The kio response to a KRaft request, from the core's answer."""
     m = response_module(api_key, version)
+    if isinstance(message, FetchSnapshotResponse):
+        ps = codec.make(
+            m.PartitionSnapshot, index=0, error_code=message.error_code,
+            snapshot_id=codec.make(m.SnapshotId, end_offset=message.snapshot_id.end_offset,
+                                   epoch=message.snapshot_id.epoch),
+            current_leader=codec.make(m.LeaderIdAndEpoch, leader_id=message.current_leader.leader_id,
+                                      leader_epoch=message.current_leader.leader_epoch),
+            size=message.size, position=message.position, unaligned_records=message.unaligned_records)
+        return codec.make(m.FetchSnapshotResponse, throttle_time=0, error_code=0,
+                          topics=(codec.make(m.TopicSnapshot, name=TOPIC, partitions=(ps,)),), node_endpoints=())
     if isinstance(message, FetchResponse):
         records = entries_to_batches(message.records, now_ms) if message.records else None
         p = codec.make(
@@ -201,7 +243,13 @@ def decode_response(api_key: int, response: Any) -> RaftResponse:
             top or int(p.error_code), int(p.high_watermark),
             LeaderIdAndEpoch(int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)),
             EpochEndOffset(int(p.diverging_epoch.epoch), int(p.diverging_epoch.end_offset)), records,
-            int(p.log_start_offset))
+            int(p.log_start_offset), SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)))
+    if api_key == FETCH_SNAPSHOT:
+        p = _one_partition(_named(response.topics), "FetchSnapshot response")
+        return FetchSnapshotResponse(
+            top or int(p.error_code), LeaderIdAndEpoch(int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)),
+            SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)), int(p.size), int(p.position),
+            bytes(p.unaligned_records or b""))
     p = _one_partition(response.topics, "response")
     error = top or int(p.error_code)
     if api_key == VOTE:
@@ -220,4 +268,6 @@ def failed_response(message: RaftRequest, error: int) -> RaftResponse:
         return BeginQuorumEpochResponse(error, -1, -1)
     if isinstance(message, EndQuorumEpochRequest):
         return EndQuorumEpochResponse(error, -1, -1)
+    if isinstance(message, FetchSnapshotRequest):
+        return FetchSnapshotResponse(error, LeaderIdAndEpoch(-1, -1))
     return FetchResponse(error, -1, LeaderIdAndEpoch(-1, -1))

@@ -230,6 +230,7 @@ class MetadataLog:
         self.log = log_
         self.config = config
         self._snapshots: list[SnapshotId] = self._scan_snapshots()
+        self._timestamps: dict[SnapshotId, int] = {}  # lastContainedLogTimestamp of each snapshot read
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now_ms
 
@@ -379,6 +380,30 @@ class MetadataLog:
         log.info("Wrote metadata snapshot %s (%d bytes)", sid.file_name, len(data))
         return sid
 
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes, now_ms: int) -> None:
+        """A snapshot fetched from the leader (FetchSnapshot), checked, written, then Kafka's
+        truncateToLatestSnapshot: the log starts, empty, at the snapshot's end offset, and the older snapshots
+        go (nothing of the log before it is kept)."""
+        try:
+            batches = list(read_batches(data))
+        except MetadataRecordError as e:
+            raise MetadataRecordError(f"snapshot {snapshot_id.file_name} fetched: {e}") from None
+        entries = [e for b in batches for e in b.entries]
+        if not entries or not isinstance(entries[0].control, SnapshotHeaderRecord) \
+                or not isinstance(entries[-1].control, SnapshotFooterRecord):
+            raise MetadataRecordError(f"snapshot {snapshot_id.file_name} fetched has no header or footer record")
+        if snapshot_id not in self._snapshots:
+            write_snapshot_file(self.dir, snapshot_id, data)
+            self._snapshots.append(snapshot_id)
+            self._snapshots.sort()
+        self.log.truncate_fully_and_start_at(snapshot_id.end_offset, now_ms)
+        self.log.update_high_watermark(snapshot_id.end_offset)
+        self._delete_before(snapshot_id, now_ms)
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        log.info("Installed metadata snapshot %s fetched from the leader; the log now starts at %d",
+                 snapshot_id.file_name, snapshot_id.end_offset)
+
     def should_snapshot(self, now_ms: int) -> bool:
         """SnapshotGenerator's triggers: enough bytes appended since the last snapshot, or enough time with
         something appended."""
@@ -423,7 +448,9 @@ class MetadataLog:
         while len(self._snapshots) > 1:
             oldest, nxt = self._snapshots[0], self._snapshots[1]
             too_big = 0 <= self.config.retention_bytes < self.size_in_bytes()
-            ts = snapshot_timestamp(self.read_snapshot(oldest))
+            ts = self._timestamps.get(oldest)
+            if ts is None:
+                ts = self._timestamps[oldest] = snapshot_timestamp(self.read_snapshot(oldest))
             too_old = self.config.retention_ms >= 0 and ts < now_ms - self.config.retention_ms
             if not (too_big or too_old) or nxt.end_offset > self.log.high_watermark:
                 break

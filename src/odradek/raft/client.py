@@ -28,10 +28,20 @@ voters with EndQuorumEpoch.
 
 Observers (brokers fetching the metadata log: any replica id that is not a voter) are answered as voters
 are, records and high watermark, but their fetches take no part in the high watermark nor in check-quorum
-(Kafka's LeaderState keeps observers apart); the local replica itself must be a voter.
+(Kafka's LeaderState keeps observers apart); the leader keeps their fetch offset and times for
+DescribeQuorum, and forgets an observer that has not fetched for 5 minutes (OBSERVER_SESSION_TIMEOUT_MS).
+The local replica itself must be a voter.
 
-Not in this slice: dynamic voters (KIP-853), snapshots and FetchSnapshot (KIP-630), batching appends
-(``controller.quorum.append.linger.ms``).
+Snapshots (KIP-630): a fetcher whose fetch offset is below the leader's log start offset (or whose last
+fetched epoch is older than the oldest snapshot's) is answered with the latest snapshot's id
+(FetchResponse's SnapshotId); a follower so answered fetches that snapshot with FetchSnapshot requests, in
+chunks from byte position 0, installs it once whole (its log then starts at the snapshot's end offset: the
+:class:`SnapshotInstalled` effect) and goes back to Fetch from there. The leader answers FetchSnapshot
+with SNAPSHOT_NOT_FOUND (the follower then fetches again and hears of the newer one) or
+POSITION_OUT_OF_RANGE. Writing snapshots and moving the log start is the log owner's business
+(``kraft/``), not the core's.
+
+Not in this slice: dynamic voters (KIP-853), batching appends (``controller.quorum.append.linger.ms``).
 """
 
 from __future__ import annotations
@@ -63,6 +73,8 @@ from odradek.raft.messages import (
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     HighWatermarkChanged,
     LeaderChanged,
     LeaderIdAndEpoch,
@@ -71,6 +83,8 @@ from odradek.raft.messages import (
     ReplicaInfo,
     ReplicaState,
     Send,
+    SnapshotId,
+    SnapshotInstalled,
     Truncated,
     VoteRequest,
     VoteResponse,
@@ -82,6 +96,7 @@ RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS (election b
 MAX_FETCH_WAIT_MS = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS
 MAX_FETCH_SIZE_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_FETCH_SIZE_BYTES
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR
+OBSERVER_SESSION_TIMEOUT_MS = 300_000  # LeaderState.OBSERVER_SESSION_TIMEOUT_MS
 NEVER = 2**62
 
 
@@ -165,6 +180,16 @@ class _Progress:
     directory_id: uuid.UUID | None = None  # the voter's, as its last Fetch said it (KIP-853)
 
 
+@dataclass
+class _SnapshotFetch:
+    """A follower's snapshot being fetched (Kafka's FollowerState.fetchingSnapshot), for one leader and epoch."""
+
+    snapshot_id: OffsetAndEpoch
+    epoch: int
+    leader_id: int
+    data: bytearray
+
+
 @dataclass(frozen=True)
 class _Parked:
     correlation_id: int
@@ -203,6 +228,8 @@ class RaftReplica:
         self._next_correlation_id = 0
         self._out: list[Effect] = []
         self._progress: dict[int, _Progress] = {}
+        self._observers: dict[int, _Progress] = {}
+        self._fetching_snapshot: _SnapshotFetch | None = None
         self._parked: dict[int, _Parked] = {}
         self._fetched_since_check: set[int] = set()
         self._begin_epoch_deadline = NEVER
@@ -236,6 +263,8 @@ class RaftReplica:
             self._respond(received, self._handle_end_quorum_epoch_request(message))
         elif isinstance(message, FetchRequest):
             self._handle_fetch_request(received.source, received.correlation_id, message)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._respond(received, self._handle_fetch_snapshot_request(received.source, message))
         elif self.requests.is_response_expected(received.source, received.correlation_id):
             self.requests.on_response(received.source, message.error_code == errors.NONE, self._now)
             self._handle_response(received.source, message)
@@ -302,7 +331,12 @@ class RaftReplica:
             else:
                 voters.append(ReplicaState(v, p.directory_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms))
         hw = s.high_watermark if s.high_watermark is not None else -1
-        return DescribeQuorumPartition(errors.NONE, s.leader_id, s.epoch, hw, tuple(voters))
+        # LeaderState.clearInactiveObservers: an observer silent for 5 minutes is no longer listed
+        for o in [o for o, p in self._observers.items() if now_ms - p.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS]:
+            del self._observers[o]
+        observers = tuple(ReplicaState(o, p.directory_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+                          for o, p in sorted(self._observers.items()))
+        return DescribeQuorumPartition(errors.NONE, s.leader_id, s.epoch, hw, tuple(voters), observers)
 
     # --- plumbing ------------------------------------------------------------------------------
 
@@ -388,6 +422,7 @@ class RaftReplica:
         start = self.log.end_offset()
         self._durable(st.to_leader(self.state, self.local_id, len(self.voters), start, self._check_quorum_deadline()))
         self._progress = {v: _Progress() for v in self.voters}
+        self._observers = {}
         self._fetched_since_check = set()
         self._begin_epoch_deadline = self._now
         granting = tuple(sorted(self.state.granted))
@@ -449,6 +484,12 @@ class RaftReplica:
             if now >= s.deadline_ms:
                 self._transition_to_prospective(1)
                 self._after_vote_change()
+            elif self.requests.is_ready(s.leader_id, now) and self._snapshot_fetch_of(s) is not None:
+                f = self._snapshot_fetch_of(s)
+                assert f is not None
+                self._send_request(s.leader_id, FetchSnapshotRequest(
+                    self.cluster_id, self.local_id, s.epoch, SnapshotId(f.snapshot_id.offset, f.snapshot_id.epoch),
+                    len(f.data), self.config.fetch_max_bytes, self.local_key.directory_id))
             elif self.requests.is_ready(s.leader_id, now):
                 self._send_request(
                     s.leader_id,
@@ -634,6 +675,7 @@ class RaftReplica:
                 and not response.records
                 and r.max_wait_ms > 0
                 and response.diverging_epoch.epoch < 0
+                and response.snapshot_id.end_offset < 0
             ):
                 # nothing to give yet: park it until an append, a new high watermark or MaxWaitMs
                 self._parked[source] = _Parked(correlation_id, r, self._now + r.max_wait_ms)
@@ -650,6 +692,10 @@ class RaftReplica:
         if s.name is not StateName.LEADER:
             return self._fetch_error(errors.NOT_LEADER_OR_FOLLOWER)
         checked = validate_offset_and_epoch(self.log, r.fetch_offset, r.last_fetched_epoch)
+        if checked.snapshot:  # behind the log start: fetch the latest snapshot first
+            sid = checked.offset_and_epoch
+            return FetchResponse(errors.NONE, self._hw_or_sentinel(), LeaderIdAndEpoch(self.local_id, s.epoch),
+                                 log_start_offset=self.log.start_offset(), snapshot_id=SnapshotId(sid.offset, sid.epoch))
         if not checked.valid:
             end = checked.offset_and_epoch
             return FetchResponse(
@@ -657,12 +703,43 @@ class RaftReplica:
                 self._hw_or_sentinel(),
                 LeaderIdAndEpoch(self.local_id, s.epoch),
                 EpochEndOffset(end.epoch, end.offset),
+                log_start_offset=self.log.start_offset(),
             )
         # Kafka's leader reads up to its own bound (KafkaMetadataLog.read with maxFetchSizeInBytes), whatever the
         # request says: a Kafka broker fetching as an observer sends a partition max bytes of 0
         records = self.log.read(r.fetch_offset, self.config.fetch_max_bytes)
         self._update_replica_state(source, r.fetch_offset, r.replica_directory_id)
-        return FetchResponse(errors.NONE, self._hw_or_sentinel(), LeaderIdAndEpoch(self.local_id, s.epoch), records=records)
+        return FetchResponse(errors.NONE, self._hw_or_sentinel(), LeaderIdAndEpoch(self.local_id, s.epoch), records=records,
+                             log_start_offset=self.log.start_offset())
+
+    def _snapshot_error(self, error: int) -> FetchSnapshotResponse:
+        return FetchSnapshotResponse(error, LeaderIdAndEpoch(self.state.leader_id, self.state.epoch))
+
+    def _handle_fetch_snapshot_request(self, source: int, r: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        """Kafka's handleFetchSnapshotRequest: a chunk of the snapshot from ``position``."""
+        s = self.state
+        if not self._valid_cluster(r.cluster_id):
+            return self._snapshot_error(errors.INCONSISTENT_CLUSTER_ID)
+        if r.current_leader_epoch < s.epoch:
+            return self._snapshot_error(errors.FENCED_LEADER_EPOCH)
+        if r.current_leader_epoch > s.epoch:
+            return self._snapshot_error(errors.UNKNOWN_LEADER_EPOCH)
+        if s.name is not StateName.LEADER:
+            return self._snapshot_error(errors.NOT_LEADER_OR_FOLLOWER)
+        sid = OffsetAndEpoch(r.snapshot_id.epoch, r.snapshot_id.end_offset)
+        # the bootstrap snapshot is never replicated: the first leader writes its records into the log
+        bootstrap = sid == OffsetAndEpoch(0, 0)
+        found = None if bootstrap else self.log.read_snapshot(
+            sid, max(r.position, 0), max(min(r.max_bytes, self.config.fetch_max_bytes), 1))
+        if found is None:
+            return self._snapshot_error(errors.SNAPSHOT_NOT_FOUND)
+        size, chunk = found
+        if r.position < 0 or r.position >= size:
+            return self._snapshot_error(errors.POSITION_OUT_OF_RANGE)
+        if source in self._progress:
+            self._note_fetch_for_check_quorum(source)  # Kafka's updateCheckQuorumForFollowingVoter
+        return FetchSnapshotResponse(errors.NONE, LeaderIdAndEpoch(self.local_id, s.epoch), r.snapshot_id, size,
+                                     r.position, chunk)
 
     def _hw_or_sentinel(self) -> int:
         hw = self.state.high_watermark
@@ -671,9 +748,8 @@ class RaftReplica:
     # --- the leader's bookkeeping --------------------------------------------------------------
 
     def _update_replica_state(self, replica_id: int, end_offset: int, directory_id: uuid.UUID | None = None) -> None:
-        progress = self._progress.get(replica_id)
-        if progress is None:  # not a voter: no part in the high watermark
-            return
+        voter = replica_id in self._progress
+        progress = self._progress[replica_id] if voter else self._observers.setdefault(replica_id, _Progress())
         leader_end = self.log.end_offset()
         now = self._now
         if end_offset >= leader_end:
@@ -684,11 +760,16 @@ class RaftReplica:
         progress.last_fetch_ms = now
         progress.last_fetch_leader_end = leader_end
         progress.directory_id = directory_id
+        if not voter:  # an observer: no part in the high watermark nor in check-quorum
+            return
+        self._note_fetch_for_check_quorum(replica_id)
+        self._maybe_update_high_watermark()
+
+    def _note_fetch_for_check_quorum(self, replica_id: int) -> None:
         self._fetched_since_check.add(replica_id)
         if len(self._fetched_since_check | {self.local_id}) >= st.majority(len(self.voters)):
             self._set_state(replace(self.state, deadline_ms=self._check_quorum_deadline()))
             self._fetched_since_check = set()
-        self._maybe_update_high_watermark()
 
     def _maybe_update_high_watermark(self) -> None:
         s = self.state
@@ -713,7 +794,7 @@ class RaftReplica:
     # --- responses -----------------------------------------------------------------------------
 
     def _handle_response(self, source: int, message: RaftMessage) -> None:
-        if isinstance(message, FetchResponse):
+        if isinstance(message, (FetchResponse, FetchSnapshotResponse)):
             leader_id, epoch = message.current_leader.leader_id, message.current_leader.leader_epoch
         elif isinstance(message, (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse)):
             leader_id, epoch = message.leader_id, message.leader_epoch
@@ -722,6 +803,9 @@ class RaftReplica:
         if self._handled_as_common(message.error_code, leader_id, epoch):
             return
         if message.error_code != errors.NONE:
+            if isinstance(message, FetchSnapshotResponse) and message.error_code == errors.SNAPSHOT_NOT_FOUND:
+                # the leader deleted it before we had it all: Fetch again, and hear of the newer one
+                self._fetching_snapshot = None
             return  # backing off (RequestManager.on_response); retried by the next poll
         s = self.state
         if isinstance(message, VoteResponse):
@@ -733,6 +817,8 @@ class RaftReplica:
                 self._set_state(replace(s, unacked=s.unacked - {source}))
         elif isinstance(message, FetchResponse) and s.name is StateName.FOLLOWER and source == s.leader_id:
             self._handle_fetch_response(message)
+        elif isinstance(message, FetchSnapshotResponse) and s.name is StateName.FOLLOWER and source == s.leader_id:
+            self._handle_fetch_snapshot_response(message)
 
     def _handled_as_common(self, error: int, leader_id: int, epoch: int) -> bool:
         """Kafka's maybeHandleCommonResponse: True when the response needs nothing more."""
@@ -747,8 +833,47 @@ class RaftReplica:
             return error != errors.NONE
         return False
 
+    def _snapshot_fetch_of(self, s: EpochState) -> _SnapshotFetch | None:
+        """The snapshot being fetched from this follower state's leader, if any (a new leader or epoch drops it)."""
+        f = self._fetching_snapshot
+        if f is not None and (f.epoch, f.leader_id) != (s.epoch, s.leader_id):
+            self._fetching_snapshot = f = None
+        return f
+
+    def _handle_fetch_snapshot_response(self, r: FetchSnapshotResponse) -> None:
+        """Kafka's handleFetchSnapshotResponse: append the chunk; once whole, install the snapshot."""
+        s = self.state
+        f = self._snapshot_fetch_of(s)
+        if f is None:
+            return
+        if (r.snapshot_id.end_offset, r.snapshot_id.epoch) != (f.snapshot_id.offset, f.snapshot_id.epoch):
+            raise FollowerStateError(f"replica {self.local_id}: fetching snapshot {f.snapshot_id}, the leader sent "
+                                     f"{r.snapshot_id}")
+        if r.position != len(f.data):
+            raise FollowerStateError(f"replica {self.local_id}: snapshot chunk at position {r.position}, expected "
+                                     f"{len(f.data)}")
+        f.data += r.unaligned_records
+        if len(f.data) > r.size:
+            raise FollowerStateError(f"replica {self.local_id}: snapshot {f.snapshot_id} is {r.size} bytes, "
+                                     f"received {len(f.data)}")
+        if len(f.data) == r.size:
+            self._fetching_snapshot = None
+            self.log.install_snapshot(f.snapshot_id, bytes(f.data))
+            self._out.append(SnapshotInstalled(SnapshotId(f.snapshot_id.offset, f.snapshot_id.epoch)))
+            end = f.snapshot_id.offset
+            if s.high_watermark is None or s.high_watermark < end:
+                s = replace(s, high_watermark=end)
+        self._set_state(replace(s, has_fetched_from_leader=True, deadline_ms=self._now + self.config.fetch_timeout_ms))
+
     def _handle_fetch_response(self, r: FetchResponse) -> None:
         s = self.state
+        if r.snapshot_id.end_offset >= 0 and r.snapshot_id.epoch >= 0 and r.diverging_epoch.epoch < 0:
+            # the leader's log starts after our end: fetch its snapshot first (Kafka's setFetchingSnapshot)
+            sid = OffsetAndEpoch(r.snapshot_id.epoch, r.snapshot_id.end_offset)
+            self._fetching_snapshot = _SnapshotFetch(sid, s.epoch, s.leader_id, bytearray())
+            self._set_state(replace(s, has_fetched_from_leader=True,
+                                    deadline_ms=self._now + self.config.fetch_timeout_ms))
+            return
         if r.diverging_epoch.epoch >= 0:
             end = OffsetAndEpoch(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
             if s.high_watermark is not None and end.offset < s.high_watermark:

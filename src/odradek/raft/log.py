@@ -8,9 +8,15 @@ log of the later slice implements it over record batches; :class:`InMemoryRaftLo
 the tests and the simulation, and is as durable as the object that holds it.
 
 :func:`validate_offset_and_epoch` and :func:`truncate_to_end_offset` are Kafka's default methods of
-``ReplicatedLog`` of the same names (without snapshots: there are none in this slice), written over the
-interface: the leader's answer to a Fetch (go on, or truncate to this epoch's end offset), and the
-follower's truncation on that answer.
+``ReplicatedLog`` of the same names, written over the interface: the leader's answer to a Fetch (go on,
+truncate to this epoch's end offset, or fetch the latest snapshot when the fetch offset is below the log
+start offset), and the follower's truncation on that answer.
+
+Snapshots (KIP-630): a log whose start offset has moved forward keeps a snapshot at that offset (Kafka's
+``earliestSnapshotId``) and maybe later ones (``latestSnapshotId``); the leader serves a snapshot's bytes
+in chunks (``read_snapshot``, FetchSnapshot) and a follower that fetched all of one installs it
+(``install_snapshot``: Kafka's ``createNewSnapshot``, ``freeze`` and ``truncateToLatestSnapshot``: the log
+then starts, empty, at the snapshot's end offset).
 """
 
 from __future__ import annotations
@@ -56,7 +62,27 @@ class OffsetAndEpoch:
 
 
 class RaftLog(Protocol):
-    """What the Raft core needs of its log (Kafka's ReplicatedLog, without snapshots)."""
+    """What the Raft core needs of its log (Kafka's ReplicatedLog)."""
+
+    def start_offset(self) -> int:
+        """The log start offset: 0, or the end offset of the snapshot the log was truncated to."""
+        ...
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The oldest snapshot kept (the one at the log start offset once the start moved)."""
+        ...
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        ...
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        """``(the snapshot's size in bytes, up to max_bytes of it from position)``; None when there is no such
+        snapshot."""
+        ...
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """Keep ``data`` as the snapshot ``snapshot_id`` and start the log, empty, at its end offset."""
+        ...
 
     def end_offset(self) -> int:
         """The offset the next entry gets (Kafka's ``endOffset().offset()``)."""
@@ -95,6 +121,21 @@ class InMemoryRaftLog:
 
     def end_offset(self) -> int:
         return len(self.entries)
+
+    def start_offset(self) -> int:
+        return 0
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return None
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return None
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        return None
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        raise NotImplementedError("the in-memory log keeps no snapshots")
 
     def last_fetched_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else 0
@@ -139,18 +180,29 @@ class InMemoryRaftLog:
 
 @dataclass(frozen=True, slots=True)
 class ValidOffsetAndEpoch:
-    """Kafka's ValidOffsetAndEpoch, without its SNAPSHOT kind: ``diverging`` carries the leader's end
-    of the largest epoch not above the fetcher's last fetched epoch, which the fetcher truncates to."""
+    """Kafka's ValidOffsetAndEpoch: valid; diverging (``valid`` False) with the leader's end of the
+    largest epoch not above the fetcher's last fetched epoch, which the fetcher truncates to; or
+    ``snapshot`` with the id of the latest snapshot, which the fetcher must fetch."""
 
     valid: bool
     offset_and_epoch: OffsetAndEpoch
+    snapshot: bool = False
 
 
 def validate_offset_and_epoch(log: RaftLog, offset: int, epoch: int) -> ValidOffsetAndEpoch:
     """Kafka's ReplicatedLog.validateOffsetAndEpoch: is (fetch offset, last fetched epoch) a prefix of
-    this log? If not, where the fetcher's log diverges from it."""
-    if offset == 0:
+    this log? If not, where the fetcher's log diverges from it, or, when the fetcher is behind the log
+    start offset (or its epoch before the oldest snapshot's), the latest snapshot it must fetch."""
+    start = log.start_offset()
+    if start == 0 and offset == 0:
         return ValidOffsetAndEpoch(True, OffsetAndEpoch(0, 0))
+    earliest = log.earliest_snapshot_id()
+    if earliest is not None and (offset < start or (offset == start and epoch != earliest.epoch)
+                                 or epoch < earliest.epoch):
+        latest = log.latest_snapshot_id()
+        if latest is None:
+            raise ValueError(f"the log starts at {start} but has no snapshot")
+        return ValidOffsetAndEpoch(False, latest, snapshot=True)
     end = log.end_offset_for_epoch(epoch)
     if end.epoch != epoch or end.offset < offset:
         return ValidOffsetAndEpoch(False, end)

@@ -155,7 +155,8 @@ class LeaderIdAndEpoch:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotId:
-    """FetchResponse's SnapshotId; (-1, -1) when the fetcher needs no snapshot (none in this slice)."""
+    """FetchResponse's SnapshotId: the snapshot a fetcher behind the log start offset must fetch; (-1, -1)
+    when it needs none."""
 
     end_offset: int = -1
     epoch: int = -1
@@ -171,6 +172,30 @@ class FetchResponse:
     log_start_offset: int = 0
     snapshot_id: SnapshotId = field(default_factory=SnapshotId)
     node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+# --- FetchSnapshot (API 59, KIP-630) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int  # the byte position in the snapshot to read from
+    max_bytes: int = 2**31 - 1
+    replica_directory_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error_code: int
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId = field(default_factory=SnapshotId)
+    size: int = -1  # the snapshot's whole size
+    position: int = -1
+    unaligned_records: bytes = b""  # the snapshot's bytes from position (not cut at batch boundaries)
 
 
 # --- DescribeQuorum (API 55), as the leader answers it ---------------------------------------------
@@ -199,8 +224,9 @@ class DescribeQuorumPartition:
     observers: tuple[ReplicaState, ...] = ()
 
 
-RaftRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-RaftResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+RaftRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+                | FetchSnapshotResponse)
 RaftMessage = RaftRequest | RaftResponse
 
 
@@ -254,4 +280,12 @@ class LeaderChanged:
     leader_id: int
 
 
-Effect = Send | Appended | Truncated | HighWatermarkChanged | LeaderChanged
+@dataclass(frozen=True, slots=True)
+class SnapshotInstalled:
+    """A follower fetched the snapshot ``snapshot_id`` whole and installed it: its log now starts at the
+    snapshot's end offset (Kafka's ``handleLoadSnapshot``: the state machine reloads from it)."""
+
+    snapshot_id: SnapshotId
+
+
+Effect = Send | Appended | Truncated | HighWatermarkChanged | LeaderChanged | SnapshotInstalled

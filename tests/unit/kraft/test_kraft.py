@@ -27,12 +27,15 @@ from odradek.raft.messages import (
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     RaftRequest,
     RaftResponse,
     Received,
     ReplicaInfo,
     Send,
+    SnapshotId,
     Truncated,
     VoteRequest,
     VoteResponse,
@@ -93,6 +96,7 @@ REQUESTS: list[tuple[int, RaftRequest]] = [
     (1, BeginQuorumEpochRequest("cid", 2, uuid.uuid4(), 1, 7)),
     (1, EndQuorumEpochRequest("cid", 1, 7, (ReplicaInfo(3, uuid.uuid4()), ReplicaInfo(2)))),
     (3, FetchRequest("cid", 3, 500, 7, 42, 6, uuid.uuid4(), -1, 1024)),
+    (3, FetchSnapshotRequest("cid", 3, 7, SnapshotId(40, 6), 1024, 4096, uuid.uuid4())),
 ]
 
 
@@ -110,6 +114,11 @@ RESPONSES: list[tuple[int, RaftResponse]] = [
     (wire.END_QUORUM_EPOCH, EndQuorumEpochResponse(errors.NONE, 1, 7)),
     (wire.FETCH, FetchResponse(errors.NONE, 3, LeaderIdAndEpoch(1, 4), records=tuple(ENTRIES))),
     (wire.FETCH, FetchResponse(errors.NONE, 2, LeaderIdAndEpoch(1, 4), EpochEndOffset(1, 3))),
+    (wire.FETCH, FetchResponse(errors.NONE, 9, LeaderIdAndEpoch(1, 4), log_start_offset=7,
+                               snapshot_id=SnapshotId(7, 3))),
+    (wire.FETCH_SNAPSHOT, FetchSnapshotResponse(errors.NONE, LeaderIdAndEpoch(1, 4), SnapshotId(7, 3), 300, 100,
+                                                b"\x00" * 50)),
+    (wire.FETCH_SNAPSHOT, FetchSnapshotResponse(errors.SNAPSHOT_NOT_FOUND, LeaderIdAndEpoch(1, 4))),
 ]
 
 
@@ -142,7 +151,8 @@ class WireHarness(Harness):
 
     def deliver(self, source: int, send: Send) -> list[Effect]:
         m = send.message
-        if isinstance(m, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest)):
+        if isinstance(m, (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
+                          FetchSnapshotRequest)):
             key, version, entity = wire.encode_request(m)
             src, m2 = wire.decode_request(key, codec.decode_request(key, version, codec.encode(entity), 0))
             assert src == source
@@ -197,6 +207,12 @@ def test_controller_config() -> None:
     assert cfg.quorum.election_timeout_ms == 300 and cfg.max_idle_interval_ms == 500
     assert cfg.ignored == ("controller.quorum.append.linger.ms", "socket.send.buffer.bytes")
     assert cfg.delete_topic_enable
+    snap = ControllerConfig.from_properties({**BASE, "metadata.log.max.record.bytes.between.snapshots": "4096",
+                                             "metadata.log.max.snapshot.interval.ms": "0",
+                                             "metadata.max.retention.bytes": "-1", "metadata.max.retention.ms": "10"})
+    assert snap.ignored == ()
+    assert (snap.metadata_log.max_record_bytes_between_snapshots, snap.metadata_log.max_snapshot_interval_ms,
+            snap.metadata_log.retention_bytes, snap.metadata_log.retention_ms) == (4096, 0, -1, 10)
     assert not ControllerConfig.from_properties({**BASE, "delete.topic.enable": "False"}).delete_topic_enable
     for bad, match in [({"process.roles": "broker,controller"}, "combined"), ({"node.id": "7"}, "must be included"),
                        ({"delete.topic.enable": "yes"}, "Expected value to be either true or false"),
