@@ -206,3 +206,77 @@ def test_check_crcs_is_on_unless_turned_off() -> None:
     assert SourceOptions.parse({**BASE, "subscribe": "t", "kafka.check.crcs": "TRUE"}, streaming=False).check_crcs
     with pytest.raises(OptionError, match="check.crcs"):
         SourceOptions.parse({**BASE, "subscribe": "t", "kafka.check.crcs": "maybe"}, streaming=False)
+
+
+def test_share_options() -> None:
+    from odradek.pipeline.share_source import ShareOptions, is_share_mode
+
+    given = {**BASE, "subscribe": "a,b", "ShareGroup": "g", "shareTasks": "8"}
+    assert is_share_mode(given) and not is_share_mode({**BASE, "subscribe": "a"})
+    o = ShareOptions.parse(given, default_tasks=2)
+    assert (o.group, o.topics, o.tasks, o.fetch_wait_ms, o.max_records) == ("g", ("a", "b"), 8, 1000, 10_000)
+    assert ShareOptions.parse({**BASE, "subscribe": "a", "shareGroup": "g"}, default_tasks=3).tasks == 3
+    with pytest.raises(OptionError, match="startingOffsets"):
+        ShareOptions.parse({**given, "startingOffsets": "earliest"}, default_tasks=2)
+    with pytest.raises(OptionError, match="subscribe"):
+        ShareOptions.parse({**BASE, "assign": '{"a": [0]}', "shareGroup": "g"}, default_tasks=2)
+    with pytest.raises(OptionError, match="shareTasks"):
+        ShareOptions.parse({**given, "shareTasks": "0"}, default_tasks=2)
+    with pytest.raises(OptionError, match="name the share group"):
+        ShareOptions.parse({**given, "shareGroup": " "}, default_tasks=2)
+
+
+class _FakeShareConsumer:
+    def __init__(self) -> None:
+        self.acks: list[tuple[int, int]] = []  # (offset, AcknowledgeType)
+        self.commits = 0
+        self.closed = False
+
+    def acknowledge(self, msg: object, kind: int) -> None:
+        self.acks.append((msg.offset(), int(kind)))  # type: ignore[attr-defined]
+
+    def commit_sync(self, timeout: float) -> dict[object, object]:
+        self.commits += 1
+        return {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _FakeMessage:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+
+def test_share_settle_accepts_committed_releases_earlier_runs_and_leaves_siblings() -> None:
+    """A task of batch 7 (batch 6 committed) of run "r2": what its worker's idle consumers hold from batches <= 6
+    of r2 is accepted, from another run released, from batch 7 of r2 (a sibling task's) left alone; a busy
+    consumer is not touched; one last used more than 3 batches ago is closed and dropped."""
+    from confluent_kafka import AcknowledgeType
+
+    from odradek.pipeline.share_source import ShareInputPartition, _Member, _settle
+
+    def member(run: str, batch: int, offset: int, busy: bool = False) -> _Member:
+        return _Member(_FakeShareConsumer(), [_FakeMessage(offset)], (run, batch), busy)
+
+    committed, old_run, sibling, busy, older_committed = (
+        member("r2", 6, 1), member("r1", 3, 2), member("r2", 7, 3), member("r2", 5, 4, busy=True), member("r2", 2, 5))
+    members = [committed, old_run, sibling, busy, older_committed]
+    _settle(members, ShareInputPartition(0, 7, 6, "r2"))
+    accept, release = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.RELEASE)
+    assert committed.consumer.acks == [(1, accept)] and committed.held == [] and committed.consumer.commits == 1
+    assert older_committed.consumer.acks == [(5, accept)]
+    assert old_run.consumer.acks == [(2, release)] and old_run.held == []
+    assert sibling.consumer.acks == [] and len(sibling.held) == 1
+    assert busy.consumer.acks == [] and len(busy.held) == 1
+    assert older_committed.consumer.closed and members == [committed, old_run, sibling, busy]
+    assert not committed.consumer.closed

@@ -32,6 +32,9 @@ Pure functions (no Spark, no sockets) so they are unit-testable:
   topic, partition and offset. ``false`` skips the check (a CPU saving; corrupt bytes then become rows
   or a malformed-record error).
 
+- ``shareGroup`` (streaming only) switches the source to reading a share group, with ``shareTasks``,
+  ``shareMaxRecordsPerTask`` and ``shareFetchWaitMs``; those options are parsed by ``share_source.py``.
+
 Offsets kept in Spark's checkpoint are JSON dicts ``{"topic:partition": next_offset}`` with keys in a
 canonical order (topic, then partition number), so equal offsets always serialise to equal JSON.
 """

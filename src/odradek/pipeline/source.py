@@ -25,6 +25,10 @@ A streaming sink with ``exactlyOnce=true`` (and the ``topic`` option) writes eac
 in one transaction that records the batch id, so a replayed micro-batch is fenced instead of written
 twice: exactly-once for ``read_committed`` readers (``exactly_once.py``; ``transactionalIdPrefix``
 names the transactional ids, default ``odradek-sink``).
+
+With ``shareGroup`` the streaming source reads a share group (KIP-932) instead of owning offset ranges:
+``shareTasks`` tasks per micro-batch, records acknowledged after the batch commits, at-least-once
+(``share_source.py`` explains the design and exactly when duplicates happen).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.pipeline import exactly_once, kafka_client
+from odradek.pipeline import exactly_once, kafka_client, share_source
 from odradek.pipeline.kafka_client import OffsetLookup, data_loss
 from odradek.pipeline.options import (
     Offsets,
@@ -485,9 +489,14 @@ class OdradekDataSource(DataSource):
         return default
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if share_source.is_share_mode(self.options):
+            raise OptionError("'shareGroup' is a streaming read mode (readStream): a batch read has no micro-batch "
+                              "commit to acknowledge records after")
         return OdradekBatchReader(dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if share_source.is_share_mode(self.options):
+            return share_source.OdradekShareStreamReader(dict(self.options), schema, default_parallelism())
         return OdradekStreamReader(dict(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
