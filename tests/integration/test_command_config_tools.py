@@ -38,8 +38,10 @@ def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         "erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode())])["erin"].result(15)
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(15)
-    # an open transaction, for `transactions list / describe`
-    p = Producer({**conf, "transactional.id": TID})
+    # an open transaction, for `transactions list / describe`; it must stay open for the whole module, which took
+    # more than the client's default transaction.timeout.ms (60 s) on a loaded CI machine (the coordinator then
+    # aborted it and fenced the producer, and the teardown's abort failed)
+    p = Producer({**conf, "transactional.id": TID, "transaction.timeout.ms": 600000})
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(TOPIC, b"v", partition=0)

@@ -180,7 +180,7 @@ def _free_base_port(n: int, rnd: random.Random) -> int:
     raise RuntimeError("no free range of ports for the brokers")
 
 
-def _create_topic(bootstrap: str, partitions: int, timeout_s: float = 60.0) -> None:
+def _create_topic(bootstrap: str, partitions: int, timeout_s: float = 120.0) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
