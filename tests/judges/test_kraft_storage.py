@@ -359,10 +359,14 @@ def test_kafkas_metadata_shell_reads_an_odradek_snapshot(metadata_shell: Path, t
     def shell(*command: str, loaded: str) -> str:
         """The shell's output, run again (up to eight times) until it shows the loaded image: in its
         non-interactive mode Kafka's shell may run the command before its loader has published the image
-        it caught up to (an empty image then: ``Optional.empty``, no topics)."""
+        it caught up to (an empty image then: ``Optional.empty``, no topics). Once in a landing check a run
+        of it never ended (120 s, where it takes 2-5 s): such a run is also tried again."""
         out = ""
         for _ in range(8):
-            proc = kafka_peer.run_metadata_shell(path, *command)
+            try:
+                proc = kafka_peer.run_metadata_shell(path, *command, timeout=45.0)
+            except subprocess.TimeoutExpired:
+                continue
             assert proc.returncode == 0, proc.stderr[-3000:]
             out = proc.stdout
             if loaded in out:
