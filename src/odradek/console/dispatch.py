@@ -112,10 +112,9 @@ class InProcessDispatch:
             elif kind is ResultKind.FUTURE:
                 assert isinstance(result, asyncio.Future)
                 result = await asyncio.wait_for(result, self.timeout_s)
-            elif kind is not ResultKind.ENTITY:
-                raise RuntimeError(f"api {api_key} answered with no entity ({kind.value})")
         finally:
             conn.close()
-        if kind_of(result) is not ResultKind.ENTITY:
-            raise RuntimeError(f"api {api_key} answered with no entity")
+        kind = kind_of(result)  # what a delayed answer or a future resolved to
+        if kind is not ResultKind.ENTITY:
+            raise RuntimeError(f"api {api_key} answered with no entity ({kind.value})")
         return result

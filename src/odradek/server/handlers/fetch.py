@@ -159,10 +159,11 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
     )
     topics: list[TopicResult] = []
     by_name: dict[str, TopicResult] = {}
+    reg = services(ctx).topics
     for (name, p), cp in requested:
         tr = by_name.get(name)
         if tr is None:
-            meta = services(ctx).topics.get(name)
+            meta = reg.get(name)
             tr = by_name[name] = TopicResult(name, meta.topic_id if meta is not None else cp.topic_id)
             topics.append(tr)
         pr = PartitionResult(p)
@@ -174,8 +175,9 @@ def _refuse_follower(ctx: Any, version: int, requested: list[tuple[Key, CachedPa
 def _fetch_throttle_ms(ctx: RequestContext, read_bytes: int) -> int:
     """consumer_byte_rate: record the bytes read; over the quota, take them back (the response
     will carry none), mute the connection and return the throttle time (KIP-219)."""
-    quota = services(ctx).quotas.fetch
-    now = services(ctx).now_ms()
+    svc = services(ctx)
+    quota = svc.quotas.fetch
+    now = svc.now_ms()
     user, client = ctx.quota_user, ctx.client_id or ""
     throttle = quota.record_and_get_throttle_time_ms(user, client, read_bytes, now)
     if throttle:
@@ -190,8 +192,9 @@ def _max_bytes(ctx: RequestContext, request: Any, replica_id: int) -> int:
     consumer_byte_rate quota at most what it may take at once (Kafka's getMaxValueInQuotaWindow).
     ReplicaManager.read_from_log keeps the whole response within it but for one whole batch of the
     first partition with data."""
-    max_bytes = min(int(getattr(request, "max_bytes", 0x7FFFFFFF)), services(ctx).fetch_max_bytes)
-    quota = services(ctx).quotas.fetch
+    svc = services(ctx)
+    max_bytes = min(int(getattr(request, "max_bytes", 0x7FFFFFFF)), svc.fetch_max_bytes)
+    quota = svc.quotas.fetch
     if quota.quotas and replica_id < 0:
         window = quota.max_value_in_window(ctx.quota_user, ctx.client_id or "")
         if window is not None:
